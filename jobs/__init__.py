@@ -1,0 +1,1 @@
+"""Spark jobs of the CloudTrail lake (shipped to the cluster as jobs.zip)."""

@@ -1,0 +1,302 @@
+"""Ingest new CloudTrail files into the event-date partitioned Parquet table, exactly once.
+
+Run it with either of:
+
+    spark-submit --py-files build/jobs.zip jobs/cloudtrail_ingest.py --landing DIR --lake DIR [options]
+    python -m jobs.cloudtrail_ingest --landing DIR --lake DIR [options]
+
+--landing/--lake default to $CLOUDTRAIL_LANDING/$CLOUDTRAIL_LAKE. The run reads every file
+under <landing>/AWSLogs/ that the checkpoint has not seen (Trigger.AvailableNow, in
+rate-limited batches, oldest first), writes <lake>/events/event_date=YYYY-MM-DD/,
+<lake>/quarantine/reason=.../ and <lake>/reports/ingest/<run id>.json, and exits 0.
+Exit codes: 1 the run failed, 2 bad arguments or an unusable checkpoint, 3 rows would have
+been lost, 75 another run holds the lake.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import re
+import sys
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from pyspark import SparkConf, StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
+
+from jobs.checkpoint import CheckpointError, LakeBusyError, LakeLock, committed_watermark
+from jobs.decode import DECODED_DDL, decode_batches
+from jobs.report import BatchStats, RunReport, apply_progress, log_batch, now_iso
+from jobs.sinks import ParquetSink
+from jobs.transforms import (
+    mark_dedup_key,
+    mark_late,
+    normalize_records,
+    parse_containers,
+    raise_arrival_floor,
+    split_events,
+    split_quarantine,
+)
+
+log = logging.getLogger("cloudtrail_ingest")
+
+BINARY_FILE_SCHEMA = "path string, modificationTime timestamp, length long, content binary"
+# Delivered layout, with or without an organization id level. The literal "CloudTrail"
+# folder and "_CloudTrail_" file name keep Digest and Insights files out.
+LANDING_GLOB = "AWSLogs/{*,*/*}/CloudTrail/*/[0-9][0-9][0-9][0-9]/[0-9][0-9]/[0-9][0-9]/*_CloudTrail_*.json{,.gz}"
+
+SESSION_CONF = {
+    "spark.sql.session.timeZone": "UTC",
+    # RocksDB keeps de-duplication state off the JVM heap, so it is bounded by disk, not memory.
+    "spark.sql.streaming.stateStore.providerClass": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+    # Files per Arrow batch in the decode step: a few decompressed files at a time per task.
+    "spark.sql.execution.arrow.maxRecordsPerBatch": "16",
+    "spark.sql.streaming.numRecentProgressUpdates": "100000",
+}
+
+
+@dataclass(frozen=True)
+class IngestConfig:
+    landing: str
+    lake: str
+    trigger: str = "availableNow"
+    max_files_per_trigger: int | None = None
+    max_bytes_per_trigger: int | None = 128 * 1024**2
+    watermark: str = "2 days"
+    state_partitions: int = 4
+    max_file_age: str = "3650d"
+    run_id: str = ""
+
+    @property
+    def events_path(self) -> str:
+        return f"{self.lake}/events"
+
+    @property
+    def quarantine_path(self) -> str:
+        return f"{self.lake}/quarantine"
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return Path(self.lake) / "_checkpoints" / "ingest"
+
+    @property
+    def lock_path(self) -> Path:
+        return Path(self.lake) / "_checkpoints" / "ingest.lock"
+
+
+def _duration(text: str) -> str:
+    if not re.fullmatch(r"\d+\s+(second|minute|hour|day|week)s?", text.strip()):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration like '2 days' or '6 hours'")
+    return text.strip()
+
+
+def _size(text: str) -> int:
+    """'128m' -> bytes (Spark's file source takes a plain byte count)."""
+    match = re.fullmatch(r"(\d+)\s*([kmg]?)b?", text.strip().lower())
+    if not match:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size like '128m' or '1g'")
+    return int(match[1]) * 1024 ** " kmg".index(match[2] or " ")
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def parse_args(argv: list[str] | None = None) -> IngestConfig:
+    parser = argparse.ArgumentParser(prog="cloudtrail_ingest", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--landing", default=os.environ.get("CLOUDTRAIL_LANDING"), help="root holding AWSLogs/ [$CLOUDTRAIL_LANDING]")
+    parser.add_argument("--lake", default=os.environ.get("CLOUDTRAIL_LAKE"), help="root for all outputs [$CLOUDTRAIL_LAKE]")
+    parser.add_argument("--trigger", choices=["availableNow", "once"], default="availableNow")
+    parser.add_argument("--max-files-per-trigger", type=_positive_int, help="files per batch (availableNow)")
+    parser.add_argument("--max-bytes-per-trigger", type=_size, default=128 * 1024**2, help="compressed bytes per batch (availableNow) [128m]")
+    parser.add_argument("--watermark", type=_duration, default="2 days", help="de-duplication horizon, on arrival time ['2 days']")
+    parser.add_argument("--state-partitions", type=_positive_int, default=4, help="state partitions; fixed by the first run [4]")
+    parser.add_argument("--max-file-age", default="3650d", help="files older than the newest by more than this are not read [3650d]")
+    parser.add_argument("--run-id", default=None, help="id of this run in reports and rows [manual__<UTC time>]")
+    args = parser.parse_args(argv)
+    if not args.landing or not args.lake:
+        parser.error("--landing and --lake (or CLOUDTRAIL_LANDING and CLOUDTRAIL_LAKE) are required")
+    if args.max_files_per_trigger and args.max_bytes_per_trigger:
+        # Spark's file source accepts only one of the two limits; an explicit file limit wins.
+        args.max_bytes_per_trigger = None
+    return IngestConfig(
+        landing=os.path.abspath(args.landing) if "://" not in args.landing else args.landing,
+        lake=os.path.abspath(args.lake),
+        trigger=args.trigger,
+        max_files_per_trigger=args.max_files_per_trigger,
+        max_bytes_per_trigger=args.max_bytes_per_trigger,
+        watermark=args.watermark,
+        state_partitions=args.state_partitions,
+        max_file_age=args.max_file_age,
+        run_id=args.run_id or f"manual__{now_iso()}",
+    )
+
+
+def build_session(config: IngestConfig) -> SparkSession:
+    # Python workers run the decode step and need this interpreter's packages (pyarrow);
+    # PySpark takes the worker interpreter from this variable only.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName(f"cloudtrail_ingest {config.run_id}")
+    if not SparkConf().contains("spark.master"):  # python -m: no spark-submit around us
+        builder = builder.master(os.environ.get("CLOUDTRAIL_SPARK_MASTER", "local[*]"))
+        builder = builder.config("spark.driver.memory", os.environ.get("CLOUDTRAIL_DRIVER_MEMORY", "2g"))
+    for key, value in {**SESSION_CONF, "spark.sql.shuffle.partitions": str(config.state_partitions)}.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def extract(spark: SparkSession, config: IngestConfig) -> DataFrame:
+    """New landing files as (path, modificationTime, length, content) rows."""
+    reader = spark.readStream.format("binaryFile").schema(BINARY_FILE_SCHEMA).option("maxFileAge", config.max_file_age)
+    if config.max_files_per_trigger:
+        reader = reader.option("maxFilesPerTrigger", config.max_files_per_trigger)
+    if config.max_bytes_per_trigger:
+        reader = reader.option("maxBytesPerTrigger", config.max_bytes_per_trigger)
+    return reader.load(f"{config.landing}/{LANDING_GLOB}")
+
+
+def transform(files: DataFrame, config: IngestConfig, watermark_floor: datetime | None) -> DataFrame:
+    """Files -> de-duplicated rows (events and quarantine together, split at the sink)."""
+    decoded = files.mapInArrow(decode_batches, DECODED_DDL)
+    below = F.col("arrival_time") < F.lit(watermark_floor) if watermark_floor else F.lit(False)
+    decoded = decoded.observe(
+        "files", F.count(F.lit(1)).alias("files"), F.sum("file_bytes").alias("bytes"), F.count_if(below).alias("below_watermark")
+    )
+    floor = watermark_floor + timedelta(milliseconds=1) if watermark_floor else None
+    rows = normalize_records(parse_containers(raise_arrival_floor(decoded, floor)), config.run_id)
+    rows = mark_late(rows, config.watermark)
+    rows = rows.observe("records", F.count(F.lit(1)).alias("records"), F.count_if("_late").alias("late"))
+    return (
+        mark_dedup_key(rows)
+        .withWatermark("_arrival_time", config.watermark)
+        .dropDuplicatesWithinWatermark(["_dedup_key"])
+    )
+
+
+class BatchWriter:
+    """foreachBatch body: write quarantine then events, each exactly once per batch id."""
+
+    def __init__(self, spark: SparkSession, config: IngestConfig, report: RunReport) -> None:
+        self.events = ParquetSink(spark, config.events_path, ["event_date"])
+        self.quarantine = ParquetSink(spark, config.quarantine_path, ["reason"])
+        self.report = report
+
+    def __call__(self, rows: DataFrame, batch_id: int) -> None:
+        already_committed = self.events.is_committed(batch_id) and self.quarantine.is_committed(batch_id)
+        rows = rows.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            written: dict[str, int] = {}
+            quarantined: dict[str, int] = {}
+            for row in rows.groupBy("_reason", "event_date").count().collect():
+                if row["_reason"] is None:
+                    written[str(row["event_date"])] = row["count"]
+                else:
+                    quarantined[row["_reason"]] = quarantined.get(row["_reason"], 0) + row["count"]
+            self.quarantine.add_batch(batch_id, split_quarantine(rows))
+            self.events.add_batch(batch_id, split_events(rows))
+        finally:
+            rows.unpersist()
+        self.report.batches.append(BatchStats(batch_id, written, quarantined, already_committed))
+
+
+def load(rows: DataFrame, config: IngestConfig, writer: BatchWriter) -> StreamingQuery:
+    trigger = {"availableNow": True} if config.trigger == "availableNow" else {"once": True}
+    return (
+        rows.writeStream.queryName("cloudtrail_ingest")
+        .foreachBatch(writer)
+        .option("checkpointLocation", str(config.checkpoint_path))
+        .trigger(**trigger)
+        .start()
+    )
+
+
+def follow(query: StreamingQuery, report: RunReport) -> None:
+    """Wait for the query, logging each batch as its progress arrives."""
+    seen: set[int] = set()
+
+    def drain() -> None:
+        for progress in query.recentProgress:
+            body = json.loads(progress.json)
+            if body["batchId"] in seen:
+                continue
+            batch = apply_progress(report, body)
+            if batch is not None:
+                seen.add(batch.batch_id)
+                log_batch(batch)
+
+    while query.isActive:
+        query.awaitTermination(2)
+        drain()
+    drain()
+    error = query.exception()
+    if error is not None:
+        raise RuntimeError(f"streaming query failed: {error}")
+
+
+def run(spark: SparkSession, config: IngestConfig) -> RunReport:
+    floor = committed_watermark(config.checkpoint_path)
+    report = RunReport(
+        run_id=config.run_id,
+        landing=config.landing,
+        lake=config.lake,
+        trigger=config.trigger,
+        started_at=now_iso(),
+        watermark_before=floor.isoformat() if floor else None,
+        dedup_watermark_delay=config.watermark,
+    )
+    try:
+        query = load(transform(extract(spark, config), config, floor), config, BatchWriter(spark, config, report))
+        follow(query, report)
+        report.status = "succeeded"
+    except Exception as exc:
+        report.status, report.error = "failed", str(exc).splitlines()[0][:2000]
+        raise
+    finally:
+        after = committed_watermark(config.checkpoint_path)
+        report.watermark_after = after.isoformat() if after else None
+        report.finished_at = now_iso()
+        path = report.write()
+        totals = report.totals()
+        log.info(
+            "run %s %s: %d files, %d records, %d rows written, %d duplicates dropped, %d quarantined; report %s",
+            config.run_id, report.status, totals["files_read"], totals["records_read"], totals["rows_written"],
+            totals["duplicates_dropped"], totals["quarantined"], path,
+        )  # fmt: skip
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    config = parse_args(argv)
+    started = time.monotonic()
+    try:
+        with LakeLock(config.lock_path):
+            spark = build_session(config)
+            spark.sparkContext.setLogLevel("WARN")
+            report = run(spark, config)
+    except LakeBusyError as exc:
+        log.error("%s", exc)
+        return 75
+    except CheckpointError as exc:
+        log.error("%s", exc)
+        return 2
+    dropped = report.totals()["rows_dropped_by_watermark"]
+    if dropped:
+        log.error("%d rows were dropped by the de-duplication watermark: see docs/design.md, 'Recovering dropped rows'", dropped)
+        return 3
+    log.info("done in %.1f s", time.monotonic() - started)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

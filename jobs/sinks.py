@@ -1,0 +1,36 @@
+"""Exactly-once Parquet output for foreachBatch, through Spark's own file sink.
+
+One query has two outputs (events and quarantine), so the query ends in foreachBatch;
+each output is written by Spark's FileStreamSink, the same class `writeStream.format
+("parquet")` uses: data files are listed in `<path>/_spark_metadata/<batchId>` only
+after they are all written, and a batch id already in that log is skipped, so a batch
+replayed after a crash is never written twice.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, SparkSession
+
+
+class ParquetSink:
+    """Spark's FileStreamSink for one output path (driver side, classic Spark only)."""
+
+    def __init__(self, spark: SparkSession, path: str, partition_by: list[str]) -> None:
+        jvm = spark._jvm
+        assert jvm is not None, "ParquetSink needs a classic (non-Connect) SparkSession"
+        self.path = path
+        self._sink = jvm.org.apache.spark.sql.execution.streaming.sinks.FileStreamSink(
+            spark._jsparkSession,  # type: ignore[attr-defined]
+            path,
+            jvm.org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat(),
+            jvm.org.apache.spark.api.python.PythonUtils.toSeq(partition_by),
+            jvm.org.apache.spark.api.python.PythonUtils.toScalaMap({}),
+        )
+        self._log = self._sink.fileLog()
+
+    def is_committed(self, batch_id: int) -> bool:
+        latest = self._log.getLatestBatchId()
+        return bool(latest.isDefined() and latest.get() >= batch_id)
+
+    def add_batch(self, batch_id: int, rows: DataFrame) -> None:
+        self._sink.addBatch(batch_id, rows._jdf)  # type: ignore[attr-defined]

@@ -1,0 +1,244 @@
+"""Pure DataFrame -> DataFrame steps of the ingest job (no I/O, no session state).
+
+    decoded files --parse_containers--> one row per record or per problem
+                  --normalize_records--> typed event columns + _reason
+                  --mark_dedup_key-----> the key the streaming de-duplication uses
+    split_events / split_quarantine pick the two outputs apart after de-duplication.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from jobs.decode import SHAPE_ARRAY, SHAPE_OBJECT
+from jobs.schema import (
+    EVENT_TIME_FORMAT,
+    EVENTS_SCHEMA,
+    KNOWN_FIELDS,
+    QUARANTINE_SCHEMA,
+    RECORD_FIELDS,
+)
+
+RECORD = T.MapType(T.StringType(), T.StringType())
+RECORDS_CONTAINER = T.StructType([T.StructField("Records", T.ArrayType(RECORD))])
+RECORD_ARRAY = T.ArrayType(RECORD)
+ITEM = T.StructType([T.StructField("record", RECORD), T.StructField("raw", T.StringType())])
+# Keys that make a JSON object a CloudTrail record rather than some other document.
+RECORD_MARKERS = ["eventVersion", "eventID", "eventTime", "eventSource", "eventName"]
+
+# File-level quarantine reasons (decode.py adds truncated_gzip, corrupt_gzip, binary,
+# empty_file, not_json) and record-level ones.
+UNSUPPORTED_SHAPE = "unsupported_shape"
+NOT_JSON = "not_json"
+MALFORMED_RECORD = "malformed_record"
+MISSING_EVENT_ID = "missing_event_id"
+MISSING_EVENT_TIME = "missing_event_time"
+UNPARSEABLE_EVENT_TIME = "unparseable_event_time"
+UNSUPPORTED_SHAPE_DETAIL = 'valid JSON, but not {"Records":[...]}, an array of records, or JSON lines of records'
+
+
+def _single_json_value(text: Column) -> Column:
+    """True when text holds exactly one JSON value.
+
+    from_json ignores anything after the first value, so '{...}\\n{...}' would silently
+    lose the second object; wrapping the text in [ ] and counting elements (a tokenize-only
+    pass) tells one value from several or from broken JSON.
+    """
+    return F.json_array_length(F.concat(F.lit("["), text, F.lit("]"))) == 1
+
+
+def _looks_like_record(record: Column) -> Column:
+    return F.exists(F.map_keys(record), lambda key: key.isin(RECORD_MARKERS))
+
+
+def _items(records: Column, raw: Column | None = None) -> Column:
+    return F.transform(
+        records,
+        lambda record: F.struct(record.alias("record"), (raw if raw is not None else F.lit(None).cast("string")).alias("raw")),
+    )
+
+
+def parse_containers(decoded: DataFrame) -> DataFrame:
+    """Decoded files -> one row per record, or one row per file or line that cannot be read.
+
+    Shapes: {"Records":[...]}, a bare JSON array of records, a single record object, and
+    JSON lines of records. Output columns: source_file, arrival_time, record_index,
+    record (map of top-level key -> raw JSON text), raw (the line, for bad lines),
+    _reason, _detail.
+    """
+    is_object = F.col("shape") == SHAPE_OBJECT
+    is_array = F.col("shape") == SHAPE_ARRAY
+    # Each step is its own projection so every from_json runs once per file.
+    files = decoded.withColumn("single_value", F.when(F.col("text").isNotNull(), _single_json_value(F.col("text"))))
+    files = files.withColumn(
+        "records",
+        F.when(is_object & F.col("single_value"), F.from_json("text", RECORDS_CONTAINER).getField("Records"))
+        .when(is_array & F.col("single_value"), F.from_json("text", RECORD_ARRAY)),
+    )
+    files = files.withColumn(
+        "single_record",
+        F.when(is_object & F.col("single_value") & F.col("records").isNull(), F.from_json("text", RECORD)),
+    )
+    lines = F.filter(F.split("text", r"\r?\n"), lambda line: F.trim(line) != "")
+    files = files.withColumn("lines", F.when(is_object & ~F.col("single_value"), lines))
+    files = files.withColumn("first_line_record", F.from_json(F.col("lines").getItem(0), RECORD))
+    first_line_ok = (
+        _single_json_value(F.col("lines").getItem(0))
+        & F.col("first_line_record").isNotNull()
+        & _looks_like_record(F.col("first_line_record"))
+    )
+    json_lines = F.transform(
+        "lines",
+        lambda line: F.struct(
+            F.when(_single_json_value(line), F.from_json(line, RECORD)).alias("record"),
+            line.alias("raw"),
+        ),
+    )
+    files = files.withColumn(
+        "items",
+        F.when(F.col("records").isNotNull(), _items(F.col("records")))
+        .when(_looks_like_record(F.col("single_record")), _items(F.array("single_record")))
+        .when(first_line_ok, json_lines),
+    )
+    file_reason = F.coalesce(
+        F.col("file_error"),
+        F.when(
+            F.col("items").isNull(),
+            F.when(F.col("single_value") | _single_json_value(F.col("lines").getItem(0)), F.lit(UNSUPPORTED_SHAPE)).otherwise(
+                F.lit(NOT_JSON)
+            ),
+        ),
+    )
+    file_detail = F.coalesce(
+        F.col("file_error_detail"),
+        F.when(file_reason == UNSUPPORTED_SHAPE, F.lit(UNSUPPORTED_SHAPE_DETAIL)),
+        F.when(file_reason == NOT_JSON, F.lit("not valid JSON (or several JSON values where one was expected)")),
+    )
+    exploded = files.select(
+        "source_file",
+        "arrival_time",
+        file_reason.alias("_file_reason"),
+        file_detail.alias("_file_detail"),
+        F.posexplode_outer("items").alias("record_index", "item"),
+    ).where(F.col("item").isNotNull() | F.col("_file_reason").isNotNull())
+    record = F.col("item.record")
+    bad_line = F.col("item").isNotNull() & record.isNull()
+    return exploded.select(
+        "source_file",
+        "arrival_time",
+        F.when(F.col("_file_reason").isNull(), F.col("record_index")).alias("record_index"),
+        record.alias("record"),
+        F.col("item.raw").alias("raw"),
+        F.coalesce(F.col("_file_reason"), F.when(bad_line, F.lit(MALFORMED_RECORD))).alias("_reason"),
+        F.coalesce(F.col("_file_detail"), F.when(bad_line, F.lit("line is not one JSON object"))).alias("_detail"),
+    )
+
+
+def _typed(name: str, data_type: T.DataType, kind: str, raw: Column) -> tuple[Column, Column | None]:
+    """(typed column, condition under which the raw text could not be typed and is rescued)."""
+    if kind == "string":
+        return raw, None
+    if kind == "bool":
+        typed = raw.try_cast("boolean")
+        return typed, raw.isNotNull() & typed.isNull()
+    if kind == "timestamp":
+        return F.try_to_timestamp(raw, F.lit(EVENT_TIME_FORMAT)), None
+    opener = "[" if isinstance(data_type, T.ArrayType) else "{"
+    container = raw.startswith(opener)
+    typed = F.when(container, F.from_json(raw, data_type))
+    return typed, raw.isNotNull() & (~container | typed.isNull())
+
+
+def normalize_records(items: DataFrame, run_id: str, ingest_time: Column | None = None) -> DataFrame:
+    """Records (maps of raw JSON text) -> typed event columns, _rescued, and a quarantine _reason.
+
+    Unknown top-level keys, and known ones whose raw text does not fit the documented
+    type, are kept in _rescued as a JSON object of key -> raw text. A record without an
+    eventID, or whose eventTime is missing or not ISO-8601, gets a _reason and goes to
+    quarantine; rows that already carry a file- or line-level _reason keep it.
+    """
+    record = F.col("record")
+    columns: list[Column] = []
+    rescued_entries: list[Column] = []
+    for name, data_type, kind in RECORD_FIELDS:
+        raw = record.getItem(name)
+        typed, rescue_when = _typed(name, data_type, kind, raw)
+        columns.append(typed.cast(data_type).alias(name))
+        if rescue_when is not None:
+            rescued_entries.append(F.when(rescue_when, F.struct(F.lit(name).alias("key"), raw.alias("value"))))
+
+    unknown = F.map_filter(record, lambda key, _value: ~key.isin(KNOWN_FIELDS))
+    failed = F.map_from_entries(F.filter(F.array(*rescued_entries), lambda entry: entry.isNotNull()))
+    rescued = F.map_concat(F.coalesce(unknown, F.create_map().cast(RECORD)), failed)
+
+    event_id = record.getItem("eventID")
+    event_time_raw = record.getItem("eventTime")
+    event_time = F.try_to_timestamp(event_time_raw, F.lit(EVENT_TIME_FORMAT))
+    reason = F.coalesce(
+        F.col("_reason"),
+        F.when(event_id.isNull() | (F.trim(event_id) == ""), F.lit(MISSING_EVENT_ID))
+        .when(event_time_raw.isNull(), F.lit(MISSING_EVENT_TIME))
+        .when(event_time.isNull(), F.lit(UNPARSEABLE_EVENT_TIME)),
+    )
+    detail = F.coalesce(
+        F.col("_detail"),
+        F.when(reason == UNPARSEABLE_EVENT_TIME, F.concat(F.lit("eventTime not ISO-8601: "), event_time_raw)),
+    )
+    return items.select(
+        *columns,
+        F.when(F.size(rescued) > 0, F.to_json(rescued)).alias("_rescued"),
+        F.col("source_file").alias("_source_file"),
+        F.lit(run_id).alias("_ingest_run_id"),
+        (ingest_time if ingest_time is not None else F.current_timestamp()).alias("_ingest_time"),
+        F.to_date(event_time).alias("event_date"),
+        F.col("arrival_time").alias("_arrival_time"),
+        F.col("record_index").alias("_record_index"),
+        F.coalesce(F.col("raw"), F.to_json(record)).alias("_record_text"),
+        reason.alias("_reason"),
+        detail.alias("_detail"),
+    )
+
+
+def mark_dedup_key(events: DataFrame) -> DataFrame:
+    """Good rows are de-duplicated on eventID; quarantined rows get a key of their own
+    (file + position) so they are never collapsed into each other."""
+    own_key = F.concat(F.lit("!"), F.col("_source_file"), F.lit("#"), F.coalesce(F.col("_record_index").cast("string"), F.lit("file")))
+    return events.withColumn("_dedup_key", F.when(F.col("_reason").isNull(), F.col("eventID")).otherwise(own_key))
+
+
+def mark_late(events: DataFrame, lateness: str) -> DataFrame:
+    """Flag events delivered more than `lateness` after they happened (an event-time
+    watermark of that delay would have dropped them; this job keeps them)."""
+    late = F.col("eventTime") < F.col("_arrival_time") - F.expr(f"INTERVAL {lateness}")
+    return events.withColumn("_late", F.coalesce(late & F.col("_reason").isNull(), F.lit(False)))
+
+
+def raise_arrival_floor(files: DataFrame, floor: datetime | None) -> DataFrame:
+    """Lift arrival times below the committed watermark up to just above it, so the
+    de-duplication never drops a file that landed with an old modification time
+    (a copy that preserved mtimes, clock skew). See docs/design.md."""
+    if floor is None:
+        return files
+    return files.withColumn("arrival_time", F.greatest(F.col("arrival_time"), F.lit(floor).cast("timestamp")))
+
+
+def split_events(rows: DataFrame) -> DataFrame:
+    """The rows that belong in the events table, in table column order."""
+    return rows.where(F.col("_reason").isNull()).select(*EVENTS_SCHEMA.fieldNames())
+
+
+def split_quarantine(rows: DataFrame) -> DataFrame:
+    """The rows that go to quarantine, with their reason."""
+    return rows.where(F.col("_reason").isNotNull()).select(
+        F.col("_source_file").alias("source_file"),
+        F.col("_record_index").cast("int").alias("record_index"),
+        F.col("_record_text").alias("record"),
+        F.col("_detail").alias("detail"),
+        "_ingest_run_id",
+        "_ingest_time",
+        F.col("_reason").alias("reason"),
+    ).select(*QUARANTINE_SCHEMA.fieldNames())
