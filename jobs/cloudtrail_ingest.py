@@ -35,6 +35,7 @@ from jobs.checkpoint import CheckpointError, LakeBusyError, LakeLock, committed_
 from jobs.decode import DECODED_DDL, decode_batches
 from jobs.report import BatchStats, RunReport, apply_progress, log_batch, now_iso
 from jobs.sinks import ParquetSink
+from jobs.sweep import sweep_lake
 from jobs.transforms import (
     mark_dedup_key,
     mark_late,
@@ -257,6 +258,8 @@ def run(spark: SparkSession, config: IngestConfig) -> RunReport:
     try:
         query = load(transform(extract(spark, config), config, floor), config, BatchWriter(spark, config, report))
         follow(query, report)
+        # A successful run always leaves a clean table, whatever earlier crashed attempts left.
+        report.swept_files = sweep_lake(spark, config.lake)
         report.status = "succeeded"
     except Exception as exc:
         report.status, report.error = "failed", str(exc).splitlines()[0][:2000]

@@ -224,6 +224,34 @@ def generate(
     return manifest
 
 
+# Delivered-shape sources among the shared samples: (folder, glob, account, region).
+SAMPLE_SOURCES = [
+    ("invictus-ir_aws_dataset", "CloudTrail/*.json", "218007301253", "us-east-1"),
+    ("stratus-red-team_detonation-logs", "docs/detonation-logs/*.json", "999988887777", "us-east-2"),
+    ("zmallen_cloudtrail2sightings", "*.json", "677301038893", "us-east-1"),
+]
+
+
+def add_samples(out: Path, samples: Path, delivered: datetime) -> list[str]:
+    """Copy the delivered-shape real samples into the landing layout, unchanged byte for byte.
+
+    Real CloudTrail file names are kept; others get one in CloudTrail's form. All are
+    delivered (dated, and their mtime set) at `delivered`.
+    """
+    placed = []
+    for folder, pattern, account, region in SAMPLE_SOURCES:
+        for index, source in enumerate(sorted((samples / folder).glob(pattern))):
+            name = source.name if "_CloudTrail_" in source.name else None
+            target = delivery_path(out, account, region, delivered, f"sample{index:03d}", ".json")
+            if name:
+                target = target.with_name(name)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(source.read_bytes())
+            os.utime(target, (delivered.timestamp(), delivered.timestamp()))
+            placed.append(str(target))
+    return placed
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True, type=Path)
@@ -236,12 +264,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--late-files", type=int, default=0)
     parser.add_argument("--malformed-files", type=int, default=0, help="0-4: truncated gzip, not JSON, binary, unsupported shape")
     parser.add_argument("--digests", action="store_true")
+    parser.add_argument("--samples", type=Path, help="also lay out the real samples from this folder, when it exists")
+    parser.add_argument("--if-absent", action="store_true", help="do nothing when --out already holds AWSLogs/")
     parser.add_argument("--no-manifest", action="store_true")
     args = parser.parse_args(argv)
+    if args.if_absent and (args.out / "AWSLogs").is_dir():
+        print(f"{args.out}/AWSLogs exists: landing zone kept as it is")
+        return 0
     manifest = generate(
         args.out, args.records, args.days, args.seed, args.start, args.records_per_file,
         args.duplicate_rate, args.late_files, args.malformed_files, args.digests,
     )  # fmt: skip
+    if args.samples and args.samples.is_dir():
+        delivered = datetime.combine(args.start, datetime.min.time(), tzinfo=UTC) + timedelta(days=args.days, hours=2)
+        samples = add_samples(args.out, args.samples, delivered)
+        manifest.files.extend(samples)
+        print(f"laid out {len(samples)} real sample files from {args.samples}")
     if not args.no_manifest:
         (args.out / "_manifest.json").write_text(json.dumps(manifest.__dict__, indent=1))
     print(f"wrote {len(manifest.files)} files, {len(manifest.events)} distinct events, {manifest.duplicates} re-deliveries to {args.out}")

@@ -49,6 +49,7 @@ class RunReport:
     status: str = "running"
     error: str | None = None
     watermark_after: str | None = None
+    swept_files: dict[str, int] = field(default_factory=dict)
     batches: list[BatchStats] = field(default_factory=list)
 
     def totals(self) -> dict[str, Any]:

@@ -1,0 +1,66 @@
+"""Print a short summary of the lake, read with DuckDB the way an analyst would.
+
+    python -m jobs.summary --lake DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+import duckdb
+
+
+def latest(folder: Path) -> dict | None:
+    reports = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime)
+    return json.loads(reports[-1].read_text()) if reports else None
+
+
+def summarize(lake: Path) -> str:
+    events = lake / "events"
+    table = f"read_parquet('{events}/*/*.parquet', hive_partitioning = true)"
+    db = duckdb.connect()
+    lines = [f"events table: {events}  (Hive partitions event_date=YYYY-MM-DD)"]
+    if not any(events.glob("*/*.parquet")):
+        lines.append("  no rows yet")
+    else:
+        total, dates = db.execute(f"select count(*), count(distinct event_date) from {table}").fetchone() or (0, 0)
+        lines.append(f"  {total} rows in {dates} event dates")
+        lines.append("rows per event_date:")
+        for day, rows in db.execute(f"select event_date, count(*) from {table} group by 1 order by 1").fetchall():
+            lines.append(f"  {day}  {rows:>8}")
+        lines.append("top eventSources:")
+        for source, rows in db.execute(f"select eventSource, count(*) n from {table} group by 1 order by n desc, 1 limit 5").fetchall():
+            lines.append(f"  {source:<36}{rows:>8}")
+    quarantine = lake / "quarantine"
+    lines.append(f"quarantine: {quarantine}")
+    if any(quarantine.glob("*/*.parquet")):
+        query = f"select reason, count(*) from read_parquet('{quarantine}/*/*.parquet', hive_partitioning = true) group by 1 order by 1"
+        lines.extend(f"  {reason:<24}{count:>8}" for reason, count in db.execute(query).fetchall())
+    else:
+        lines.append("  nothing quarantined")
+    ingest = latest(lake / "reports" / "ingest")
+    if ingest:
+        lines.append(
+            f"last ingest run {ingest['run_id']}: {ingest['status']}, {ingest['files_read']} files, {ingest['records_read']} records, "
+            f"{ingest['rows_written']} rows written, {ingest['duplicates_dropped']} duplicates dropped, {ingest['quarantined']} quarantined"
+        )
+    gate = latest(lake / "reports" / "dq")
+    if gate:
+        lines.append(f"DQ gate: {gate['verdict'].upper()} ({len(gate['failed_critical'])} critical failures, {len(gate['warnings'])} warnings)")
+        lines.append(f"  Data Docs: {gate['data_docs']}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--lake", type=Path, default=os.environ.get("CLOUDTRAIL_LAKE"))
+    args = parser.parse_args(argv)
+    print(summarize(args.lake.absolute()))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,93 @@
+"""Move aside data files that no committed batch lists, so directory readers see the committed table.
+
+    spark-submit --py-files build/jobs.zip jobs/sweep.py --lake DIR
+    python -m jobs.sweep --lake DIR
+
+A batch that crashed after writing data files but before committing them to
+<table>/_spark_metadata leaves those files in the partition folders. Spark ignores them
+(it reads the log), but DuckDB, Athena, Trino or pyarrow list the folders and would see
+them. The sweep moves every such file to <lake>/_swept/<table>/<time>/, keeping its
+relative path (nothing is deleted). It runs under the lake lock, so it never races a
+writer, and it only touches files absent from the log Spark itself reads.
+Exit codes: 0 done, 75 an ingest run holds the lake.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shutil
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+from pyspark.sql import SparkSession
+
+from jobs.checkpoint import LakeBusyError, LakeLock
+
+log = logging.getLogger("sweep")
+TABLES = ("events", "quarantine")
+
+
+def committed_files(spark: SparkSession, table: Path) -> set[Path]:
+    """The data files Spark's own reader takes from the table's _spark_metadata log."""
+    if not (table / "_spark_metadata").is_dir():
+        return set()
+    return {Path(unquote(urlparse(uri).path)) for uri in spark.read.parquet(str(table)).inputFiles()}
+
+
+def data_files(table: Path) -> set[Path]:
+    """Every data file under the table folder (hidden and _-prefixed entries are not data)."""
+    found = set()
+    for folder, subfolders, names in os.walk(table):
+        subfolders[:] = [d for d in subfolders if not d.startswith(("_", "."))]
+        found.update(Path(folder) / n for n in names if not n.startswith(("_", ".")))
+    return found
+
+
+def sweep_table(spark: SparkSession, lake: Path, table_name: str, stamp: str) -> list[Path]:
+    table = lake / table_name
+    if not table.is_dir():
+        return []
+    committed = committed_files(spark, table)
+    if not committed and not (table / "_spark_metadata").is_dir():
+        return []  # not a sink-written table: nothing can be told apart
+    strays = sorted(data_files(table) - committed)
+    for stray in strays:
+        target = lake / "_swept" / table_name / stamp / stray.relative_to(table)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(stray, target)
+        log.info("moved uncommitted %s -> %s", stray, target)
+    return strays
+
+
+def sweep_lake(spark: SparkSession, lake: str) -> dict[str, int]:
+    """Sweep every table of the lake; the caller must hold the lake lock."""
+    stamp = datetime.now(tz=UTC).strftime("%Y%m%dT%H%M%SZ")
+    return {name: len(sweep_table(spark, Path(lake), name, stamp)) for name in TABLES}
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    parser = argparse.ArgumentParser(prog="sweep", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--lake", default=os.environ.get("CLOUDTRAIL_LAKE"))
+    args = parser.parse_args(argv)
+    if not args.lake:
+        parser.error("--lake (or CLOUDTRAIL_LAKE) is required")
+    lake = os.path.abspath(args.lake)
+    try:
+        with LakeLock(Path(lake) / "_checkpoints" / "ingest.lock"):
+            spark = SparkSession.builder.appName("cloudtrail_sweep").getOrCreate()
+            spark.sparkContext.setLogLevel("WARN")
+            moved = sweep_lake(spark, lake)
+    except LakeBusyError as exc:
+        log.error("%s", exc)
+        return 75
+    log.info("sweep done: %s", ", ".join(f"{n} files moved aside from {t}" for t, n in moved.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

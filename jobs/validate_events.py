@@ -1,0 +1,201 @@
+"""Data-quality gate: Great Expectations suites on the partitions a run is responsible for.
+
+Run it with either of:
+
+    spark-submit --py-files build/jobs.zip jobs/validate_events.py --lake DIR [--run-id ID] \
+        [--from-date YYYY-MM-DD --to-date YYYY-MM-DD] [--dates D1,D2] [--quarantine-threshold 0.01]
+    python -m jobs.validate_events --lake DIR ...
+
+It validates the event_date partitions in the date range, plus those the run wrote (from
+its report), reading the table as Spark reads it. Suites are the JSON files in
+expectations/: *.critical.json fail the gate (exit 1), *.warning.json are reported only.
+Results: <lake>/reports/dq/<run id>.json; Data Docs: <lake>/reports/data_docs/index.html.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from dataclasses import dataclass
+from datetime import date, timedelta
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from jobs.report import now_iso, report_path
+
+log = logging.getLogger("validate_events")
+SUITES_DIR = Path(os.environ.get("CLOUDTRAIL_EXPECTATIONS", Path(__file__).resolve().parents[1] / "expectations"))
+
+
+@dataclass(frozen=True)
+class ValidateConfig:
+    lake: str
+    run_id: str | None
+    dates: tuple[date, ...]
+    quarantine_threshold: float
+
+    @property
+    def results_path(self) -> Path:
+        name = Path(report_path(self.lake, self.run_id or f"adhoc__{now_iso()}")).name
+        return Path(self.lake) / "reports" / "dq" / name
+
+
+def parse_args(argv: list[str] | None = None) -> ValidateConfig:
+    parser = argparse.ArgumentParser(prog="validate_events", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--lake", default=os.environ.get("CLOUDTRAIL_LAKE"))
+    parser.add_argument("--run-id", help="check this run's report against the table")
+    parser.add_argument("--from-date", type=date.fromisoformat)
+    parser.add_argument("--to-date", type=date.fromisoformat)
+    parser.add_argument("--dates", default="", help="comma-separated event dates")
+    parser.add_argument("--quarantine-threshold", type=float, default=0.01)
+    args = parser.parse_args(argv)
+    if not args.lake:
+        parser.error("--lake (or CLOUDTRAIL_LAKE) is required")
+    dates = {date.fromisoformat(d) for d in args.dates.split(",") if d.strip()}
+    if args.from_date or args.to_date:
+        first, last = args.from_date or args.to_date, args.to_date or args.from_date
+        if first > last:
+            parser.error(f"--from-date {first} is after --to-date {last}")
+        dates.update(first + timedelta(days=n) for n in range((last - first).days + 1))
+    return ValidateConfig(os.path.abspath(args.lake), args.run_id, tuple(sorted(dates)), args.quarantine_threshold)
+
+
+def load_run_report(config: ValidateConfig) -> dict[str, Any] | None:
+    if not config.run_id:
+        return None
+    path = report_path(config.lake, config.run_id)
+    if not path.exists():
+        raise FileNotFoundError(f"no ingest report for run {config.run_id} at {path}")
+    return json.loads(path.read_text())
+
+
+def responsible_dates(config: ValidateConfig, report: dict[str, Any] | None) -> list[str]:
+    written = (report or {}).get("rows_written_per_event_date", {})
+    return sorted({d.isoformat() for d in config.dates} | set(written))
+
+
+def with_check_columns(events: DataFrame) -> DataFrame:
+    """Flatten what the suites check into plain columns (GX checks top-level columns)."""
+    return events.select(
+        "eventID", "eventTime", "event_date", "eventSource", "eventName", "awsRegion", "recipientAccountId", "eventVersion",
+        F.to_date("eventTime").alias("event_time_date"),
+        F.col("userIdentity.type").alias("user_identity_type"),
+        F.col("tlsDetails.tlsVersion").alias("tls_version"),
+        F.size(F.filter("resources", lambda r: r["ARN"].isNull())).alias("resources_without_arn"),
+        "_ingest_run_id",
+    )  # fmt: skip
+
+
+def run_figures(spark: SparkSession, events: DataFrame, config: ValidateConfig, report: dict[str, Any]) -> DataFrame:
+    """One row comparing the table with the run report."""
+    rows_in_table = events.where(F.col("_ingest_run_id") == config.run_id).count()
+    records_read = report.get("records_read", 0)
+    share = report.get("quarantined", 0) / records_read if records_read else 0.0
+    return spark.createDataFrame(
+        [(rows_in_table, report.get("rows_written", 0), float(share))],
+        "rows_in_table_for_run long, rows_reported long, quarantine_share double",
+    )
+
+
+def read_events(spark: SparkSession, lake: str, dates: list[str]) -> DataFrame:
+    events = spark.read.parquet(f"{lake}/events")
+    return events.where(F.col("event_date").isin([date.fromisoformat(d) for d in dates]))
+
+
+def load_suite(name: str) -> dict[str, Any]:
+    return json.loads((SUITES_DIR / f"{name}.json").read_text())
+
+
+def validate(frames: dict[str, DataFrame], config: ValidateConfig) -> dict[str, Any]:
+    """Run each suite on its frame through a file-backed GX context under <lake>/reports."""
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+    import great_expectations as gx  # heavy (~10 s): imported when the gate runs, never at DAG parse
+
+    reports = Path(config.lake) / "reports"
+    context = gx.get_context(mode="file", project_root_dir=str(reports / "gx"))
+    docs_dir = reports / "data_docs"
+    if "lake" not in context.get_site_names():
+        context.add_data_docs_site(
+            site_name="lake",
+            site_config={
+                "class_name": "SiteBuilder",
+                "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": str(docs_dir)},
+                "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
+            },
+        )
+    source = context.data_sources.add_or_update_spark(name="cloudtrail")
+    outcome: dict[str, Any] = {"suites": {}, "failed_critical": [], "warnings": []}
+    for suite_name, frame in frames.items():
+        asset = next((a for a in source.assets if a.name == suite_name), None) or source.add_dataframe_asset(name=suite_name)
+        batch = next((b for b in asset.batch_definitions if b.name == "partitions"), None) or asset.add_batch_definition_whole_dataframe(
+            "partitions"
+        )
+        suite = context.suites.add_or_update(gx.ExpectationSuite(**load_suite(suite_name)))
+        definition = context.validation_definitions.add_or_update(gx.ValidationDefinition(name=suite_name, data=batch, suite=suite))
+        checkpoint = context.checkpoints.add_or_update(
+            gx.Checkpoint(
+                name=suite_name,
+                validation_definitions=[definition],
+                actions=[gx.checkpoint.UpdateDataDocsAction(name="data_docs", site_names=["lake"])],
+                result_format={"result_format": "SUMMARY", "partial_unexpected_count": 5},
+            )
+        )
+        result = checkpoint.run(
+            batch_parameters={"dataframe": frame},
+            expectation_parameters={"quarantine_threshold": config.quarantine_threshold},
+            run_id=gx.RunIdentifier(run_name=config.run_id or "adhoc"),
+        )
+        critical = suite_name.endswith(".critical")
+        checks = []
+        for validation in result.run_results.values():
+            for check in validation.results:
+                kwargs = {k: v for k, v in check.expectation_config.kwargs.items() if k != "batch_id"}
+                entry = {
+                    "expectation": check.expectation_config.type,
+                    "kwargs": kwargs,
+                    "success": check.success,
+                    "unexpected_percent": check.result.get("unexpected_percent"),
+                    "sample_unexpected": check.result.get("partial_unexpected_list", [])[:5],
+                    "observed_value": check.result.get("observed_value"),
+                }
+                checks.append(entry)
+                if not check.success:
+                    (outcome["failed_critical"] if critical else outcome["warnings"]).append({"suite": suite_name, **entry})
+        outcome["suites"][suite_name] = {"success": result.success, "critical": critical, "checks": checks}
+    outcome["data_docs"] = str(docs_dir / "index.html")
+    return outcome
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    logging.getLogger("great_expectations").setLevel(logging.WARNING)
+    config = parse_args(argv)
+    report = load_run_report(config)
+    dates = responsible_dates(config, report)
+    spark = SparkSession.builder.appName("cloudtrail_validate_events").config("spark.sql.session.timeZone", "UTC").getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    events = read_events(spark, config.lake, dates).cache()
+    frames = {"cloudtrail_events.critical": with_check_columns(events), "cloudtrail_events.warning": with_check_columns(events)}
+    if report is not None:
+        frames["cloudtrail_run.critical"] = run_figures(spark, events, config, report)
+    outcome = validate(frames, config)
+    verdict = "failed" if outcome["failed_critical"] else "passed"
+    body = {"run_id": config.run_id, "validated_at": now_iso(), "event_dates": dates, "rows_validated": events.count(), "verdict": verdict, **outcome}
+    config.results_path.parent.mkdir(parents=True, exist_ok=True)
+    config.results_path.write_text(json.dumps(body, indent=2, default=str) + "\n")
+    for failure in outcome["failed_critical"]:
+        log.error("CRITICAL %s %s failed; sample: %s", failure["expectation"], failure["kwargs"], failure["sample_unexpected"] or failure["observed_value"])
+    for warning in outcome["warnings"]:
+        log.warning("warning %s %s: %s%% unexpected; sample: %s", warning["expectation"], warning["kwargs"], warning["unexpected_percent"], warning["sample_unexpected"])
+    log.info("DQ gate %s on %d rows in %d partitions; results %s; Data Docs %s", verdict, body["rows_validated"], len(dates), config.results_path, outcome["data_docs"])
+    return 1 if outcome["failed_critical"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

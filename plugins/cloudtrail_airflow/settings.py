@@ -1,0 +1,50 @@
+"""Where things are, from the environment (read at parse time: cheap, no I/O)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+PROJECT_ROOT = Path(os.environ.get("CLOUDTRAIL_HOME", Path(__file__).resolve().parents[2]))
+
+
+@dataclass(frozen=True)
+class Settings:
+    landing: Path
+    lake: Path
+    schedule: str | None
+    python: str
+    driver_memory: str
+
+    @property
+    def ingest_app(self) -> str:
+        return str(PROJECT_ROOT / "jobs" / "cloudtrail_ingest.py")
+
+    @property
+    def validate_app(self) -> str:
+        return str(PROJECT_ROOT / "jobs" / "validate_events.py")
+
+    @property
+    def sweep_app(self) -> str:
+        return str(PROJECT_ROOT / "jobs" / "sweep.py")
+
+    @property
+    def jobs_zip(self) -> str:
+        return str(PROJECT_ROOT / "build" / "jobs.zip")
+
+    @property
+    def events_uri(self) -> str:
+        return f"file://{self.lake}/events"
+
+
+def load_settings() -> Settings:
+    schedule = os.environ.get("CLOUDTRAIL_SCHEDULE", "@hourly")
+    return Settings(
+        landing=Path(os.environ.get("CLOUDTRAIL_LANDING", PROJECT_ROOT / "data" / "landing")).absolute(),
+        lake=Path(os.environ.get("CLOUDTRAIL_LAKE", PROJECT_ROOT / "data" / "lake")).absolute(),
+        schedule=None if schedule.lower() in ("", "none") else schedule,
+        python=os.environ.get("CLOUDTRAIL_SPARK_PYTHON", sys.executable),
+        driver_memory=os.environ.get("CLOUDTRAIL_DRIVER_MEMORY", "2g"),
+    )
