@@ -92,9 +92,22 @@ class IngestConfig:
         return Path(self.lake) / "_checkpoints" / "ingest.lock"
 
 
+DURATION = re.compile(r"(\d+)\s+(second|minute|hour|day|week)s?")
+
+
+def duration(text: str) -> timedelta:
+    """'2 days' -> timedelta(days=2): the forms Spark's withWatermark takes that this job accepts."""
+    match = DURATION.fullmatch(text.strip())
+    if not match:
+        raise ValueError(f"{text!r} is not a duration like '2 days' or '6 hours'")
+    return timedelta(**{f"{match[2]}s": int(match[1])})
+
+
 def _duration(text: str) -> str:
-    if not re.fullmatch(r"\d+\s+(second|minute|hour|day|week)s?", text.strip()):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a duration like '2 days' or '6 hours'")
+    try:
+        duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
     return text.strip()
 
 
@@ -166,14 +179,17 @@ def extract(spark: SparkSession, config: IngestConfig) -> DataFrame:
     return reader.load(f"{config.landing}/{LANDING_GLOB}")
 
 
-def transform(files: DataFrame, config: IngestConfig, watermark_floor: datetime | None) -> DataFrame:
-    """Files -> de-duplicated rows (events and quarantine together, split at the sink)."""
+def transform(files: DataFrame, config: IngestConfig, watermark: datetime | None) -> DataFrame:
+    """Files -> de-duplicated rows (events and quarantine together, split at the sink).
+
+    `watermark` is the committed de-duplication watermark (None before the first batch).
+    """
     decoded = files.mapInArrow(decode_batches, DECODED_DDL)
-    below = F.col("arrival_time") < F.lit(watermark_floor) if watermark_floor else F.lit(False)
+    below = F.col("arrival_time") <= F.lit(watermark) if watermark else F.lit(False)
     decoded = decoded.observe(
         "files", F.count(F.lit(1)).alias("files"), F.sum("file_bytes").alias("bytes"), F.count_if(below).alias("below_watermark")
     )
-    floor = watermark_floor + timedelta(milliseconds=1) if watermark_floor else None
+    floor = watermark + duration(config.watermark) if watermark else None
     rows = normalize_records(parse_containers(raise_arrival_floor(decoded, floor)), config.run_id)
     rows = mark_late(rows, config.watermark)
     rows = rows.observe("records", F.count(F.lit(1)).alias("records"), F.count_if("_late").alias("late"))
@@ -245,18 +261,18 @@ def follow(query: StreamingQuery, report: RunReport) -> None:
 
 
 def run(spark: SparkSession, config: IngestConfig) -> RunReport:
-    floor = committed_watermark(config.checkpoint_path)
+    watermark = committed_watermark(config.checkpoint_path)
     report = RunReport(
         run_id=config.run_id,
         landing=config.landing,
         lake=config.lake,
         trigger=config.trigger,
         started_at=now_iso(),
-        watermark_before=floor.isoformat() if floor else None,
+        watermark_before=watermark.isoformat() if watermark else None,
         dedup_watermark_delay=config.watermark,
     )
     try:
-        query = load(transform(extract(spark, config), config, floor), config, BatchWriter(spark, config, report))
+        query = load(transform(extract(spark, config), config, watermark), config, BatchWriter(spark, config, report))
         follow(query, report)
         # A successful run always leaves a clean table, whatever earlier crashed attempts left.
         report.swept_files = sweep_lake(spark, config.lake)

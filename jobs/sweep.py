@@ -24,18 +24,19 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from pyspark.sql import SparkSession
+from pyspark.sql.types import StructType
 
 from jobs.checkpoint import LakeBusyError, LakeLock
+from jobs.schema import EVENTS_SCHEMA, QUARANTINE_SCHEMA
 
 log = logging.getLogger("sweep")
-TABLES = ("events", "quarantine")
+TABLES = {"events": EVENTS_SCHEMA, "quarantine": QUARANTINE_SCHEMA}
 
 
-def committed_files(spark: SparkSession, table: Path) -> set[Path]:
+def committed_files(spark: SparkSession, table: Path, schema: StructType) -> set[Path]:
     """The data files Spark's own reader takes from the table's _spark_metadata log."""
-    if not (table / "_spark_metadata").is_dir():
-        return set()
-    return {Path(unquote(urlparse(uri).path)) for uri in spark.read.parquet(str(table)).inputFiles()}
+    files = spark.read.schema(schema).parquet(str(table)).inputFiles()
+    return {Path(unquote(urlparse(uri).path)) for uri in files}
 
 
 def data_files(table: Path) -> set[Path]:
@@ -49,11 +50,9 @@ def data_files(table: Path) -> set[Path]:
 
 def sweep_table(spark: SparkSession, lake: Path, table_name: str, stamp: str) -> list[Path]:
     table = lake / table_name
-    if not table.is_dir():
-        return []
-    committed = committed_files(spark, table)
-    if not committed and not (table / "_spark_metadata").is_dir():
-        return []  # not a sink-written table: nothing can be told apart
+    if not (table / "_spark_metadata").is_dir():
+        return []  # not written by the sink (yet): no log to tell committed files apart
+    committed = committed_files(spark, table, TABLES[table_name])
     strays = sorted(data_files(table) - committed)
     for stray in strays:
         target = lake / "_swept" / table_name / stamp / stray.relative_to(table)

@@ -48,7 +48,7 @@ def _single_json_value(text: Column) -> Column:
     lose the second object; wrapping the text in [ ] and counting elements (a tokenize-only
     pass) tells one value from several or from broken JSON.
     """
-    return F.json_array_length(F.concat(F.lit("["), text, F.lit("]"))) == 1
+    return F.coalesce(F.json_array_length(F.concat(F.lit("["), text, F.lit("]"))) == 1, F.lit(False))
 
 
 def _looks_like_record(record: Column) -> Column:
@@ -218,9 +218,10 @@ def mark_late(events: DataFrame, lateness: str) -> DataFrame:
 
 
 def raise_arrival_floor(files: DataFrame, floor: datetime | None) -> DataFrame:
-    """Lift arrival times below the committed watermark up to just above it, so the
-    de-duplication never drops a file that landed with an old modification time
-    (a copy that preserved mtimes, clock skew). See docs/design.md."""
+    """Lift arrival times below `floor` (the newest arrival the checkpoint has committed:
+    watermark + delay) up to it. A file that landed with an old modification time (a copy
+    that preserved mtimes, clock skew) is then neither dropped by the watermark nor given a
+    shorter de-duplication horizon than any other file. See docs/design.md."""
     if floor is None:
         return files
     return files.withColumn("arrival_time", F.greatest(F.col("arrival_time"), F.lit(floor).cast("timestamp")))

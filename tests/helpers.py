@@ -1,0 +1,91 @@
+"""Helpers for tests that run the ingest job as a stream."""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from jobs.cloudtrail_ingest import IngestConfig, run
+from jobs.generate_landing import delivery_path, write_delivery
+from jobs.report import RunReport
+from jobs.schema import QUARANTINE_SCHEMA
+
+DAY = datetime(2024, 3, 1, tzinfo=UTC)
+
+
+def ingest(spark, landing: Path, lake: Path, **options: Any) -> RunReport:
+    config = IngestConfig(landing=str(landing), lake=str(lake), run_id=f"test-{uuid.uuid4().hex[:8]}", **options)
+    return run(spark, config)
+
+
+def event(event_id: str, event_time: datetime, **extra: Any) -> dict[str, Any]:
+    body = {
+        "eventVersion": "1.08",
+        "eventID": event_id,
+        "eventTime": event_time.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "eventSource": "sts.amazonaws.com",
+        "eventName": "AssumeRole",
+        "awsRegion": "us-east-1",
+        "recipientAccountId": "111122223333",
+        "userIdentity": {"type": "IAMUser"},
+    }
+    body.update(extra)
+    return body
+
+
+def deliver(landing: Path, records: list[dict[str, Any]], delivered: datetime, name: str | None = None) -> Path:
+    """One delivered file (Records shape, gzipped), its mtime at `delivered`."""
+    path = delivery_path(landing, "111122223333", "us-east-1", delivered, name or uuid.uuid4().hex[:16])
+    write_delivery(path, records, delivered)
+    return path
+
+
+def put_raw(landing: Path, content: bytes, delivered: datetime, suffix: str = ".json") -> Path:
+    path = delivery_path(landing, "111122223333", "us-east-1", delivered, uuid.uuid4().hex[:16], suffix)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(content)
+    os.utime(path, (delivered.timestamp(), delivered.timestamp()))
+    return path
+
+
+def events_of(n: int, start: datetime, prefix: str) -> list[dict[str, Any]]:
+    return [event(f"{prefix}-{i}", start + timedelta(minutes=i)) for i in range(n)]
+
+
+def table_rows(spark, lake: Path) -> list[tuple[str, str]]:
+    """(eventID, event_date) of every row, read the way Spark reads the table."""
+    if not (lake / "events").exists():
+        return []
+    return sorted((r.eventID, str(r.event_date)) for r in spark.read.parquet(str(lake / "events")).select("eventID", "event_date").collect())
+
+
+def duckdb_rows(lake: Path) -> list[tuple[str, str]]:
+    """The same, read the way a directory reader (DuckDB, Athena, Trino) reads it."""
+    query = f"select eventID, cast(event_date as varchar) from read_parquet('{lake}/events/*/*.parquet', hive_partitioning = true)"
+    return sorted(duckdb.connect().execute(query).fetchall())
+
+
+def quarantine_rows(spark, lake: Path) -> list[tuple[str, str]]:
+    """(source file name, reason) of every quarantined row."""
+    if not (lake / "quarantine" / "_spark_metadata").exists():
+        return []
+    rows = spark.read.schema(QUARANTINE_SCHEMA).parquet(str(lake / "quarantine")).select("source_file", "reason").collect()
+    return sorted((Path(r.source_file).name, r.reason) for r in rows)
+
+
+def committed_batches(lake: Path) -> int:
+    return len([p for p in (lake / "events" / "_spark_metadata").glob("*") if p.name.split(".")[0].isdigit()])
+
+
+def written_batches(report: RunReport) -> list[int]:
+    return [b.batch_id for b in report.batches if b.rows_written_per_event_date or b.quarantined_by_reason]
+
+
+def report_json(report: RunReport) -> dict[str, Any]:
+    return json.loads(json.dumps(report.to_json(), default=str))

@@ -1,0 +1,54 @@
+import gzip
+
+import pyarrow as pa
+
+from jobs.decode import SHAPE_ARRAY, SHAPE_OBJECT, decode_batches, decode_file
+
+
+def test_gzip_records_file_is_decompressed_and_sniffed_as_object():
+    assert decode_file(gzip.compress(b'  {"Records":[]}')) == ('{"Records":[]}', SHAPE_OBJECT, None, None)
+
+
+def test_plain_array_is_sniffed_as_array():
+    assert decode_file(b'\n[{"eventID":"a"}]')[1] == SHAPE_ARRAY
+
+
+def test_multi_member_gzip_keeps_every_member():
+    text, _, error, _ = decode_file(gzip.compress(b'{"a":1}\n') + gzip.compress(b'{"b":2}\n'))
+    assert error is None and text == '{"a":1}\n{"b":2}\n'
+
+
+def test_truncated_gzip_is_a_file_error():
+    _, _, error, detail = decode_file(gzip.compress(b'{"Records":[' + b'{"eventID":"x"},' * 200 + b"]}")[:-30])
+    assert error == "truncated_gzip" and "ends early" in detail
+
+
+def test_corrupt_gzip_body_is_a_file_error():
+    data = bytearray(gzip.compress(b'{"Records":[]}' * 50))
+    data[20:30] = b"\xff" * 10
+    assert decode_file(bytes(data))[2] in ("corrupt_gzip", "truncated_gzip")
+
+
+def test_binary_and_non_utf8_content_are_file_errors():
+    assert decode_file(bytes(range(256)))[2] == "binary"
+    assert decode_file(b"\xc3\x28 not utf-8")[2] == "binary"
+
+
+def test_empty_and_non_json_text_are_file_errors():
+    assert decode_file(b"  \n")[2] == "empty_file"
+    assert decode_file(b"eventID,eventTime\n1,2")[2] == "not_json"
+
+
+def test_decode_batches_keeps_paths_and_order():
+    batch = pa.RecordBatch.from_pydict(
+        {
+            "path": ["a.json.gz", "b.json"],
+            "modificationTime": pa.array([0, 1_000_000], pa.timestamp("us")),
+            "length": [10, 20],
+            "content": [b"hello", b'{"Records":[]}'],
+        }
+    )
+    (out,) = list(decode_batches(iter([batch])))
+    assert out.column("source_file").to_pylist() == ["a.json.gz", "b.json"]
+    assert out.column("file_error").to_pylist() == ["not_json", None]
+    assert out.column("shape").to_pylist() == [None, "object"]

@@ -1,0 +1,166 @@
+"""The ingest job run as a stream: temp landing, temp checkpoint, run, assert."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from datetime import timedelta
+
+import pytest
+
+from jobs.checkpoint import LakeLock
+from jobs.cloudtrail_ingest import main
+from jobs.generate_landing import generate
+from tests.helpers import (
+    DAY,
+    committed_batches,
+    deliver,
+    duckdb_rows,
+    event,
+    events_of,
+    ingest,
+    put_raw,
+    quarantine_rows,
+    table_rows,
+    written_batches,
+)
+
+
+def test_each_event_once_then_a_second_run_writes_nothing(spark, landing, lake):
+    manifest = generate(landing, records=900, days=2, records_per_file=100, duplicate_rate=0.05, seed=3)
+    assert manifest.duplicates > 0
+    first = ingest(spark, landing, lake)
+    expected = sorted(manifest.events.items())
+    assert table_rows(spark, lake) == expected
+    totals = first.totals()
+    assert totals["duplicates_dropped"] == manifest.duplicates
+    assert totals["rows_written"] == len(expected) and totals["files_read"] == len(manifest.files)
+    batches_before = committed_batches(lake)
+
+    second = ingest(spark, landing, lake)
+    assert second.totals()["files_read"] == 0 and second.totals()["rows_written"] == 0
+    assert committed_batches(lake) == batches_before
+    assert table_rows(spark, lake) == expected
+
+
+def test_only_new_files_are_read(spark, landing, lake):
+    deliver(landing, events_of(30, DAY, "old"), DAY + timedelta(minutes=20))
+    ingest(spark, landing, lake)
+    new_files = [deliver(landing, events_of(10, DAY + timedelta(hours=h), f"new{h}"), DAY + timedelta(hours=h, minutes=20)) for h in (1, 2)]
+    report = ingest(spark, landing, lake)
+    assert report.totals()["files_read"] == len(new_files)
+    assert report.totals()["records_read"] == 20
+    assert len(table_rows(spark, lake)) == 50
+
+
+def test_redelivery_in_the_same_and_in_a_later_run_appears_once(spark, landing, lake):
+    original = events_of(20, DAY, "e")
+    deliver(landing, original, DAY + timedelta(minutes=15))
+    deliver(landing, original[:5] + events_of(5, DAY + timedelta(hours=1), "f"), DAY + timedelta(minutes=30))
+    first = ingest(spark, landing, lake)
+    assert first.totals()["duplicates_dropped"] == 5
+
+    deliver(landing, original[5:12], DAY + timedelta(hours=5))  # re-delivered hours later, next run
+    second = ingest(spark, landing, lake)
+    assert second.totals()["duplicates_dropped"] == 7 and second.totals()["rows_written"] == 0
+    ids = [event_id for event_id, _ in table_rows(spark, lake)]
+    assert len(ids) == len(set(ids)) == 25
+
+
+def test_late_events_and_old_files_are_kept_once(spark, landing, lake):
+    deliver(landing, events_of(10, DAY, "now"), DAY + timedelta(minutes=10))
+    deliver(landing, events_of(10, DAY + timedelta(days=3), "later"), DAY + timedelta(days=3, minutes=10))
+    ingest(spark, landing, lake, watermark="1 hour")  # watermark now ~3 days past the first events
+
+    # Events 10 days old, delivered now (a late delivery) ...
+    late = events_of(8, DAY - timedelta(days=10), "late")
+    deliver(landing, late, DAY + timedelta(days=3, hours=2))
+    # ... and a historical file copied with its old modification time (onboarding).
+    historical = events_of(6, DAY - timedelta(days=30), "hist")
+    deliver(landing, historical, DAY - timedelta(days=30, minutes=-10))
+    report = ingest(spark, landing, lake, watermark="1 hour")
+    totals = report.totals()
+    assert totals["rows_written"] == 14
+    assert totals["late_events"]["count"] == 14  # both would have fallen behind an event-time watermark
+    assert totals["files_below_watermark"] == 1
+    assert totals["rows_dropped_by_watermark"] == 0
+    dates = dict(table_rows(spark, lake))
+    assert dates["late-0"] == "2024-02-20" and dates["hist-0"] == "2024-01-31"
+
+    deliver(landing, late[:3] + historical[:2], DAY + timedelta(days=3, hours=3))  # and their re-delivery
+    again = ingest(spark, landing, lake, watermark="1 hour")
+    assert again.totals()["rows_written"] == 0 and again.totals()["duplicates_dropped"] == 5
+    assert len(table_rows(spark, lake)) == 34
+
+
+def test_digest_insights_and_files_outside_the_layout_are_never_read(spark, landing, lake):
+    manifest = generate(landing, records=200, days=1, records_per_file=100, duplicate_rate=0, digests=True)
+    insight = landing / "AWSLogs/111122223333/CloudTrail-Insight/us-east-1/2024/01/01/111122223333_CloudTrail-Insight_us-east-1_20240101T0100Z_x.json.gz"
+    insight.parent.mkdir(parents=True)
+    insight.write_bytes(gzip.compress(json.dumps({"Records": [event("insight-1", DAY)]}).encode()))
+    stray = landing / "AWSLogs/111122223333/CloudTrail/us-east-1/2024/01/01/notes.json"
+    stray.write_text(json.dumps({"Records": [event("stray-1", DAY)]}))
+    report = ingest(spark, landing, lake)
+    assert report.totals()["files_read"] == len(manifest.files)
+    ids = {event_id for event_id, _ in table_rows(spark, lake)}
+    assert ids == set(manifest.events) and manifest.digest_files
+
+
+def test_each_malformed_kind_is_quarantined_with_its_reason(spark, landing, lake):
+    manifest = generate(landing, records=100, days=1, records_per_file=100, duplicate_rate=0, malformed_files=4)
+    mixed = deliver(
+        landing,
+        [event("good-1", DAY), {"eventTime": "2024-03-01T00:00:00Z"}, event("no-time", DAY, eventTime=None), event("bad", DAY, eventTime="2024-03-01 1:00 PM")],
+        DAY + timedelta(hours=1),
+    )
+    lines = put_raw(landing, (json.dumps(event("line-1", DAY)) + "\nnot json\n").encode(), DAY + timedelta(hours=2))
+    report = ingest(spark, landing, lake)
+    expected = sorted(
+        [(p.split("/")[-1], reason) for p, reason in manifest.malformed_files.items()]
+        + [(mixed.name, "missing_event_id"), (mixed.name, "missing_event_time"), (mixed.name, "unparseable_event_time")]
+        + [(lines.name, "malformed_record")]
+    )
+    assert quarantine_rows(spark, lake) == expected
+    assert report.totals()["quarantined_by_reason"] == {
+        "binary": 1, "malformed_record": 1, "missing_event_id": 1, "missing_event_time": 1,
+        "not_json": 1, "truncated_gzip": 1, "unparseable_event_time": 1, "unsupported_shape": 1,
+    }  # fmt: skip
+    ids = {event_id for event_id, _ in table_rows(spark, lake)}
+    assert {"good-1", "line-1"} <= ids and len(ids) == 102
+
+
+def test_available_now_with_a_file_limit_runs_a_backlog_in_several_batches(spark, landing, lake):
+    for hour in range(7):
+        deliver(landing, events_of(5, DAY + timedelta(hours=hour), f"h{hour}"), DAY + timedelta(hours=hour, minutes=10))
+    report = ingest(spark, landing, lake, max_files_per_trigger=2, max_bytes_per_trigger=None)
+    assert len(written_batches(report)) == 4
+    assert report.totals()["rows_written"] == 35 and len(table_rows(spark, lake)) == 35
+
+
+def test_trigger_once_reads_everything_in_one_batch(spark, landing, lake):
+    for hour in range(3):
+        deliver(landing, events_of(5, DAY + timedelta(hours=hour), f"h{hour}"), DAY + timedelta(hours=hour, minutes=10))
+    report = ingest(spark, landing, lake, trigger="once", max_files_per_trigger=1, max_bytes_per_trigger=None)
+    assert len(written_batches(report)) == 1 and len(table_rows(spark, lake)) == 15
+
+
+def test_spark_and_a_directory_reader_see_the_same_rows(spark, landing, lake):
+    generate(landing, records=500, days=2, records_per_file=100, malformed_files=2)
+    ingest(spark, landing, lake)
+    ingest(spark, landing, lake)
+    assert table_rows(spark, lake) == duckdb_rows(lake) != []
+
+
+def test_a_second_writer_is_refused_and_the_checkpoint_is_untouched(landing, lake):
+    deliver(landing, events_of(3, DAY, "x"), DAY)
+    with LakeLock(lake / "_checkpoints" / "ingest.lock"):
+        assert main(["--landing", str(landing), "--lake", str(lake)]) == 75
+    assert not (lake / "_checkpoints" / "ingest").exists()
+
+
+@pytest.mark.parametrize("argv", [["--trigger", "sometimes"], ["--watermark", "soon"], ["--max-files-per-trigger", "0"]])
+def test_bad_arguments_are_refused_with_usage(argv, landing, lake, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--landing", str(landing), "--lake", str(lake), *argv])
+    assert exit_info.value.code == 2
+    assert "error" in capsys.readouterr().err

@@ -1,0 +1,152 @@
+"""The pure transforms on small static frames."""
+
+import json
+from datetime import UTC, datetime
+
+from pyspark.sql import Row
+from pyspark.testing import assertDataFrameEqual
+
+from jobs.decode import DECODED_DDL, decode_file
+from jobs.transforms import mark_dedup_key, normalize_records, parse_containers, split_events, split_quarantine
+
+ARRIVAL = datetime(2024, 1, 2, tzinfo=UTC)
+
+
+def decoded(spark, files: dict[str, str]):
+    rows = []
+    for path, content in files.items():
+        text, shape, error, detail = decode_file(content.encode())
+        rows.append((path, ARRIVAL, len(content), text, shape, error, detail))
+    return spark.createDataFrame(rows, DECODED_DDL)
+
+
+def record(event_id="e1", event_time="2024-01-01T10:00:00Z", **extra):
+    body = {"eventVersion": "1.08", "eventID": event_id, "eventTime": event_time, "eventSource": "s3.amazonaws.com", "eventName": "GetObject"}
+    body.update(extra)
+    return {k: v for k, v in body.items() if v is not None}
+
+
+def test_every_supported_shape_yields_its_records(spark):
+    files = {
+        "records.json": json.dumps({"Records": [record("r1"), record("r2")]}),
+        "array.json": json.dumps([record("a1")]),
+        "lines.json": json.dumps(record("l1")) + "\n\n" + json.dumps(record("l2")) + "\n",
+        "single.json": json.dumps(record("s1"), indent=2),
+    }
+    rows = parse_containers(decoded(spark, files)).selectExpr("source_file", "record_index", "record['eventID'] as id", "_reason")
+    assertDataFrameEqual(
+        rows,
+        [
+            Row(source_file="records.json", record_index=0, id="r1", _reason=None),
+            Row(source_file="records.json", record_index=1, id="r2", _reason=None),
+            Row(source_file="array.json", record_index=0, id="a1", _reason=None),
+            Row(source_file="lines.json", record_index=0, id="l1", _reason=None),
+            Row(source_file="lines.json", record_index=1, id="l2", _reason=None),
+            Row(source_file="single.json", record_index=0, id="s1", _reason=None),
+        ],
+    )
+
+
+def test_files_that_are_not_one_supported_shape_are_file_level_problems(spark):
+    files = {
+        "concatenated.json": json.dumps({"Records": [record("c1")]}) + json.dumps({"Records": [record("c2")]}),
+        "missing_comma.json": '{"Records":[{"eventID":"a"} {"eventID":"b"}]}',
+        "digest_like.json": json.dumps({"awsAccountId": "1", "logFiles": []}),
+        "numbers.json": "[1, 2, 3]",
+        "csv.json": "eventID,eventTime",
+    }
+    rows = parse_containers(decoded(spark, files)).select("source_file", "record_index", "_reason")
+    assertDataFrameEqual(
+        rows,
+        [
+            Row(source_file="concatenated.json", record_index=None, _reason="not_json"),
+            Row(source_file="missing_comma.json", record_index=None, _reason="not_json"),
+            Row(source_file="digest_like.json", record_index=None, _reason="unsupported_shape"),
+            Row(source_file="numbers.json", record_index=None, _reason="unsupported_shape"),
+            Row(source_file="csv.json", record_index=None, _reason="not_json"),
+        ],
+    )
+
+
+def test_a_bad_line_in_json_lines_is_quarantined_alone(spark):
+    files = {"lines.json": json.dumps(record("l1")) + "\n{broken\n" + json.dumps(record("l3"))}
+    rows = parse_containers(decoded(spark, files)).selectExpr("record_index", "record['eventID'] as id", "raw", "_reason")
+    assertDataFrameEqual(
+        rows,
+        [
+            Row(record_index=0, id="l1", raw=json.dumps(record("l1")), _reason=None),
+            Row(record_index=1, id=None, raw="{broken", _reason="malformed_record"),
+            Row(record_index=2, id="l3", raw=json.dumps(record("l3")), _reason=None),
+        ],
+    )
+
+
+def normalized(spark, *records):
+    return normalize_records(parse_containers(decoded(spark, {"f.json": json.dumps({"Records": list(records)})})), "run-1")
+
+
+def test_payloads_stay_raw_json_and_types_are_parsed(spark):
+    row = normalized(
+        spark,
+        record(
+            event_time="2024-01-01T23:30:00-02:00",
+            requestParameters={"tags": [{"key": "a", "value": 1}], "maxResults": "1"},
+            responseElements=None,
+            readOnly="True",
+            userIdentity={"type": "AssumedRole", "sessionContext": {"sessionIssuer": {"userName": "Admin"}}},
+            resources=[{"ARN": "arn:aws:s3:::b", "type": "AWS::S3::Bucket"}],
+            recipientAccountId="017622104382",
+        ),
+    ).first()
+    assert json.loads(row.requestParameters) == {"tags": [{"key": "a", "value": 1}], "maxResults": "1"}
+    assert row.responseElements is None
+    assert row.readOnly is True
+    assert row.eventTime == datetime(2024, 1, 2, 1, 30)  # UTC, from a -02:00 offset
+    assert str(row.event_date) == "2024-01-02"
+    assert row.userIdentity.sessionContext.sessionIssuer.userName == "Admin"
+    assert row.resources[0].ARN == "arn:aws:s3:::b"
+    assert row.recipientAccountId == "017622104382"
+    assert row._rescued is None and row._reason is None
+
+
+def test_unknown_fields_and_mistyped_known_fields_are_rescued_not_dropped(spark):
+    row = normalized(spark, record(aws={"forwarder": "x"}, resources=["arn:aws:s3:::b"], readOnly="maybe")).first()
+    assert json.loads(row._rescued) == {"aws": '{"forwarder":"x"}', "resources": '["arn:aws:s3:::b"]', "readOnly": "maybe"}
+    assert row.resources is None and row.readOnly is None and row._reason is None
+
+
+def test_records_without_id_or_usable_time_get_a_reason(spark):
+    rows = normalized(
+        spark,
+        record("ok"),
+        record(None),
+        record("no-time", event_time=None),
+        record("bad-time", event_time="2023-01-10 09:04:02 PM"),
+        record("blank", event_time="..."),
+    ).select("eventID", "_reason", "_detail")
+    assertDataFrameEqual(
+        rows,
+        [
+            Row(eventID="ok", _reason=None, _detail=None),
+            Row(eventID=None, _reason="missing_event_id", _detail=None),
+            Row(eventID="no-time", _reason="missing_event_time", _detail=None),
+            Row(eventID="bad-time", _reason="unparseable_event_time", _detail="eventTime not ISO-8601: 2023-01-10 09:04:02 PM"),
+            Row(eventID="blank", _reason="unparseable_event_time", _detail="eventTime not ISO-8601: ..."),
+        ],
+    )
+
+
+def test_dedup_key_is_event_id_for_good_rows_and_unique_for_quarantined_ones(spark):
+    rows = mark_dedup_key(normalized(spark, record("a"), record(None), record(None))).select("_dedup_key")
+    assertDataFrameEqual(rows, [Row(_dedup_key="a"), Row(_dedup_key="!f.json#1"), Row(_dedup_key="!f.json#2")])
+
+
+def test_split_sends_each_row_to_exactly_one_output(spark):
+    rows = normalized(spark, record("a"), record(None), record("b", event_time="x"))
+    events, quarantine = split_events(rows), split_quarantine(rows)
+    assertDataFrameEqual(events.select("eventID"), [Row(eventID="a")])
+    assertDataFrameEqual(
+        quarantine.select("record_index", "reason"),
+        [Row(record_index=1, reason="missing_event_id"), Row(record_index=2, reason="unparseable_event_time")],
+    )
+    assert json.loads(quarantine.where("record_index = 1").first().record)["eventSource"] == "s3.amazonaws.com"
