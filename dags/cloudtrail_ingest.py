@@ -25,6 +25,7 @@ from datetime import datetime, timedelta
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import DAG, Asset, get_current_context, task
+
 from cloudtrail_airflow.callbacks import log_failure
 from cloudtrail_airflow.params import dag_params, plan_run
 from cloudtrail_airflow.settings import load_settings

@@ -67,8 +67,7 @@ class LakeLock:
             holder = handle.read().strip() or "unknown"
             handle.close()
             raise LakeBusyError(
-                f"another ingest run is writing to this lake ({holder}); refusing to start. "
-                f"Wait for it to finish; the lock is {self.path}."
+                f"another ingest run is writing to this lake ({holder}); refusing to start. Wait for it to finish; the lock is {self.path}."
             ) from None
         handle.seek(0)
         handle.truncate()

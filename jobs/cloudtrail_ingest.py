@@ -132,7 +132,9 @@ def parse_args(argv: list[str] | None = None) -> IngestConfig:
     parser.add_argument("--lake", default=os.environ.get("CLOUDTRAIL_LAKE"), help="root for all outputs [$CLOUDTRAIL_LAKE]")
     parser.add_argument("--trigger", choices=["availableNow", "once"], default="availableNow")
     parser.add_argument("--max-files-per-trigger", type=_positive_int, help="files per batch (availableNow)")
-    parser.add_argument("--max-bytes-per-trigger", type=_size, default=128 * 1024**2, help="compressed bytes per batch (availableNow) [128m]")
+    parser.add_argument(
+        "--max-bytes-per-trigger", type=_size, default=128 * 1024**2, help="compressed bytes per batch (availableNow) [128m]"
+    )
     parser.add_argument("--watermark", type=_duration, default="2 days", help="de-duplication horizon, on arrival time ['2 days']")
     parser.add_argument("--state-partitions", type=_positive_int, default=4, help="state partitions; fixed by the first run [4]")
     parser.add_argument("--max-file-age", default="3650d", help="files older than the newest by more than this are not read [3650d]")
@@ -193,11 +195,7 @@ def transform(files: DataFrame, config: IngestConfig, watermark: datetime | None
     rows = normalize_records(parse_containers(raise_arrival_floor(decoded, floor)), config.run_id)
     rows = mark_late(rows, config.watermark)
     rows = rows.observe("records", F.count(F.lit(1)).alias("records"), F.count_if("_late").alias("late"))
-    return (
-        mark_dedup_key(rows)
-        .withWatermark("_arrival_time", config.watermark)
-        .dropDuplicatesWithinWatermark(["_dedup_key"])
-    )
+    return mark_dedup_key(rows).withWatermark("_arrival_time", config.watermark).dropDuplicatesWithinWatermark(["_dedup_key"])
 
 
 class BatchWriter:

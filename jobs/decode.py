@@ -32,8 +32,7 @@ DECODED_SCHEMA = pa.schema(
     ]
 )
 DECODED_DDL = (
-    "source_file string, arrival_time timestamp, file_bytes long, text string, "
-    "shape string, file_error string, file_error_detail string"
+    "source_file string, arrival_time timestamp, file_bytes long, text string, shape string, file_error string, file_error_detail string"
 )
 
 

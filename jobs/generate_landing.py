@@ -218,7 +218,12 @@ def generate(
             folder = out / "AWSLogs" / account / "CloudTrail-Digest" / REGIONS[0] / start.strftime("%Y/%m/%d")
             folder.mkdir(parents=True, exist_ok=True)
             path = folder / f"{account}_CloudTrail-Digest_{REGIONS[0]}_trail_{REGIONS[0]}_{start:%Y%m%d}T0100Z.json.gz"
-            digest = {"awsAccountId": account, "digestStartTime": f"{start}T00:00:00Z", "logFiles": [], "Records": [make_record(rng, begin, account, REGIONS[0])]}
+            digest = {
+                "awsAccountId": account,
+                "digestStartTime": f"{start}T00:00:00Z",
+                "logFiles": [],
+                "Records": [make_record(rng, begin, account, REGIONS[0])],
+            }
             path.write_bytes(gzip.compress(json.dumps(digest).encode(), mtime=0))
             manifest.digest_files.append(str(path))
     return manifest

@@ -100,9 +100,7 @@ METADATA_FIELDS = [
     T.StructField("_ingest_time", T.TimestampType()),
     T.StructField("event_date", T.DateType()),
 ]
-EVENTS_SCHEMA = T.StructType(
-    [T.StructField(name, data_type) for name, data_type, _ in RECORD_FIELDS] + METADATA_FIELDS
-)
+EVENTS_SCHEMA = T.StructType([T.StructField(name, data_type) for name, data_type, _ in RECORD_FIELDS] + METADATA_FIELDS)
 
 QUARANTINE_SCHEMA = T.StructType(
     [

@@ -1,6 +1,6 @@
 """Print a short summary of the lake, read with DuckDB the way an analyst would.
 
-    python -m jobs.summary --lake DIR
+python -m jobs.summary --lake DIR
 """
 
 from __future__ import annotations
@@ -49,7 +49,9 @@ def summarize(lake: Path) -> str:
         )
     gate = latest(lake / "reports" / "dq")
     if gate:
-        lines.append(f"DQ gate: {gate['verdict'].upper()} ({len(gate['failed_critical'])} critical failures, {len(gate['warnings'])} warnings)")
+        lines.append(
+            f"DQ gate: {gate['verdict'].upper()} ({len(gate['failed_critical'])} critical failures, {len(gate['warnings'])} warnings)"
+        )
         lines.append(f"  Data Docs: {gate['data_docs']}")
     return "\n".join(lines)
 

@@ -41,7 +41,7 @@ def committed_files(spark: SparkSession, table: Path, schema: StructType) -> set
 
 def data_files(table: Path) -> set[Path]:
     """Every data file under the table folder (hidden and _-prefixed entries are not data)."""
-    found = set()
+    found: set[Path] = set()
     for folder, subfolders, names in os.walk(table):
         subfolders[:] = [d for d in subfolders if not d.startswith(("_", "."))]
         found.update(Path(folder) / n for n in names if not n.startswith(("_", ".")))

@@ -1,14 +1,15 @@
 """Pure DataFrame -> DataFrame steps of the ingest job (no I/O, no session state).
 
-    decoded files --parse_containers--> one row per record or per problem
-                  --normalize_records--> typed event columns + _reason
-                  --mark_dedup_key-----> the key the streaming de-duplication uses
-    split_events / split_quarantine pick the two outputs apart after de-duplication.
+decoded files --parse_containers--> one row per record or per problem
+              --normalize_records--> typed event columns + _reason
+              --mark_dedup_key-----> the key the streaming de-duplication uses
+split_events / split_quarantine pick the two outputs apart after de-duplication.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
+from typing import cast
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -39,6 +40,11 @@ MISSING_EVENT_ID = "missing_event_id"
 MISSING_EVENT_TIME = "missing_event_time"
 UNPARSEABLE_EVENT_TIME = "unparseable_event_time"
 UNSUPPORTED_SHAPE_DETAIL = 'valid JSON, but not {"Records":[...]}, an array of records, or JSON lines of records'
+
+
+def _from_json(column: Column | str, data_type: T.DataType) -> Column:
+    # from_json takes any DataType (maps too); its type stub lists only structs and arrays.
+    return F.from_json(column, cast(T.StructType, data_type))
 
 
 def _single_json_value(text: Column) -> Column:
@@ -76,16 +82,17 @@ def parse_containers(decoded: DataFrame) -> DataFrame:
     files = decoded.withColumn("single_value", F.when(F.col("text").isNotNull(), _single_json_value(F.col("text"))))
     files = files.withColumn(
         "records",
-        F.when(is_object & F.col("single_value"), F.from_json("text", RECORDS_CONTAINER).getField("Records"))
-        .when(is_array & F.col("single_value"), F.from_json("text", RECORD_ARRAY)),
+        F.when(is_object & F.col("single_value"), _from_json("text", RECORDS_CONTAINER).getField("Records")).when(
+            is_array & F.col("single_value"), _from_json("text", RECORD_ARRAY)
+        ),
     )
     files = files.withColumn(
         "single_record",
-        F.when(is_object & F.col("single_value") & F.col("records").isNull(), F.from_json("text", RECORD)),
+        F.when(is_object & F.col("single_value") & F.col("records").isNull(), _from_json("text", RECORD)),
     )
     lines = F.filter(F.split("text", r"\r?\n"), lambda line: F.trim(line) != "")
     files = files.withColumn("lines", F.when(is_object & ~F.col("single_value"), lines))
-    files = files.withColumn("first_line_record", F.from_json(F.col("lines").getItem(0), RECORD))
+    files = files.withColumn("first_line_record", _from_json(F.col("lines").getItem(0), RECORD))
     first_line_ok = (
         _single_json_value(F.col("lines").getItem(0))
         & F.col("first_line_record").isNotNull()
@@ -94,7 +101,7 @@ def parse_containers(decoded: DataFrame) -> DataFrame:
     json_lines = F.transform(
         "lines",
         lambda line: F.struct(
-            F.when(_single_json_value(line), F.from_json(line, RECORD)).alias("record"),
+            F.when(_single_json_value(line), _from_json(line, RECORD)).alias("record"),
             line.alias("raw"),
         ),
     )
@@ -149,7 +156,7 @@ def _typed(name: str, data_type: T.DataType, kind: str, raw: Column) -> tuple[Co
         return F.try_to_timestamp(raw, F.lit(EVENT_TIME_FORMAT)), None
     opener = "[" if isinstance(data_type, T.ArrayType) else "{"
     container = raw.startswith(opener)
-    typed = F.when(container, F.from_json(raw, data_type))
+    typed = F.when(container, _from_json(raw, data_type))
     return typed, raw.isNotNull() & (~container | typed.isNull())
 
 
@@ -234,12 +241,16 @@ def split_events(rows: DataFrame) -> DataFrame:
 
 def split_quarantine(rows: DataFrame) -> DataFrame:
     """The rows that go to quarantine, with their reason."""
-    return rows.where(F.col("_reason").isNotNull()).select(
-        F.col("_source_file").alias("source_file"),
-        F.col("_record_index").cast("int").alias("record_index"),
-        F.col("_record_text").alias("record"),
-        F.col("_detail").alias("detail"),
-        "_ingest_run_id",
-        "_ingest_time",
-        F.col("_reason").alias("reason"),
-    ).select(*QUARANTINE_SCHEMA.fieldNames())
+    return (
+        rows.where(F.col("_reason").isNotNull())
+        .select(
+            F.col("_source_file").alias("source_file"),
+            F.col("_record_index").cast("int").alias("record_index"),
+            F.col("_record_text").alias("record"),
+            F.col("_detail").alias("detail"),
+            "_ingest_run_id",
+            "_ingest_time",
+            F.col("_reason").alias("reason"),
+        )
+        .select(*QUARANTINE_SCHEMA.fieldNames())
+    )

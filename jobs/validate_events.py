@@ -94,7 +94,7 @@ def with_check_columns(events: DataFrame) -> DataFrame:
 
 def run_figures(spark: SparkSession, events: DataFrame, config: ValidateConfig, report: dict[str, Any]) -> DataFrame:
     """One row comparing the table with the run report."""
-    rows_in_table = events.where(F.col("_ingest_run_id") == config.run_id).count()
+    rows_in_table = events.where(F.col("_ingest_run_id") == F.lit(str(config.run_id))).count()
     records_read = report.get("records_read", 0)
     share = report.get("quarantined", 0) / records_read if records_read else 0.0
     return spark.createDataFrame(
@@ -110,6 +110,20 @@ def read_events(spark: SparkSession, lake: str, dates: list[str]) -> DataFrame:
 
 def load_suite(name: str) -> dict[str, Any]:
     return json.loads((SUITES_DIR / f"{name}.json").read_text())
+
+
+def describe(check: Any) -> dict[str, Any]:
+    """One expectation result as plain JSON, with a few offending values."""
+    config = check.expectation_config
+    assert config is not None
+    return {
+        "expectation": config.type,
+        "kwargs": {k: v for k, v in config.kwargs.items() if k != "batch_id"},
+        "success": check.success,
+        "unexpected_percent": check.result.get("unexpected_percent"),
+        "sample_unexpected": check.result.get("partial_unexpected_list", [])[:5],
+        "observed_value": check.result.get("observed_value"),
+    }
 
 
 def validate(frames: dict[str, DataFrame], config: ValidateConfig) -> dict[str, Any]:
@@ -152,21 +166,9 @@ def validate(frames: dict[str, DataFrame], config: ValidateConfig) -> dict[str, 
             run_id=gx.RunIdentifier(run_name=config.run_id or "adhoc"),
         )
         critical = suite_name.endswith(".critical")
-        checks = []
-        for validation in result.run_results.values():
-            for check in validation.results:
-                kwargs = {k: v for k, v in check.expectation_config.kwargs.items() if k != "batch_id"}
-                entry = {
-                    "expectation": check.expectation_config.type,
-                    "kwargs": kwargs,
-                    "success": check.success,
-                    "unexpected_percent": check.result.get("unexpected_percent"),
-                    "sample_unexpected": check.result.get("partial_unexpected_list", [])[:5],
-                    "observed_value": check.result.get("observed_value"),
-                }
-                checks.append(entry)
-                if not check.success:
-                    (outcome["failed_critical"] if critical else outcome["warnings"]).append({"suite": suite_name, **entry})
+        checks = [describe(check) for validation in result.run_results.values() for check in validation.results]
+        failures = outcome["failed_critical"] if critical else outcome["warnings"]
+        failures.extend({"suite": suite_name, **check} for check in checks if not check["success"])
         outcome["suites"][suite_name] = {"success": result.success, "critical": critical, "checks": checks}
     outcome["data_docs"] = str(docs_dir / "index.html")
     return outcome
@@ -186,14 +188,39 @@ def main(argv: list[str] | None = None) -> int:
         frames["cloudtrail_run.critical"] = run_figures(spark, events, config, report)
     outcome = validate(frames, config)
     verdict = "failed" if outcome["failed_critical"] else "passed"
-    body = {"run_id": config.run_id, "validated_at": now_iso(), "event_dates": dates, "rows_validated": events.count(), "verdict": verdict, **outcome}
+    body = {
+        "run_id": config.run_id,
+        "validated_at": now_iso(),
+        "event_dates": dates,
+        "rows_validated": events.count(),
+        "verdict": verdict,
+        **outcome,
+    }
     config.results_path.parent.mkdir(parents=True, exist_ok=True)
     config.results_path.write_text(json.dumps(body, indent=2, default=str) + "\n")
     for failure in outcome["failed_critical"]:
-        log.error("CRITICAL %s %s failed; sample: %s", failure["expectation"], failure["kwargs"], failure["sample_unexpected"] or failure["observed_value"])
+        log.error(
+            "CRITICAL %s %s failed; sample: %s",
+            failure["expectation"],
+            failure["kwargs"],
+            failure["sample_unexpected"] or failure["observed_value"],
+        )
     for warning in outcome["warnings"]:
-        log.warning("warning %s %s: %s%% unexpected; sample: %s", warning["expectation"], warning["kwargs"], warning["unexpected_percent"], warning["sample_unexpected"])
-    log.info("DQ gate %s on %d rows in %d partitions; results %s; Data Docs %s", verdict, body["rows_validated"], len(dates), config.results_path, outcome["data_docs"])
+        log.warning(
+            "warning %s %s: %s%% unexpected; sample: %s",
+            warning["expectation"],
+            warning["kwargs"],
+            warning["unexpected_percent"],
+            warning["sample_unexpected"],
+        )
+    log.info(
+        "DQ gate %s on %d rows in %d partitions; results %s; Data Docs %s",
+        verdict,
+        body["rows_validated"],
+        len(dates),
+        config.results_path,
+        outcome["data_docs"],
+    )
     return 1 if outcome["failed_critical"] else 0
 
 

@@ -62,7 +62,9 @@ def table_rows(spark, lake: Path) -> list[tuple[str, str]]:
     """(eventID, event_date) of every row, read the way Spark reads the table."""
     if not (lake / "events").exists():
         return []
-    return sorted((r.eventID, str(r.event_date)) for r in spark.read.parquet(str(lake / "events")).select("eventID", "event_date").collect())
+    return sorted(
+        (r.eventID, str(r.event_date)) for r in spark.read.parquet(str(lake / "events")).select("eventID", "event_date").collect()
+    )
 
 
 def duckdb_rows(lake: Path) -> list[tuple[str, str]]:

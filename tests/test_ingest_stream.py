@@ -95,7 +95,10 @@ def test_late_events_and_old_files_are_kept_once(spark, landing, lake):
 
 def test_digest_insights_and_files_outside_the_layout_are_never_read(spark, landing, lake):
     manifest = generate(landing, records=200, days=1, records_per_file=100, duplicate_rate=0, digests=True)
-    insight = landing / "AWSLogs/111122223333/CloudTrail-Insight/us-east-1/2024/01/01/111122223333_CloudTrail-Insight_us-east-1_20240101T0100Z_x.json.gz"
+    insight = (
+        landing
+        / "AWSLogs/111122223333/CloudTrail-Insight/us-east-1/2024/01/01/111122223333_CloudTrail-Insight_us-east-1_20240101T0100Z_x.json.gz"
+    )
     insight.parent.mkdir(parents=True)
     insight.write_bytes(gzip.compress(json.dumps({"Records": [event("insight-1", DAY)]}).encode()))
     stray = landing / "AWSLogs/111122223333/CloudTrail/us-east-1/2024/01/01/notes.json"
@@ -110,7 +113,12 @@ def test_each_malformed_kind_is_quarantined_with_its_reason(spark, landing, lake
     manifest = generate(landing, records=100, days=1, records_per_file=100, duplicate_rate=0, malformed_files=4)
     mixed = deliver(
         landing,
-        [event("good-1", DAY), {"eventTime": "2024-03-01T00:00:00Z"}, event("no-time", DAY, eventTime=None), event("bad", DAY, eventTime="2024-03-01 1:00 PM")],
+        [
+            event("good-1", DAY),
+            {"eventTime": "2024-03-01T00:00:00Z"},
+            event("no-time", DAY, eventTime=None),
+            event("bad", DAY, eventTime="2024-03-01 1:00 PM"),
+        ],
         DAY + timedelta(hours=1),
     )
     lines = put_raw(landing, (json.dumps(event("line-1", DAY)) + "\nnot json\n").encode(), DAY + timedelta(hours=2))

@@ -21,7 +21,13 @@ def decoded(spark, files: dict[str, str]):
 
 
 def record(event_id="e1", event_time="2024-01-01T10:00:00Z", **extra):
-    body = {"eventVersion": "1.08", "eventID": event_id, "eventTime": event_time, "eventSource": "s3.amazonaws.com", "eventName": "GetObject"}
+    body = {
+        "eventVersion": "1.08",
+        "eventID": event_id,
+        "eventTime": event_time,
+        "eventSource": "s3.amazonaws.com",
+        "eventName": "GetObject",
+    }
     body.update(extra)
     return {k: v for k, v in body.items() if v is not None}
 

@@ -28,14 +28,20 @@ def dag_params(settings: Settings) -> dict[str, Param]:
     return {
         "trigger": Param("availableNow", enum=["availableNow", "once"], description="availableNow: rate-limited batches; once: one batch."),
         "max_files_per_trigger": Param(None, type=["null", "integer"], minimum=1, description="Files per batch (large backlogs)."),
-        "max_bytes_per_trigger": Param("128m", type=["null", "string"], pattern=SIZE_PATTERN, description="Compressed bytes per batch, e.g. 128m."),
+        "max_bytes_per_trigger": Param(
+            "128m", type=["null", "string"], pattern=SIZE_PATTERN, description="Compressed bytes per batch, e.g. 128m."
+        ),
         "watermark": Param("2 days", type="string", pattern=DURATION_PATTERN, description="De-duplication horizon on arrival time."),
-        "delivery_from": Param(None, type=["null", "string"], format="date", description="First delivery date that must be ingested (YYYY-MM-DD)."),
-        "delivery_to": Param(None, type=["null", "string"], format="date", description="Last delivery date that must be ingested (YYYY-MM-DD)."),
+        "delivery_from": Param(
+            None, type=["null", "string"], format="date", description="First delivery date that must be ingested (YYYY-MM-DD)."
+        ),
+        "delivery_to": Param(
+            None, type=["null", "string"], format="date", description="Last delivery date that must be ingested (YYYY-MM-DD)."
+        ),
         "landing": Param(str(settings.landing), type="string", description=f"Landing root, inside {settings.landing}."),
         "lake": Param(str(settings.lake), type="string", description=f"Lake root, inside {settings.lake}."),
         "quarantine_threshold": Param(0.01, type="number", minimum=0, maximum=1, description="Max share of quarantined records."),
-    }  # fmt: skip
+    }
 
 
 def _inside(path: str, root: Path, name: str) -> str:

@@ -1,0 +1,119 @@
+"""DAG tests: import and parse time, policies, parameter checks, and dag.test with real Spark."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.helpers import DAY, deliver, event, events_of
+
+DAG_FILE = ROOT / "dags" / "cloudtrail_ingest.py"
+HEAVY_MODULES = ["pyspark", "great_expectations", "pandas", "duckdb", "pyarrow", "py4j"]
+
+
+@pytest.fixture(scope="module")
+def dagbag():
+    from airflow.dag_processing.dagbag import DagBag
+
+    return DagBag(dag_folder=str(ROOT / "dags"))
+
+
+@pytest.fixture(scope="module")
+def dag(dagbag):
+    return dagbag.dags["cloudtrail_ingest"]
+
+
+def test_dagbag_imports_without_errors_and_each_file_parses_under_a_second(dagbag):
+    assert dagbag.import_errors == {}
+    assert "cloudtrail_ingest" in dagbag.dag_ids
+    assert dagbag.dagbag_stats and all(stat.duration < timedelta(seconds=1) for stat in dagbag.dagbag_stats)
+
+
+def test_the_dag_file_imports_nothing_heavy():
+    probe = (
+        f"import runpy, sys; runpy.run_path({str(DAG_FILE)!r}); "
+        f"print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY_MODULES!r})))"
+    )
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, env=os.environ).stdout.strip()
+    assert loaded == ""
+
+
+def test_policies(dag):
+    assert dag.max_active_runs == 1
+    assert {"cloudtrail", "ingest"} <= set(dag.tags)
+    assert dag.doc_md and "### CloudTrail ingest" in dag.doc_md
+    assert [t.task_id for t in dag.topological_sort()] == ["plan", "ingest", "sweep", "dq_gate", "publish"]
+    ingest = dag.get_task("ingest")
+    assert ingest.retries >= 2 and ingest.retry_exponential_backoff
+    assert all(task.on_failure_callback for task in dag.tasks)
+    assert dag.get_task("publish").outlets[0].name == "cloudtrail_events"
+    assert ingest._conn_id == "spark_default"
+
+
+def test_run_parameters_are_checked_before_spark_starts(tmp_path):
+    from cloudtrail_airflow.params import InvalidRunParams, plan_run
+    from cloudtrail_airflow.settings import load_settings
+
+    settings = load_settings()
+    base = {"landing": str(settings.landing), "lake": str(settings.lake), "watermark": "2 days", "max_bytes_per_trigger": "64m"}
+    day = DAY.date()
+    plan = plan_run(base, settings, "manual__1", day, day)
+    assert plan["ingest_args"][-2:] == ["--max-bytes-per-trigger", "64m"]
+    assert plan_run({**base, "max_files_per_trigger": 10}, settings, "r", day, day)["ingest_args"][-2:] == ["--max-files-per-trigger", "10"]
+    with pytest.raises(InvalidRunParams, match="lake='/etc' is outside"):
+        plan_run({**base, "lake": "/etc"}, settings, "r", day, day)
+    with pytest.raises(InvalidRunParams, match="outside"):
+        plan_run({**base, "landing": str(settings.landing / ".." / "elsewhere")}, settings, "r", day, day)
+    with pytest.raises(InvalidRunParams, match="after delivery_to"):
+        plan_run({**base, "delivery_from": "2024-03-02", "delivery_to": "2024-03-01"}, settings, "r", day, day)
+    with pytest.raises(InvalidRunParams, match="not a date"):
+        plan_run({**base, "delivery_from": "yesterday"}, settings, "r", day, day)
+
+
+def states(run) -> dict[str, str]:
+    return {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
+
+
+def test_invalid_params_fail_the_run_before_spark(dag, dag_roots):
+    run = dag.test(logical_date=datetime(2024, 3, 2, tzinfo=UTC), run_conf={"lake": "/etc"})
+    assert str(run.state) == "failed"
+    assert states(run)["plan"] == "failed" and states(run)["ingest"] == "upstream_failed"
+
+
+def test_dag_run_end_to_end_with_real_spark(dag, dag_roots):
+    landing, lake = dag_roots
+    deliver(landing, events_of(50, DAY, "dag") + events_of(5, DAY, "dag"), DAY + timedelta(minutes=20))
+    run = dag.test(logical_date=datetime(2024, 3, 1, tzinfo=UTC), run_conf={"landing": str(landing), "lake": str(lake)})
+    assert str(run.state) == "success", states(run)
+    assert len(table_rows_via_files(lake)) == 50
+    report = json.loads(next((lake / "reports" / "ingest").glob("*.json")).read_text())
+    assert report["run_id"] == run.run_id and report["rows_written"] == 50 and report["duplicates_dropped"] == 5
+    gate = json.loads(next((lake / "reports" / "dq").glob("*.json")).read_text())
+    assert gate["verdict"] == "passed" and gate["event_dates"] == ["2024-03-01"]
+
+
+def test_a_failing_gate_fails_the_run(dag, dag_roots):
+    landing, lake = dag_roots
+    deliver(landing, [event("no-source", DAY, eventSource=None), *events_of(5, DAY, "fine")], DAY + timedelta(minutes=20))
+    run = dag.test(logical_date=datetime(2024, 3, 1, tzinfo=UTC), run_conf={"landing": str(landing), "lake": str(lake)})
+    assert str(run.state) == "failed"
+    assert states(run)["ingest"] == "success" and states(run)["dq_gate"] == "failed"
+    assert states(run)["publish"] == "upstream_failed"
+    gate = json.loads(next((lake / "reports" / "dq").glob("*.json")).read_text())
+    assert ("expect_column_values_to_not_be_null", "eventSource") in {
+        (f["expectation"], f["kwargs"]["column"]) for f in gate["failed_critical"]
+    }
+
+
+def table_rows_via_files(lake: Path) -> list:
+    """The table as a directory reader sees it (the DAG's Spark ran in another process)."""
+    import duckdb
+
+    return duckdb.connect().execute(f"select eventID from read_parquet('{lake}/events/*/*.parquet')").fetchall()

@@ -1,0 +1,116 @@
+"""The data-quality gate: a clean table passes, each critical violation fails it by name,
+a warning-only violation passes with a warning."""
+
+from __future__ import annotations
+
+import json
+from datetime import date, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from jobs import validate_events
+from jobs.report import report_path
+from jobs.schema import EVENTS_SCHEMA
+from tests.helpers import DAY, deliver, events_of, ingest
+
+RUN_ID = "scheduled__2024-03-01"
+
+
+def good_row(index: int, **changes):
+    moment = datetime(2024, 3, 1, 10) + timedelta(minutes=index)
+    row = {name: None for name in EVENTS_SCHEMA.fieldNames()}
+    row.update(
+        eventVersion="1.08", eventID=f"id-{index}", eventTime=moment, eventSource="s3.amazonaws.com", eventName="GetObject",
+        awsRegion="us-east-1", recipientAccountId="111122223333", userIdentity={"type": "IAMUser"},
+        tlsDetails={"tlsVersion": "TLSv1.3"}, resources=[{"ARN": "arn:aws:s3:::b", "type": "AWS::S3::Bucket"}],
+        _ingest_run_id=RUN_ID, event_date=moment.date(),
+    )  # fmt: skip
+    row.update(changes)
+    return row
+
+
+def write_table(spark, lake: Path, rows: list[dict], reported: int | None = None, quarantined: int = 0) -> None:
+    frame = spark.createDataFrame([tuple(r[name] for name in EVENTS_SCHEMA.fieldNames()) for r in rows], EVENTS_SCHEMA)
+    frame.write.partitionBy("event_date").parquet(str(lake / "events"))
+    path = report_path(str(lake), RUN_ID)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    written = len(rows) if reported is None else reported
+    path.write_text(json.dumps({"rows_written": written, "records_read": written + quarantined, "quarantined": quarantined,
+                                "rows_written_per_event_date": {"2024-03-01": written}}))  # fmt: skip
+
+
+def gate(lake: Path, *extra: str) -> tuple[int, dict]:
+    code = validate_events.main(["--lake", str(lake), "--run-id", RUN_ID, "--from-date", "2024-03-01", "--to-date", "2024-03-01", *extra])
+    results = json.loads((lake / "reports" / "dq" / report_path(str(lake), RUN_ID).name).read_text())
+    return code, results
+
+
+def failed(results: dict) -> set[tuple[str, str]]:
+    return {(f["expectation"], f["kwargs"].get("column") or f["kwargs"].get("column_A")) for f in results["failed_critical"]}
+
+
+def test_a_clean_ingested_table_passes_and_builds_data_docs(spark, landing, lake):
+    deliver(landing, events_of(40, DAY, "ok"), DAY + timedelta(minutes=30))
+    report = ingest(spark, landing, lake)
+    code = validate_events.main(["--lake", str(lake), "--run-id", report.run_id, "--dates", "2024-03-01"])
+    results = json.loads((lake / "reports" / "dq" / report_path(str(lake), report.run_id).name).read_text())
+    assert code == 0 and results["verdict"] == "passed" and results["rows_validated"] == 40
+    assert Path(results["data_docs"]).is_file()
+    # Running it again is idempotent: no "already exists" failures.
+    assert validate_events.main(["--lake", str(lake), "--run-id", report.run_id, "--dates", "2024-03-01"]) == 0
+
+
+CRITICAL_CASES = {
+    "eventID null": ([good_row(0), good_row(1, eventID=None)], {}, ("expect_column_values_to_not_be_null", "eventID")),
+    "eventID duplicated": ([good_row(0), good_row(1, eventID="id-0")], {}, ("expect_column_values_to_be_unique", "eventID")),
+    "eventTime null": ([good_row(0), good_row(1, eventTime=None)], {}, ("expect_column_values_to_not_be_null", "eventTime")),
+    "eventTime in another partition": (
+        [good_row(0), good_row(1, eventTime=datetime(2024, 2, 28, 23, 59))],
+        {},
+        ("expect_column_pair_values_to_be_equal", "event_time_date"),
+    ),
+    "eventSource null": ([good_row(0), good_row(1, eventSource=None)], {}, ("expect_column_values_to_not_be_null", "eventSource")),
+    "eventName null": ([good_row(0), good_row(1, eventName=None)], {}, ("expect_column_values_to_not_be_null", "eventName")),
+    "report disagrees with table": (
+        [good_row(0), good_row(1)],
+        {"reported": 3},
+        ("expect_column_pair_values_to_be_equal", "rows_in_table_for_run"),
+    ),
+    "too much quarantined": ([good_row(0), good_row(1)], {"quarantined": 1}, ("expect_column_max_to_be_between", "quarantine_share")),
+}
+
+
+@pytest.mark.parametrize("case", list(CRITICAL_CASES))
+def test_each_critical_violation_fails_the_gate_naming_it(case, spark, lake, caplog):
+    rows, report, expected = CRITICAL_CASES[case]
+    write_table(spark, lake, rows, **report)
+    code, results = gate(lake)
+    assert code == 1 and results["verdict"] == "failed"
+    assert expected in failed(results)
+    assert any(expected[0] in message and "CRITICAL" in message for message in caplog.messages)
+
+
+def test_a_warning_only_violation_passes_with_a_warning(spark, lake):
+    write_table(spark, lake, [good_row(i, awsRegion="moon-base-1" if i % 2 else "us-east-1") for i in range(10)])
+    code, results = gate(lake)
+    assert code == 0 and results["verdict"] == "passed"
+    assert [(w["expectation"], w["kwargs"]["column"]) for w in results["warnings"]] == [
+        ("expect_column_values_to_match_regex", "awsRegion")
+    ]
+    assert "moon-base-1" in results["warnings"][0]["sample_unexpected"]
+
+
+def test_nested_columns_are_checked(spark, lake):
+    rows = [good_row(i, userIdentity={"type": "Alien"}, tlsDetails={"tlsVersion": "SSLv2"}, resources=[{"type": "x"}]) for i in range(3)]
+    write_table(spark, lake, rows)
+    _, results = gate(lake)
+    assert {w["kwargs"]["column"] for w in results["warnings"]} == {"user_identity_type", "tls_version", "resources_without_arn"}
+
+
+def test_dates_cover_the_interval_and_what_the_run_wrote(tmp_path):
+    config = validate_events.parse_args(["--lake", str(tmp_path), "--from-date", "2024-03-01", "--to-date", "2024-03-02"])
+    assert config.dates == (date(2024, 3, 1), date(2024, 3, 2))
+    assert validate_events.responsible_dates(config, {"rows_written_per_event_date": {"2023-07-10": 5}}) == [
+        "2023-07-10", "2024-03-01", "2024-03-02",
+    ]  # fmt: skip
