@@ -46,6 +46,18 @@ def committed_batch_id(checkpoint: Path) -> int | None:
     return entry[0] if entry else None
 
 
+def check_checkpoint_matches_table(checkpoint: Path, sink_log: Path) -> None:
+    """Refuse a run whose checkpoint was lost while the table it wrote is still there:
+    a fresh checkpoint would read every landing file again."""
+    table_batches = [p for p in sink_log.glob("[0-9]*")] if sink_log.is_dir() else []
+    if table_batches and committed_batch_id(checkpoint) is None:
+        raise CheckpointError(
+            f"the table has committed batches ({sink_log}) but the checkpoint {checkpoint} has none: it is missing or was reset. "
+            "Refusing to start, as that would ingest every landing file again. Recovery: restore the checkpoint from backup, "
+            "or move events/, quarantine/ and _checkpoints/ aside to rebuild the table (README, 'Recovering a checkpoint')."
+        )
+
+
 class LakeLock:
     """One writer per lake: an exclusive flock on <lake>/_checkpoints/ingest.lock.
 

@@ -31,7 +31,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from jobs.checkpoint import CheckpointError, LakeBusyError, LakeLock, committed_watermark
+from jobs.checkpoint import CheckpointError, LakeBusyError, LakeLock, check_checkpoint_matches_table, committed_watermark
 from jobs.decode import DECODED_DDL, decode_batches
 from jobs.report import BatchStats, RunReport, apply_progress, log_batch, now_iso
 from jobs.sinks import ParquetSink
@@ -259,6 +259,7 @@ def follow(query: StreamingQuery, report: RunReport) -> None:
 
 
 def run(spark: SparkSession, config: IngestConfig) -> RunReport:
+    check_checkpoint_matches_table(config.checkpoint_path, Path(config.events_path) / "_spark_metadata")
     watermark = committed_watermark(config.checkpoint_path)
     report = RunReport(
         run_id=config.run_id,

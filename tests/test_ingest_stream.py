@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import gzip
 import json
+import shutil
 from datetime import timedelta
 
 import pytest
 
-from jobs.checkpoint import LakeLock
+from jobs.checkpoint import CheckpointError, LakeLock
 from jobs.cloudtrail_ingest import main
 from jobs.generate_landing import generate
 from tests.helpers import (
@@ -164,6 +165,20 @@ def test_a_second_writer_is_refused_and_the_checkpoint_is_untouched(landing, lak
     with LakeLock(lake / "_checkpoints" / "ingest.lock"):
         assert main(["--landing", str(landing), "--lake", str(lake)]) == 75
     assert not (lake / "_checkpoints" / "ingest").exists()
+
+
+def test_a_lost_or_corrupted_checkpoint_stops_the_run_instead_of_reingesting(spark, landing, lake):
+    deliver(landing, events_of(3, DAY, "x"), DAY)
+    ingest(spark, landing, lake)
+    commits = lake / "_checkpoints" / "ingest" / "commits"
+    latest = max(commits.glob("[0-9]*"), key=lambda p: int(p.name))
+    latest.write_text("garbage")
+    with pytest.raises(CheckpointError, match="not a Spark commit-log entry"):
+        ingest(spark, landing, lake)
+    shutil.rmtree(lake / "_checkpoints" / "ingest")
+    with pytest.raises(CheckpointError, match="missing or was reset"):
+        ingest(spark, landing, lake)
+    assert len(table_rows(spark, lake)) == 3
 
 
 @pytest.mark.parametrize("argv", [["--trigger", "sometimes"], ["--watermark", "soon"], ["--max-files-per-trigger", "0"]])
