@@ -1,0 +1,85 @@
+"""Run the ingest job and SIGKILL it (driver and JVM together) at a chosen phase of a batch.
+
+    python -m tests.fault_runner PHASE N -- <cloudtrail_ingest arguments>
+
+PHASE is where, in the N-th batch this process runs (0-based), the kill lands:
+  reading           the batch is planned (offsets logged), its files are being read
+  writing_data      the events sink has written data files, none committed to the log
+  between_outputs   quarantine is committed, events not yet
+  committing_state  both outputs are committed, Spark's commit log for the batch is not
+  random:SECONDS    after that many seconds, wherever the run is
+The job code is not changed: this wraps its own functions. Used by tests/test_chaos.py and
+`make chaos`.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+from jobs import cloudtrail_ingest
+from jobs.sinks import ParquetSink
+
+
+def die() -> None:
+    os.killpg(os.getpgid(0), signal.SIGKILL)
+
+
+def kill_when_uncommitted_data_appears(table: Path) -> None:
+    """Poll for a data file the log does not list yet, and kill at once."""
+
+    def listed() -> set[str]:
+        log = table / "_spark_metadata"
+        return {line for entry in log.glob("*") if entry.is_file() for line in entry.read_text().splitlines()}
+
+    def watch() -> None:
+        known = {str(p) for p in table.glob("event_date=*/*.parquet")}
+        while True:
+            for path in table.glob("event_date=*/*.parquet"):
+                if str(path) not in known and not any(path.name in line for line in listed()):
+                    die()
+            time.sleep(0.002)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def main() -> int:
+    phase, target = sys.argv[1], int(sys.argv[2])
+    job_args = sys.argv[sys.argv.index("--") + 1 :]
+    if phase.startswith("random:"):
+        threading.Timer(float(phase.split(":")[1]), die).start()
+        return cloudtrail_ingest.main(job_args)
+
+    calls = {"batches": 0}
+    original_call = cloudtrail_ingest.BatchWriter.__call__
+    original_add = ParquetSink.add_batch
+
+    def call(self, rows, batch_id):  # type: ignore[no-untyped-def]
+        index = calls["batches"]
+        calls["batches"] += 1
+        if index == target and phase == "reading":
+            rows.count()  # read the batch's files, then die before anything is written
+            die()
+        if index == target and phase == "writing_data":
+            kill_when_uncommitted_data_appears(Path(self.events.path))
+        original_call(self, rows, batch_id)
+        if index == target and phase == "committing_state":
+            die()
+
+    def add_batch(self, batch_id, rows):  # type: ignore[no-untyped-def]
+        is_events = self.path.endswith("/events")
+        if calls["batches"] - 1 == target and phase == "between_outputs" and is_events:
+            die()
+        original_add(self, batch_id, rows)
+
+    cloudtrail_ingest.BatchWriter.__call__ = call  # type: ignore[method-assign]
+    ParquetSink.add_batch = add_batch  # type: ignore[method-assign]
+    return cloudtrail_ingest.main(job_args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
