@@ -31,6 +31,7 @@ help:
 	@echo "make demo   - build a sample landing zone, run the DAG once, print a summary"
 	@echo "make run    - one run of the DAG on \$$CLOUDTRAIL_LANDING into \$$CLOUDTRAIL_LAKE"
 	@echo "make test   - ruff, mypy and pytest"
+	@echo "make chaos  - 20 random SIGKILLs of the ingest job, then the table against the oracle"
 
 setup: $(STAMP)
 
@@ -71,6 +72,10 @@ lint: setup
 
 test: lint build/jobs.zip
 	$(PY) -m pytest -q
+
+# Longer runs, outside `make test`.
+chaos: setup
+	$(PY) -m tests.chaos --kills 20 --seed $${SEED:-1}
 
 clean:
 	rm -rf data .airflow build

@@ -58,6 +58,9 @@ def sweep_table(spark: SparkSession, lake: Path, table_name: str, stamp: str) ->
         target = lake / "_swept" / table_name / stamp / stray.relative_to(table)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(stray, target)
+        checksum = stray.with_name(f".{stray.name}.crc")  # Hadoop's checksum file travels with its data file
+        if checksum.exists():
+            shutil.move(checksum, target.with_name(checksum.name))
         log.info("moved uncommitted %s -> %s", stray, target)
     return strays
 

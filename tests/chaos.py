@@ -71,7 +71,7 @@ def table_via_duckdb(lake: Path) -> list[tuple[str, str]]:
 
 
 def uncommitted_files(lake: Path) -> list[Path]:
-    listed = "\n".join(p.read_text() for p in (lake / "events" / "_spark_metadata").glob("*") if p.is_file())
+    listed = "\n".join(p.read_text() for p in (lake / "events" / "_spark_metadata").glob("[0-9]*"))
     return [p for p in (lake / "events").glob("event_date=*/*.parquet") if p.name not in listed]
 
 

@@ -34,7 +34,7 @@ def kill_when_uncommitted_data_appears(table: Path) -> None:
 
     def listed() -> set[str]:
         log = table / "_spark_metadata"
-        return {line for entry in log.glob("*") if entry.is_file() for line in entry.read_text().splitlines()}
+        return {line for entry in log.glob("[0-9]*") for line in entry.read_text().splitlines()}
 
     def watch() -> None:
         known = {str(p) for p in table.glob("event_date=*/*.parquet")}
