@@ -89,7 +89,7 @@ with DAG(
         application_args=run_plan["validate_args"],
         conf=spark_conf,
         driver_memory=settings.driver_memory,
-        name="cloudtrail_dq_gate",
+        name="cloudtrail_validate_events",
     )
 
     @task(outlets=[events_asset])

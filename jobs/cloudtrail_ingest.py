@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from pyspark import SparkConf, StorageLevel
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
@@ -162,8 +162,10 @@ def build_session(config: IngestConfig) -> SparkSession:
     # Python workers run the decode step and need this interpreter's packages (pyarrow);
     # PySpark takes the worker interpreter from this variable only.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = SparkSession.builder.appName(f"cloudtrail_ingest {config.run_id}")
-    if not SparkConf().contains("spark.master"):  # python -m: no spark-submit around us
+    builder = SparkSession.builder.appName("cloudtrail_ingest")
+    # spark-submit hands Python a running JVM (and the master) through this variable;
+    # without it we were started by `python -m` and run Spark embedded.
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
         builder = builder.master(os.environ.get("CLOUDTRAIL_SPARK_MASTER", "local[*]"))
         builder = builder.config("spark.driver.memory", os.environ.get("CLOUDTRAIL_DRIVER_MEMORY", "2g"))
     for key, value in {**SESSION_CONF, "spark.sql.shuffle.partitions": str(config.state_partitions)}.items():
