@@ -24,7 +24,7 @@ export PATH := $(VENV)/bin:$(PATH)
 export PYTHONPATH := $(CURDIR):$(CURDIR)/plugins
 RUN_DATE ?= $(shell date -u +%Y-%m-%d)
 
-.PHONY: help setup demo run test lint bench chaos clean
+.PHONY: help setup demo run test lint bench chaos metadata-growth clean
 
 help:
 	@echo "make setup  - create .venv with the pinned dependencies (needs Java 17+)"
@@ -32,6 +32,7 @@ help:
 	@echo "make run    - one run of the DAG on \$$CLOUDTRAIL_LANDING into \$$CLOUDTRAIL_LAKE"
 	@echo "make test   - ruff, mypy and pytest"
 	@echo "make chaos  - 20 random SIGKILLs of the ingest job, then the table against the oracle"
+	@echo "make bench  - the product against plain Spark and DuckDB; writes BENCHMARKS.md"
 
 setup: $(STAMP)
 
@@ -66,8 +67,8 @@ demo: setup build/jobs.zip
 	$(PY) -m jobs.summary --lake $(CLOUDTRAIL_LAKE)
 
 lint: setup
-	ruff check dags jobs plugins tests
-	ruff format --check dags jobs plugins tests
+	ruff check dags jobs plugins tests bench
+	ruff format --check dags jobs plugins tests bench
 	mypy jobs plugins
 
 test: lint build/jobs.zip
@@ -76,6 +77,12 @@ test: lint build/jobs.zip
 # Longer runs, outside `make test`.
 chaos: setup
 	$(PY) -m tests.chaos --kills 20 --seed $${SEED:-1}
+
+bench: setup build/jobs.zip
+	$(PY) -m bench.benchmark
+
+metadata-growth: setup
+	$(PY) -m bench.metadata_growth --runs 3 --files-per-run 100
 
 clean:
 	rm -rf data .airflow build

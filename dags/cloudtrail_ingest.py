@@ -12,7 +12,9 @@ partitioned Parquet table, then checks the table before anyone downstream uses i
 | `dq_gate` | Great Expectations suite on the partitions this run wrote and its data interval |
 | `publish` | updates the `cloudtrail_events` Asset, so downstream DAGs can schedule on it |
 
-One run at a time (`max_active_runs=1`), and the job itself refuses a second writer.
+One run at a time (`max_active_runs=1`); backfill runs, which Airflow counts apart, never
+ingest at the same time as another run (`max_active_tis_per_dag=1` on the writing tasks,
+and the job itself refuses a second writer).
 Scheduled runs, manual runs ("Trigger DAG w/ config") and backfills all run the same
 tasks: each ingests every file not yet ingested, so a backfill over past dates makes sure
 the files delivered then are in the table, and re-validates those dates' partitions.
@@ -67,6 +69,9 @@ with DAG(
         conf=spark_conf,
         driver_memory=settings.driver_memory,
         name="cloudtrail_ingest",
+        # One ingest at a time across scheduled, manual and backfill runs: Airflow 3 counts
+        # backfill runs apart from max_active_runs, and the job would refuse a second writer.
+        max_active_tis_per_dag=1,
         retries=2,
         retry_delay=timedelta(minutes=1),
         retry_exponential_backoff=True,
@@ -80,6 +85,7 @@ with DAG(
         application_args=run_plan["sweep_args"],
         conf=spark_conf,
         name="cloudtrail_sweep",
+        max_active_tis_per_dag=1,
     )
 
     dq_gate = SparkSubmitOperator(

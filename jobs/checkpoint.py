@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
@@ -58,29 +59,40 @@ def check_checkpoint_matches_table(checkpoint: Path, sink_log: Path) -> None:
         )
 
 
+def _try_lock(handle: IO[str]) -> bool:
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+
+
 class LakeLock:
     """One writer per lake: an exclusive flock on <lake>/_checkpoints/ingest.lock.
 
     The kernel releases it when the holder dies, even by SIGKILL, so a crashed run never
-    leaves a stale lock behind.
+    leaves a stale lock behind. `wait_seconds` > 0 waits that long for the holder to finish.
     """
 
-    def __init__(self, lock_path: Path) -> None:
+    def __init__(self, lock_path: Path, wait_seconds: float = 0) -> None:
         self.path = lock_path
+        self.wait_seconds = wait_seconds
         self._file: IO[str] | None = None
 
     def __enter__(self) -> LakeLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         handle = open(self.path, "a+")  # noqa: SIM115 - held for the life of the run
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            holder = handle.read().strip() or "unknown"
-            handle.close()
-            raise LakeBusyError(
-                f"another ingest run is writing to this lake ({holder}); refusing to start. Wait for it to finish; the lock is {self.path}."
-            ) from None
+        deadline = time.monotonic() + self.wait_seconds
+        while not _try_lock(handle):
+            if time.monotonic() >= deadline:
+                handle.seek(0)
+                holder = handle.read().strip() or "unknown"
+                handle.close()
+                raise LakeBusyError(
+                    f"another ingest run is writing to this lake ({holder}); refusing to start. "
+                    f"Wait for it to finish; the lock is {self.path}."
+                )
+            time.sleep(1)
         handle.seek(0)
         handle.truncate()
         handle.write(f"pid {os.getpid()} since {datetime.now(tz=UTC).isoformat(timespec='seconds')}\n")

@@ -75,12 +75,13 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     parser = argparse.ArgumentParser(prog="sweep", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lake", default=os.environ.get("CLOUDTRAIL_LAKE"))
+    parser.add_argument("--wait-seconds", type=float, default=0, help="wait this long for a running ingest to finish [0]")
     args = parser.parse_args(argv)
     if not args.lake:
         parser.error("--lake (or CLOUDTRAIL_LAKE) is required")
     lake = os.path.abspath(args.lake)
     try:
-        with LakeLock(Path(lake) / "_checkpoints" / "ingest.lock"):
+        with LakeLock(Path(lake) / "_checkpoints" / "ingest.lock", wait_seconds=args.wait_seconds):
             spark = SparkSession.builder.appName("cloudtrail_sweep").getOrCreate()
             spark.sparkContext.setLogLevel("WARN")
             moved = sweep_lake(spark, lake)

@@ -52,6 +52,7 @@ def test_policies(dag):
     assert [t.task_id for t in dag.topological_sort()] == ["plan", "ingest", "sweep", "dq_gate", "publish"]
     ingest = dag.get_task("ingest")
     assert ingest.retries >= 2 and ingest.retry_exponential_backoff
+    assert ingest.max_active_tis_per_dag == 1 and dag.get_task("sweep").max_active_tis_per_dag == 1
     assert all(task.on_failure_callback for task in dag.tasks)
     assert dag.get_task("publish").outlets[0].name == "cloudtrail_events"
     assert ingest._conn_id == "spark_default"

@@ -5,11 +5,12 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
+import time
 from datetime import timedelta
 
 import pytest
 
-from jobs.checkpoint import CheckpointError, LakeLock
+from jobs.checkpoint import CheckpointError, LakeBusyError, LakeLock
 from jobs.cloudtrail_ingest import main
 from jobs.generate_landing import generate
 from tests.helpers import (
@@ -179,6 +180,18 @@ def test_a_lost_or_corrupted_checkpoint_stops_the_run_instead_of_reingesting(spa
     with pytest.raises(CheckpointError, match="missing or was reset"):
         ingest(spark, landing, lake)
     assert len(table_rows(spark, lake)) == 3
+
+
+def test_the_lock_can_wait_for_its_holder(lake):
+    path = lake / "ingest.lock"
+    holder = LakeLock(path).__enter__()
+    started = time.monotonic()
+    with pytest.raises(LakeBusyError):
+        LakeLock(path, wait_seconds=1.5).__enter__()
+    assert time.monotonic() - started >= 1.5
+    holder.__exit__()
+    with LakeLock(path, wait_seconds=5):
+        pass
 
 
 @pytest.mark.parametrize("argv", [["--trigger", "sometimes"], ["--watermark", "soon"], ["--max-files-per-trigger", "0"]])

@@ -84,4 +84,4 @@ def plan_run(params: dict[str, Any], settings: Settings, run_id: str, interval_s
         "--lake", lake, "--run-id", run_id, "--from-date", first.isoformat(), "--to-date", last.isoformat(),
         "--quarantine-threshold", str(params.get("quarantine_threshold", 0.01)),
     ]  # fmt: skip
-    return {"ingest_args": ingest, "validate_args": validate, "sweep_args": ["--lake", lake], "lake": lake}
+    return {"ingest_args": ingest, "validate_args": validate, "sweep_args": ["--lake", lake, "--wait-seconds", "900"], "lake": lake}

@@ -1,0 +1,268 @@
+"""Benchmark the ingest job against baselines measured in the same sitting.
+
+    python -m bench.benchmark [--sizes 200000,1000000,2000000] [--repeats 3] [--out BENCHMARKS.md]
+    python -m bench.benchmark --smoke          (tiny sizes, one repeat: checks the harness runs)
+
+For each landing-zone size (generated with the project's generator: gzipped, delivered
+layout, 1% re-delivered duplicates) it runs, one after another, the product's job
+(availableNow, dedup on), baseline A (plain Spark batch, same schema) and baseline B (DuckDB
+COPY), and reports medians and product/baseline ratios computed pair by pair. Then: no-op run
+against a bare spark-submit, analyst queries on the table against the raw JSON, and driver
+peak memory for the largest backlog against the smallest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import duckdb
+import psutil
+
+from jobs.generate_landing import generate
+
+ROOT = Path(__file__).resolve().parents[1]
+WORK = ROOT / "bench-work"
+
+
+def measure(command: list[str]) -> tuple[float, float, str]:
+    """Run a command; return (wall seconds, peak RSS of its whole process tree in MB, stdout)."""
+    started = time.monotonic()
+    process = psutil.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}
+    )
+    peak = 0.0
+    done = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        while not done.is_set():
+            try:
+                tree = [process, *process.children(recursive=True)]
+                peak = max(peak, sum(p.memory_info().rss for p in tree if p.is_running()) / 1e6)
+            except psutil.Error:
+                pass
+            time.sleep(0.2)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    stdout, _ = process.communicate()
+    done.set()
+    sampler.join()
+    if process.returncode != 0:
+        raise RuntimeError(f"{command} exited {process.returncode}")
+    return time.monotonic() - started, peak, stdout
+
+
+def zone(records: int) -> Path:
+    """A cached landing zone of `records` events (plus 1% re-deliveries)."""
+    path = WORK / f"landing-{records}"
+    if not (path / "AWSLogs").is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+        generate(path, records=records, days=3, seed=11, records_per_file=500, duplicate_rate=0.01)
+    return path
+
+
+def run_product(landing: Path, lake: Path) -> dict:
+    wall, peak, _ = measure(
+        [sys.executable, "-m", "jobs.cloudtrail_ingest", "--landing", str(landing), "--lake", str(lake), "--run-id", "bench"]
+    )
+    report = json.loads((lake / "reports" / "ingest" / "bench.json").read_text())
+    work = sum((b["duration_ms"] or 0) for b in report["batches"]) / 1000
+    return {"wall_s": wall, "work_s": work, "peak_mb": peak, "records": report["records_read"], "rows": report["rows_written"]}
+
+
+def run_baseline(script: str, landing: Path, out: Path) -> dict:
+    wall, peak, stdout = measure([sys.executable, str(ROOT / "bench" / script), str(landing), str(out)])
+    result = json.loads(stdout.strip().splitlines()[-1])
+    return {"wall_s": wall, "work_s": result["work_s"], "peak_mb": peak, "rows": result["rows"]}
+
+
+def compare_sizes(sizes: list[int], repeats: int, scratch: Path) -> list[dict]:
+    rows = []
+    for size in sizes:
+        landing = zone(size)
+        pairs = []
+        for repeat in range(repeats):
+            for target in ("lake", "a", "b"):
+                shutil.rmtree(scratch / target, ignore_errors=True)
+            product = run_product(landing, scratch / "lake")
+            spark_batch = run_baseline("baseline_spark.py", landing, scratch / "a")
+            duck = run_baseline("baseline_duckdb.py", landing, scratch / "b")
+            pairs.append((product, spark_batch, duck))
+            print(f"  {size:>9} #{repeat + 1}: product {product['work_s']:.1f}s work / {product['wall_s']:.1f}s wall, "
+                  f"spark batch {spark_batch['work_s']:.1f}/{spark_batch['wall_s']:.1f}s, duckdb {duck['work_s']:.1f}/{duck['wall_s']:.1f}s",
+                  flush=True)  # fmt: skip
+        records = pairs[0][0]["records"]
+        rows.append(
+            {
+                "records": records,
+                "rows": pairs[0][0]["rows"],
+                "product": {k: statistics.median(p[0][k] for p in pairs) for k in ("wall_s", "work_s", "peak_mb")},
+                "spark_batch": {k: statistics.median(p[1][k] for p in pairs) for k in ("wall_s", "work_s", "peak_mb")},
+                "duckdb": {k: statistics.median(p[2][k] for p in pairs) for k in ("wall_s", "work_s", "peak_mb")},
+                # Ratios of records/s, pair by pair (baseline time / product time), then the median.
+                "work_vs_spark_batch": statistics.median(p[1]["work_s"] / p[0]["work_s"] for p in pairs),
+                "wall_vs_spark_batch": statistics.median(p[1]["wall_s"] / p[0]["wall_s"] for p in pairs),
+                "wall_vs_duckdb": statistics.median(p[2]["wall_s"] / p[0]["wall_s"] for p in pairs),
+                "work_vs_duckdb": statistics.median(p[2]["work_s"] / p[0]["work_s"] for p in pairs),
+            }
+        )
+    return rows
+
+
+def noop_vs_bare_submit(landing: Path, lake: Path, repeats: int) -> dict:
+    empty = ROOT / "bench" / "empty_app.py"
+    noop = [
+        measure([sys.executable, "-m", "jobs.cloudtrail_ingest", "--landing", str(landing), "--lake", str(lake)])[0] for _ in range(repeats)
+    ]
+    bare = [measure(["spark-submit", "--master", "local[*]", str(empty)])[0] for _ in range(repeats)]
+    return {
+        "noop_s": statistics.median(noop),
+        "bare_submit_s": statistics.median(bare),
+        "ratio": statistics.median(noop) / statistics.median(bare),
+    }
+
+
+def analyst_queries(landing: Path, lake: Path, repeats: int) -> list[dict]:
+    table = f"read_parquet('{lake}/events/*/*.parquet', hive_partitioning = true)"
+    raw = (f"(SELECT unnest(Records, recursive := true) FROM read_json('{landing}/AWSLogs/*/CloudTrail/*/*/*/*/*.json.gz', "
+           f"columns = {{Records: 'STRUCT(eventTime VARCHAR, eventSource VARCHAR, errorCode VARCHAR, userIdentity STRUCT(arn VARCHAR))[]'}}))")  # fmt: skip
+    db = duckdb.connect()
+    arn = db.execute(f"select userIdentity.arn from {table} where userIdentity.arn is not null limit 1").fetchone()[0]
+    day = db.execute(f"select min(event_date) from {table}").fetchone()[0]
+    queries = {
+        "events per eventSource, one day": (
+            f"select eventSource, count(*) from {table} where event_date = DATE '{day}' group by 1",
+            f"select eventSource, count(*) from {raw} where eventTime like '{day}%' group by 1",
+        ),
+        "errors by errorCode, one week": (
+            f"select errorCode, count(*) from {table} where event_date between DATE '{day}' and DATE '{day}' + 6 and errorCode is not null group by 1",
+            f"select errorCode, count(*) from {raw} where eventTime::TIMESTAMPTZ < TIMESTAMPTZ '{day}' + INTERVAL 7 DAY and errorCode is not null group by 1",
+        ),
+        "all events of one principal ARN": (
+            f"select * from {table} where userIdentity.arn = '{arn}'",
+            f"select * from {raw} where arn = '{arn}'",
+        ),
+    }
+    results = []
+    for name, (on_table, on_raw) in queries.items():
+
+        def timed(sql: str) -> float:
+            started = time.monotonic()
+            db.execute(sql).fetchall()
+            return time.monotonic() - started
+
+        table_s = statistics.median(timed(on_table) for _ in range(repeats))
+        raw_s = statistics.median(timed(on_raw) for _ in range(repeats))
+        results.append({"query": name, "table_s": table_s, "raw_s": raw_s, "speedup": raw_s / table_s})
+    return results
+
+
+def files_per_partition(lake: Path) -> dict:
+    sizes = [p.stat().st_size for p in (lake / "events").glob("event_date=*/*.parquet")]
+    partitions = len(list((lake / "events").glob("event_date=*")))
+    return {"files": len(sizes), "partitions": partitions, "median_file_mb": statistics.median(sizes) / 1e6 if sizes else 0}
+
+
+def bar_chart_svg(rows: list[dict]) -> str:
+    """Records/s per system and size, as a small SVG (no plotting library needed)."""
+    systems = [("product", "#1f77b4"), ("spark_batch", "#ff7f0e"), ("duckdb", "#2ca02c")]
+    values = [[r["records"] / r[s]["wall_s"] for s, _ in systems] for r in rows]
+    top = max(max(v) for v in values) * 1.15
+    width, height, group = 120 + 160 * len(rows), 300, 160
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="11">',
+             '<text x="10" y="16">records/s, whole process (higher is better)</text>']  # fmt: skip
+    for i, (row, vals) in enumerate(zip(rows, values, strict=True)):
+        for j, ((name, color), value) in enumerate(zip(systems, vals, strict=True)):
+            h = 230 * value / top
+            x = 60 + i * group + j * 40
+            parts.append(f'<rect x="{x}" y="{260 - h:.0f}" width="34" height="{h:.0f}" fill="{color}"><title>{name}</title></rect>')
+            parts.append(f'<text x="{x}" y="{255 - h:.0f}">{value / 1000:.0f}k</text>')
+        parts.append(f'<text x="{60 + i * group}" y="280">{row["records"]:,} records</text>')
+    for j, (name, color) in enumerate(systems):
+        parts.append(
+            f'<rect x="{width - 110}" y="{30 + 16 * j}" width="10" height="10" fill="{color}"/><text x="{width - 95}" y="{39 + 16 * j}">{name}</text>'
+        )
+    return "\n".join(parts + ["</svg>"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="200000,1000000,2000000")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=ROOT / "BENCHMARKS.md")
+    parser.add_argument("--smoke", action="store_true")
+    args = parser.parse_args(argv)
+    sizes = [2000] if args.smoke else [int(s) for s in args.sizes.split(",")]
+    repeats = 1 if args.smoke else args.repeats
+    WORK.mkdir(exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix="bench-", dir=WORK))
+    print(f"main comparison: sizes {sizes}, {repeats} repeats", flush=True)
+    rows = compare_sizes(sizes, repeats, scratch)
+    layout = files_per_partition(scratch / "lake")
+    largest, smallest = zone(sizes[-1]), zone(sizes[0])
+    shutil.rmtree(scratch / "lake")
+    run_product(smallest, scratch / "lake")
+    noop = noop_vs_bare_submit(smallest, scratch / "lake", repeats)
+    shutil.rmtree(scratch / "lake")
+    run_product(largest, scratch / "lake")
+    queries = analyst_queries(largest, scratch / "lake", repeats)
+    memory = rows[-1]["product"]["peak_mb"] / rows[0]["product"]["peak_mb"]
+    results = {"sizes": rows, "noop": noop, "queries": queries, "peak_memory_ratio": memory, "layout_last_size": layout,
+               "machine": f"{os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB"}  # fmt: skip
+    (WORK / "results.json").write_text(json.dumps(results, indent=1))
+    if not args.smoke:
+        (ROOT / "bench" / "throughput.svg").write_text(bar_chart_svg(rows))
+        args.out.write_text(render(results, repeats))
+    print(render(results, repeats))
+    shutil.rmtree(scratch, ignore_errors=True)
+    return 0
+
+
+def render(results: dict, repeats: int) -> str:
+    lines = [
+        "# Benchmarks",
+        "",
+        f"Measured by `make bench` on this machine ({results['machine']}), every figure a median of {repeats} runs,",
+        "product and baselines run one after another in the same sitting. Ratios are records/s of the product",
+        "over records/s of the baseline (above 1: the product is faster), computed pair by pair.",
+        "",
+        "![records per second](bench/throughput.svg)",
+        "",
+        "| records | product work s | product wall s | Spark batch work s | Spark batch wall s | DuckDB wall s | work vs Spark batch | wall vs DuckDB | product peak MB |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in results["sizes"]:
+        lines.append(
+            f"| {r['records']:,} | {r['product']['work_s']:.1f} | {r['product']['wall_s']:.1f} | {r['spark_batch']['work_s']:.1f} | "
+            f"{r['spark_batch']['wall_s']:.1f} | {r['duckdb']['wall_s']:.1f} | {r['work_vs_spark_batch']:.2f}x | {r['wall_vs_duckdb']:.2f}x | "
+            f"{r['product']['peak_mb']:.0f} |"
+        )
+    noop = results["noop"]
+    lines += [
+        "",
+        f"- No-op run (nothing new): {noop['noop_s']:.1f} s against a bare `spark-submit` of an empty application {noop['bare_submit_s']:.1f} s: "
+        f"**{noop['ratio']:.2f}x**.",
+        f"- Driver peak memory, largest backlog against smallest (default rate limits): **{results['peak_memory_ratio']:.2f}x**.",
+        f"- Output layout at the largest size: {results['layout_last_size']['files']} files in {results['layout_last_size']['partitions']} "
+        f"partitions, median {results['layout_last_size']['median_file_mb']:.1f} MB.",
+        "",
+        "| analyst query (DuckDB) | on the table s | on raw JSON s | speed-up |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    lines += [f"| {q['query']} | {q['table_s']:.3f} | {q['raw_s']:.2f} | {q['speedup']:.0f}x |" for q in results["queries"]]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

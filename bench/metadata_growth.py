@@ -1,0 +1,64 @@
+"""Checkpoint and commit-log sizes over many batches: what stays bounded, what grows.
+
+    python -m bench.metadata_growth [--runs 3] [--files-per-run 100]
+
+Each run ingests `--files-per-run` new files, one file per batch, each file delivered an
+hour after the previous one (so the arrival watermark moves and state can expire); sizes are
+printed after every run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from jobs.generate_landing import delivery_path, make_record, write_delivery
+
+PARTS = {
+    "checkpoint offsets/": "_checkpoints/ingest/offsets",
+    "checkpoint commits/": "_checkpoints/ingest/commits",
+    "checkpoint sources/ (seen files)": "_checkpoints/ingest/sources",
+    "checkpoint state/ (dedup)": "_checkpoints/ingest/state",
+    "events/_spark_metadata": "events/_spark_metadata",
+}
+
+
+def size_kb(path: Path) -> tuple[float, int]:
+    files = [p for p in path.rglob("*") if p.is_file()] if path.exists() else []
+    return sum(p.stat().st_size for p in files) / 1024, len(files)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import random
+
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--files-per-run", type=int, default=100)
+    args = parser.parse_args(argv)
+    work = Path(tempfile.mkdtemp(prefix="growth-"))
+    landing, lake = work / "landing", work / "lake"
+    rng = random.Random(5)
+    start = datetime(2024, 1, 1, tzinfo=UTC)
+    print(f"{'batches':>8} | " + " | ".join(f"{name}" for name in PARTS))
+    for run in range(args.runs):
+        for index in range(args.files_per_run):
+            delivered = start + timedelta(hours=run * args.files_per_run + index)
+            records = [make_record(rng, delivered - timedelta(minutes=5), "111122223333", "us-east-1") for _ in range(50)]
+            write_delivery(delivery_path(landing, "111122223333", "us-east-1", delivered, f"f{run}x{index}"), records, delivered)
+        subprocess.run([sys.executable, "-m", "jobs.cloudtrail_ingest", "--landing", str(landing), "--lake", str(lake),
+                        "--max-files-per-trigger", "1", "--watermark", "1 day"], check=True, capture_output=True)  # fmt: skip
+        batches = (
+            len(list((lake / "events" / "_spark_metadata").glob("[0-9]*")))
+            and max(int(p.name.split(".")[0]) for p in (lake / "events" / "_spark_metadata").glob("[0-9]*")) + 1
+        )
+        cells = [f"{kb:8.0f} KB in {n:>3} files" for kb, n in (size_kb(lake / rel) for rel in PARTS.values())]
+        print(f"{batches:>8} | " + " | ".join(cells), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
