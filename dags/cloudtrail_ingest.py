@@ -25,20 +25,15 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import DAG, Asset, get_current_context, task
 
 from cloudtrail_airflow.callbacks import log_failure
+from cloudtrail_airflow.operators import spark_job
 from cloudtrail_airflow.params import dag_params, plan_run
 from cloudtrail_airflow.settings import load_settings
 
 settings = load_settings()
 events_asset = Asset(name="cloudtrail_events", uri=settings.events_uri)
-spark_conf = {
-    "spark.pyspark.python": settings.python,
-    "spark.pyspark.driver.python": settings.python,
-    "spark.sql.session.timeZone": "UTC",
-}
 
 with DAG(
     dag_id="cloudtrail_ingest",
@@ -61,14 +56,11 @@ with DAG(
 
     run_plan = plan()
 
-    ingest = SparkSubmitOperator(
-        task_id="ingest",
-        application=settings.ingest_app,
-        py_files=settings.jobs_zip,
-        application_args=run_plan["ingest_args"],
-        conf=spark_conf,
-        driver_memory=settings.driver_memory,
-        name="cloudtrail_ingest",
+    ingest = spark_job(
+        settings,
+        "ingest",
+        "cloudtrail_ingest",
+        run_plan["ingest_args"],
         # One ingest at a time across scheduled, manual and backfill runs: Airflow 3 counts
         # backfill runs apart from max_active_runs, and the job would refuse a second writer.
         max_active_tis_per_dag=1,
@@ -77,26 +69,8 @@ with DAG(
         retry_exponential_backoff=True,
         max_retry_delay=timedelta(minutes=15),
     )
-
-    sweep = SparkSubmitOperator(
-        task_id="sweep",
-        application=settings.sweep_app,
-        py_files=settings.jobs_zip,
-        application_args=run_plan["sweep_args"],
-        conf=spark_conf,
-        name="cloudtrail_sweep",
-        max_active_tis_per_dag=1,
-    )
-
-    dq_gate = SparkSubmitOperator(
-        task_id="dq_gate",
-        application=settings.validate_app,
-        py_files=settings.jobs_zip,
-        application_args=run_plan["validate_args"],
-        conf=spark_conf,
-        driver_memory=settings.driver_memory,
-        name="cloudtrail_validate_events",
-    )
+    sweep = spark_job(settings, "sweep", "sweep", run_plan["sweep_args"], max_active_tis_per_dag=1)
+    dq_gate = spark_job(settings, "dq_gate", "validate_events", run_plan["validate_args"])
 
     @task(outlets=[events_asset])
     def publish() -> str:

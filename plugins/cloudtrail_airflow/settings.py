@@ -18,17 +18,8 @@ class Settings:
     python: str
     driver_memory: str
 
-    @property
-    def ingest_app(self) -> str:
-        return str(PROJECT_ROOT / "jobs" / "cloudtrail_ingest.py")
-
-    @property
-    def validate_app(self) -> str:
-        return str(PROJECT_ROOT / "jobs" / "validate_events.py")
-
-    @property
-    def sweep_app(self) -> str:
-        return str(PROJECT_ROOT / "jobs" / "sweep.py")
+    def job_app(self, job: str) -> str:
+        return str(PROJECT_ROOT / "jobs" / f"{job}.py")
 
     @property
     def jobs_zip(self) -> str:

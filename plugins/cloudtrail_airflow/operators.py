@@ -1,0 +1,30 @@
+"""How the CloudTrail DAGs submit a job of jobs/: one place for the spark-submit settings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+from cloudtrail_airflow.settings import Settings
+
+
+def spark_job(settings: Settings, task_id: str, job: str, application_args: Any, **options: Any) -> SparkSubmitOperator:
+    """spark-submit jobs/<job>.py through `spark_default`, shipping jobs.zip to the executors.
+
+    The app name is the job's, so the cluster's UI and history list it as the job calls itself.
+    """
+    return SparkSubmitOperator(
+        task_id=task_id,
+        application=settings.job_app(job),
+        py_files=settings.jobs_zip,
+        application_args=application_args,
+        conf={
+            "spark.pyspark.python": settings.python,
+            "spark.pyspark.driver.python": settings.python,
+            "spark.sql.session.timeZone": "UTC",
+        },
+        driver_memory=settings.driver_memory,
+        name=f"cloudtrail_{job.removeprefix('cloudtrail_')}",
+        **options,
+    )
