@@ -1,4 +1,4 @@
-"""Kill the ingest job at chosen or random moments, run it again until it finishes, with new
+"""Kill the ingest job at chosen or random moments (until --kills of them have landed), run it again until it finishes, with new
 files arriving between runs; then check the table against the oracle through Spark and DuckDB.
 
     python -m tests.chaos --kills 20 [--seed 1] [--work DIR]      (make chaos)
@@ -85,22 +85,24 @@ def main(argv: list[str] | None = None) -> int:
     work = args.work or Path(tempfile.mkdtemp(prefix="chaos-"))
     chaos = ChaosRun(work / "landing", work / "lake")
     chaos.deliver()
-    for kill in range(args.kills):
+    attempt = 0
+    while sum(1 for _, code, _ in chaos.log if code == -9) < args.kills:
+        attempt += 1
         if rng.random() < 0.5:
             fault = f"{rng.choice(PHASES)}@{rng.randint(0, 2)}"
         else:
             fault = f"random:{rng.uniform(8, 25):.1f}"
         code = chaos.run(fault)
-        print(
-            f"kill {kill + 1:>2}: {fault:<22} exit {code:>3}  uncommitted data files left: {len(uncommitted_files(chaos.lake))}", flush=True
-        )
+        left = len(uncommitted_files(chaos.lake))
+        print(f"attempt {attempt:>2}: {fault:<22} exit {code:>3}  uncommitted data files left: {left}", flush=True)
         if rng.random() < 0.4:
             chaos.deliver(files=rng.randint(2, 6))
     chaos.run_until_done()
     rows = table_via_duckdb(chaos.lake)
     expected = sorted(chaos.expected.items())
     killed = sum(1 for _, code, _ in chaos.log if code == -9)
-    print(f"{killed} runs killed of {len(chaos.log)}; {len(rows)} rows in the table, oracle {len(expected)}")
+    phases = sorted({fault.split("@")[0].split(":")[0] for fault, code, _ in chaos.log if code == -9})
+    print(f"{killed} runs killed ({', '.join(phases)}) of {len(chaos.log)}; {len(rows)} rows in the table, oracle {len(expected)}")
     if rows != expected:
         missing, extra = set(expected) - set(rows), len(rows) - len(set(rows))
         print(f"MISMATCH: {len(missing)} events missing, {extra} duplicated rows")
