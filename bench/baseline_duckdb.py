@@ -11,6 +11,7 @@ import duckdb
 
 landing, out = sys.argv[1], sys.argv[2]
 db = duckdb.connect()
+db.execute("SET preserve_insertion_order = false")  # lets the partitioned COPY stream instead of buffering
 started = time.monotonic()
 db.execute(f"""
     COPY (
@@ -24,7 +25,7 @@ db.execute(f"""
                r->>'recipientAccountId' AS recipientAccountId, r->'tlsDetails' AS tlsDetails,
                CAST((r->>'eventTime')::TIMESTAMPTZ AS DATE) AS event_date
         FROM (SELECT unnest(Records) AS r FROM read_json('{landing}/AWSLogs/*/CloudTrail/*/*/*/*/*.json.gz',
-                                                        columns = {{Records: 'JSON[]'}}, maximum_object_size = 1073741824))
+                                                        columns = {{Records: 'JSON[]'}}))
     ) TO '{out}' (FORMAT parquet, PARTITION_BY (event_date), OVERWRITE_OR_IGNORE)
 """)
 work = time.monotonic() - started

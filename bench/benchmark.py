@@ -66,9 +66,10 @@ def measure(command: list[str]) -> tuple[float, float, str]:
 def zone(records: int) -> Path:
     """A cached landing zone of `records` events (plus 1% re-deliveries)."""
     path = WORK / f"landing-{records}"
-    if not (path / "AWSLogs").is_dir():
+    if not (path / "_complete").exists():  # a zone cut short by an interrupted run is made again
         shutil.rmtree(path, ignore_errors=True)
         generate(path, records=records, days=3, seed=11, records_per_file=500, duplicate_rate=0.01)
+        (path / "_complete").touch()
     return path
 
 

@@ -69,7 +69,9 @@ class IngestConfig:
     lake: str
     trigger: str = "availableNow"
     max_files_per_trigger: int | None = None
-    max_bytes_per_trigger: int | None = 128 * 1024**2
+    # CloudTrail compresses about 10:1: 32 MB of .json.gz is ~300 MB of JSON text per batch,
+    # which a 2 GB driver holds comfortably (128 MB ran out of memory at 1M records).
+    max_bytes_per_trigger: int | None = 32 * 1024**2
     watermark: str = "2 days"
     state_partitions: int = 4
     max_file_age: str = "3650d"
@@ -132,9 +134,7 @@ def parse_args(argv: list[str] | None = None) -> IngestConfig:
     parser.add_argument("--lake", default=os.environ.get("CLOUDTRAIL_LAKE"), help="root for all outputs [$CLOUDTRAIL_LAKE]")
     parser.add_argument("--trigger", choices=["availableNow", "once"], default="availableNow")
     parser.add_argument("--max-files-per-trigger", type=_positive_int, help="files per batch (availableNow)")
-    parser.add_argument(
-        "--max-bytes-per-trigger", type=_size, default=128 * 1024**2, help="compressed bytes per batch (availableNow) [128m]"
-    )
+    parser.add_argument("--max-bytes-per-trigger", type=_size, default=32 * 1024**2, help="compressed bytes per batch (availableNow) [32m]")
     parser.add_argument("--watermark", type=_duration, default="2 days", help="de-duplication horizon, on arrival time ['2 days']")
     parser.add_argument("--state-partitions", type=_positive_int, default=4, help="state partitions; fixed by the first run [4]")
     parser.add_argument("--max-file-age", default="3650d", help="files older than the newest by more than this are not read [3650d]")

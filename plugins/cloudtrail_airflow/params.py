@@ -29,7 +29,7 @@ def dag_params(settings: Settings) -> dict[str, Param]:
         "trigger": Param("availableNow", enum=["availableNow", "once"], description="availableNow: rate-limited batches; once: one batch."),
         "max_files_per_trigger": Param(None, type=["null", "integer"], minimum=1, description="Files per batch (large backlogs)."),
         "max_bytes_per_trigger": Param(
-            "128m", type=["null", "string"], pattern=SIZE_PATTERN, description="Compressed bytes per batch, e.g. 128m."
+            "32m", type=["null", "string"], pattern=SIZE_PATTERN, description="Compressed bytes per batch, e.g. 32m."
         ),
         "watermark": Param("2 days", type="string", pattern=DURATION_PATTERN, description="De-duplication horizon on arrival time."),
         "delivery_from": Param(
