@@ -61,11 +61,9 @@ def _looks_like_record(record: Column) -> Column:
     return F.exists(F.map_keys(record), lambda key: key.isin(RECORD_MARKERS))
 
 
-def _items(records: Column, raw: Column | None = None) -> Column:
-    return F.transform(
-        records,
-        lambda record: F.struct(record.alias("record"), (raw if raw is not None else F.lit(None).cast("string")).alias("raw")),
-    )
+def _items(records: Column) -> Column:
+    """Records of a container as items; only JSON lines keep their raw text (for bad lines)."""
+    return F.transform(records, lambda record: F.struct(record.alias("record"), F.lit(None).cast("string").alias("raw")))
 
 
 def parse_containers(decoded: DataFrame) -> DataFrame:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -87,7 +86,3 @@ def committed_batches(lake: Path) -> int:
 
 def written_batches(report: RunReport) -> list[int]:
     return [b.batch_id for b in report.batches if b.rows_written_per_event_date or b.quarantined_by_reason]
-
-
-def report_json(report: RunReport) -> dict[str, Any]:
-    return json.loads(json.dumps(report.to_json(), default=str))
