@@ -24,7 +24,7 @@ export PATH := $(VENV)/bin:$(PATH)
 export PYTHONPATH := $(CURDIR):$(CURDIR)/plugins
 RUN_DATE ?= $(shell date -u +%Y-%m-%d)
 
-.PHONY: help setup demo run test lint bench chaos metadata-growth clean
+.PHONY: help setup demo run test test-stack lint bench chaos metadata-growth clean
 
 help:
 	@echo "make setup  - create .venv with the pinned dependencies (needs Java 17+)"
@@ -33,6 +33,7 @@ help:
 	@echo "make test   - ruff, mypy and pytest"
 	@echo "make chaos  - 20 random SIGKILLs of the ingest job, then the table against the oracle"
 	@echo "make bench  - the product against plain Spark and DuckDB; writes BENCHMARKS.md"
+	@echo "make test-stack - the backfill test with scheduler, API server and DAG processor running"
 
 setup: $(STAMP)
 
@@ -75,6 +76,10 @@ test: lint build/jobs.zip
 	$(PY) -m pytest -q
 
 # Longer runs, outside `make test`.
+test-stack: setup build/jobs.zip
+	$(PY) -m pytest -q -m stack
+
+
 chaos: setup
 	$(PY) -m tests.chaos --kills 20 --seed $${SEED:-1}
 
