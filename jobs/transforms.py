@@ -143,7 +143,7 @@ def parse_containers(decoded: DataFrame) -> DataFrame:
     )
 
 
-def _typed(name: str, data_type: T.DataType, kind: str, raw: Column) -> tuple[Column, Column | None]:
+def _typed(data_type: T.DataType, kind: str, raw: Column) -> tuple[Column, Column | None]:
     """(typed column, condition under which the raw text could not be typed and is rescued)."""
     if kind == "string":
         return raw, None
@@ -158,7 +158,7 @@ def _typed(name: str, data_type: T.DataType, kind: str, raw: Column) -> tuple[Co
     return typed, raw.isNotNull() & (~container | typed.isNull())
 
 
-def normalize_records(items: DataFrame, run_id: str, ingest_time: Column | None = None) -> DataFrame:
+def normalize_records(items: DataFrame, run_id: str) -> DataFrame:
     """Records (maps of raw JSON text) -> typed event columns, _rescued, and a quarantine _reason.
 
     Unknown top-level keys, and known ones whose raw text does not fit the documented
@@ -171,7 +171,7 @@ def normalize_records(items: DataFrame, run_id: str, ingest_time: Column | None 
     rescued_entries: list[Column] = []
     for name, data_type, kind in RECORD_FIELDS:
         raw = record.getItem(name)
-        typed, rescue_when = _typed(name, data_type, kind, raw)
+        typed, rescue_when = _typed(data_type, kind, raw)
         columns.append(typed.cast(data_type).alias(name))
         if rescue_when is not None:
             rescued_entries.append(F.when(rescue_when, F.struct(F.lit(name).alias("key"), raw.alias("value"))))
@@ -198,7 +198,7 @@ def normalize_records(items: DataFrame, run_id: str, ingest_time: Column | None 
         F.when(F.size(rescued) > 0, F.to_json(rescued)).alias("_rescued"),
         F.col("source_file").alias("_source_file"),
         F.lit(run_id).alias("_ingest_run_id"),
-        (ingest_time if ingest_time is not None else F.current_timestamp()).alias("_ingest_time"),
+        F.current_timestamp().alias("_ingest_time"),  # in a stream: the batch timestamp, stable on replay
         F.to_date(event_time).alias("event_date"),
         F.col("arrival_time").alias("_arrival_time"),
         F.col("record_index").alias("_record_index"),
