@@ -87,7 +87,7 @@ bench: setup build/jobs.zip
 	$(PY) -m bench.benchmark
 
 metadata-growth: setup
-	$(PY) -m bench.metadata_growth --runs 3 --files-per-run 100
+	$(PY) -m bench.metadata_growth --runs 4 --files-per-run 100
 
 clean:
 	rm -rf data .airflow build

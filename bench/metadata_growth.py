@@ -1,10 +1,11 @@
 """Checkpoint and commit-log sizes over many batches: what stays bounded, what grows.
 
-    python -m bench.metadata_growth [--runs 3] [--files-per-run 100]
+    python -m bench.metadata_growth [--runs 4] [--files-per-run 100] [--table-log-retention "1 minute"]
 
 Each run ingests `--files-per-run` new files, one file per batch, each file delivered an
 hour after the previous one (so the arrival watermark moves and state can expire); sizes are
-printed after every run.
+printed after every run. The tables' log retention is wall-clock time, so it is scaled down
+here (a run of 100 batches takes about a minute) to let entries age out during the measurement.
 """
 
 from __future__ import annotations
@@ -36,8 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     import random
 
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=4)
     parser.add_argument("--files-per-run", type=int, default=100)
+    parser.add_argument("--table-log-retention", default="1 minute")
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="growth-"))
     landing, lake = work / "landing", work / "lake"
@@ -50,7 +52,8 @@ def main(argv: list[str] | None = None) -> int:
             records = [make_record(rng, delivered - timedelta(minutes=5), "111122223333", "us-east-1") for _ in range(50)]
             write_delivery(delivery_path(landing, "111122223333", "us-east-1", delivered, f"f{run}x{index}"), records, delivered)
         subprocess.run([sys.executable, "-m", "jobs.cloudtrail_ingest", "--landing", str(landing), "--lake", str(lake),
-                        "--max-files-per-trigger", "1", "--watermark", "1 day"], check=True, capture_output=True)  # fmt: skip
+                        "--max-files-per-trigger", "1", "--watermark", "1 day",
+                        "--table-log-retention", args.table_log_retention], check=True, capture_output=True)  # fmt: skip
         batches = (
             len(list((lake / "events" / "_spark_metadata").glob("[0-9]*")))
             and max(int(p.name.split(".")[0]) for p in (lake / "events" / "_spark_metadata").glob("[0-9]*")) + 1

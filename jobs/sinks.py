@@ -5,9 +5,17 @@ each output is written by Spark's FileStreamSink, the same class `writeStream.fo
 ("parquet")` uses: data files are listed in `<path>/_spark_metadata/<batchId>` only
 after they are all written, and a batch id already in that log is skipped, so a batch
 replayed after a crash is never written twice.
+
+The log keeps entries for `retention` only (the sink's own option, SPARK-27188): without
+it every compaction rewrites every file ever written (SPARK-24295). So the log is the
+writer's commit record, not the reader's index: readers read the directory, which the
+sweep keeps equal to the committed table (docs/design.md, "Reading the table").
 """
 
 from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -15,16 +23,17 @@ from pyspark.sql import DataFrame, SparkSession
 class ParquetSink:
     """Spark's FileStreamSink for one output path (driver side, classic Spark only)."""
 
-    def __init__(self, spark: SparkSession, path: str, partition_by: list[str]) -> None:
+    def __init__(self, spark: SparkSession, path: str, partition_by: list[str], retention_ms: int | None = None) -> None:
         jvm = spark._jvm
         assert jvm is not None, "ParquetSink needs a classic (non-Connect) SparkSession"
         self.path = path
+        options = {"retention": str(retention_ms)} if retention_ms is not None else {}
         self._sink = jvm.org.apache.spark.sql.execution.streaming.sinks.FileStreamSink(
             spark._jsparkSession,  # type: ignore[attr-defined]
             path,
             jvm.org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat(),
             jvm.org.apache.spark.api.python.PythonUtils.toSeq(partition_by),
-            jvm.org.apache.spark.api.python.PythonUtils.toScalaMap({}),
+            jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(options),
         )
         self._log = self._sink.fileLog()
 
@@ -34,3 +43,7 @@ class ParquetSink:
 
     def add_batch(self, batch_id: int, rows: DataFrame) -> None:
         self._sink.addBatch(batch_id, rows._jdf)  # type: ignore[attr-defined]
+
+    def logged_files(self) -> dict[Path, int]:
+        """Data files the log lists (those within retention), with the modification time (ms) it recorded."""
+        return {Path(unquote(urlparse(entry.path()).path)): entry.modificationTime() for entry in self._log.allFiles()}

@@ -4,11 +4,17 @@
     python -m jobs.sweep --lake DIR
 
 A batch that crashed after writing data files but before committing them to
-<table>/_spark_metadata leaves those files in the partition folders. Spark ignores them
-(it reads the log), but DuckDB, Athena, Trino or pyarrow list the folders and would see
-them. The sweep moves every such file to <lake>/_swept/<table>/<time>/, keeping its
-relative path (nothing is deleted). It runs under the lake lock, so it never races a
-writer, and it only touches files absent from the log Spark itself reads.
+<table>/_spark_metadata leaves those files in the partition folders, where every
+directory reader (DuckDB, Athena, Trino, pyarrow, Spark with the log ignored) would see
+them. The sweep moves each such file to <lake>/_swept/<table>/<time>/, keeping its
+relative path (nothing is deleted). It runs under the lake lock, so it never races a writer.
+
+The log keeps entries for its retention only, so "not in the log" alone does not mean
+"uncommitted". A file is swept only if it is also at least as new as the oldest entry the
+log still holds (or, with no entries, newer than the newest log file): a committed file
+that aged out is older than every retained entry, while debris of a crashed batch is
+newer than every committed one. The ingest job sweeps before its first batch, when no
+compaction has yet moved that horizon past the debris, and again after its last.
 Exit codes: 0 done, 75 an ingest run holds the lake.
 """
 
@@ -21,22 +27,30 @@ import shutil
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from urllib.parse import unquote, urlparse
 
 from pyspark.sql import SparkSession
-from pyspark.sql.types import StructType
 
 from jobs.checkpoint import LakeBusyError, LakeLock
-from jobs.schema import EVENTS_SCHEMA, QUARANTINE_SCHEMA
+from jobs.sinks import ParquetSink
 
 log = logging.getLogger("sweep")
-TABLES = {"events": EVENTS_SCHEMA, "quarantine": QUARANTINE_SCHEMA}
+TABLES = ("events", "quarantine")
 
 
-def committed_files(spark: SparkSession, table: Path, schema: StructType) -> set[Path]:
-    """The data files Spark's own reader takes from the table's _spark_metadata log."""
-    files = spark.read.schema(schema).parquet(str(table)).inputFiles()
-    return {Path(unquote(urlparse(uri).path)) for uri in files}
+def modified_ms(path: Path) -> int:
+    """Modification time in whole milliseconds, as Hadoop's local file system reports it."""
+    return path.stat().st_mtime_ns // 1_000_000
+
+
+def uncommitted_files(spark: SparkSession, table: Path) -> list[Path]:
+    """Data files that no committed batch wrote (see the module docstring for the horizon)."""
+    logged = ParquetSink(spark, str(table), []).logged_files()
+    if logged:
+        horizon = min(logged.values())
+    else:
+        log_files = [p for p in (table / "_spark_metadata").iterdir() if p.name.split(".")[0].isdigit()]
+        horizon = max((modified_ms(p) for p in log_files), default=-1) + 1
+    return sorted(p for p in data_files(table) if p not in logged and modified_ms(p) >= horizon)
 
 
 def data_files(table: Path) -> set[Path]:
@@ -52,8 +66,7 @@ def sweep_table(spark: SparkSession, lake: Path, table_name: str, stamp: str) ->
     table = lake / table_name
     if not (table / "_spark_metadata").is_dir():
         return []  # not written by the sink (yet): no log to tell committed files apart
-    committed = committed_files(spark, table, TABLES[table_name])
-    strays = sorted(data_files(table) - committed)
+    strays = uncommitted_files(spark, table)
     for stray in strays:
         target = lake / "_swept" / table_name / stamp / stray.relative_to(table)
         target.parent.mkdir(parents=True, exist_ok=True)

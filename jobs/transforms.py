@@ -202,7 +202,8 @@ def normalize_records(items: DataFrame, run_id: str) -> DataFrame:
         F.to_date(event_time).alias("event_date"),
         F.col("arrival_time").alias("_arrival_time"),
         F.col("record_index").alias("_record_index"),
-        F.coalesce(F.col("raw"), F.to_json(record)).alias("_record_text"),
+        # Only quarantined rows keep their text: re-serializing every record would double what the de-duplication shuffles.
+        F.when(reason.isNotNull(), F.coalesce(F.col("raw"), F.to_json(record))).alias("_record_text"),
         reason.alias("_reason"),
         detail.alias("_detail"),
     )

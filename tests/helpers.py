@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import duckdb
 
-from jobs.cloudtrail_ingest import IngestConfig, run
+from jobs.cloudtrail_ingest import SESSION_CONF, IngestConfig, run
 from jobs.generate_landing import delivery_path, write_delivery
 from jobs.report import RunReport
 from jobs.schema import QUARANTINE_SCHEMA
@@ -57,13 +59,24 @@ def events_of(n: int, start: datetime, prefix: str) -> list[dict[str, Any]]:
     return [event(f"{prefix}-{i}", start + timedelta(minutes=i)) for i in range(n)]
 
 
+@contextmanager
+def through_commit_log(spark) -> Iterator[None]:
+    """Spark reads a sink's output through its _spark_metadata log (the session default here is the directory)."""
+    key = "spark.sql.streaming.fileStreamSink.ignoreMetadata"
+    spark.conf.set(key, "false")
+    try:
+        yield
+    finally:
+        spark.conf.set(key, SESSION_CONF[key])
+
+
 def table_rows(spark, lake: Path) -> list[tuple[str, str]]:
-    """(eventID, event_date) of every row, read the way Spark reads the table."""
+    """(eventID, event_date) of every row the commit log lists (complete while within its retention)."""
     if not (lake / "events").exists():
         return []
-    return sorted(
-        (r.eventID, str(r.event_date)) for r in spark.read.parquet(str(lake / "events")).select("eventID", "event_date").collect()
-    )
+    with through_commit_log(spark):
+        rows = spark.read.parquet(str(lake / "events")).select("eventID", "event_date").collect()
+    return sorted((r.eventID, str(r.event_date)) for r in rows)
 
 
 def duckdb_rows(lake: Path) -> list[tuple[str, str]]:
@@ -76,7 +89,8 @@ def quarantine_rows(spark, lake: Path) -> list[tuple[str, str]]:
     """(source file name, reason) of every quarantined row."""
     if not (lake / "quarantine" / "_spark_metadata").exists():
         return []
-    rows = spark.read.schema(QUARANTINE_SCHEMA).parquet(str(lake / "quarantine")).select("source_file", "reason").collect()
+    with through_commit_log(spark):
+        rows = spark.read.schema(QUARANTINE_SCHEMA).parquet(str(lake / "quarantine")).select("source_file", "reason").collect()
     return sorted((Path(r.source_file).name, r.reason) for r in rows)
 
 

@@ -6,7 +6,7 @@ from jobs.decode import SHAPE_ARRAY, SHAPE_OBJECT, decode_batches, decode_file
 
 
 def test_gzip_records_file_is_decompressed_and_sniffed_as_object():
-    assert decode_file(gzip.compress(b'  {"Records":[]}')) == ('{"Records":[]}', SHAPE_OBJECT, None, None)
+    assert decode_file(gzip.compress(b'  {"Records":[]}')) == (b'{"Records":[]}', SHAPE_OBJECT, None, None)
 
 
 def test_plain_array_is_sniffed_as_array():
@@ -15,7 +15,7 @@ def test_plain_array_is_sniffed_as_array():
 
 def test_multi_member_gzip_keeps_every_member():
     text, _, error, _ = decode_file(gzip.compress(b'{"a":1}\n') + gzip.compress(b'{"b":2}\n'))
-    assert error is None and text == '{"a":1}\n{"b":2}\n'
+    assert error is None and text == b'{"a":1}\n{"b":2}\n'
 
 
 def test_truncated_gzip_is_a_file_error():
@@ -52,3 +52,7 @@ def test_decode_batches_keeps_paths_and_order():
     assert out.column("source_file").to_pylist() == ["a.json.gz", "b.json"]
     assert out.column("file_error").to_pylist() == ["not_json", None]
     assert out.column("shape").to_pylist() == [None, "object"]
+
+
+def test_a_byte_order_mark_and_leading_whitespace_are_skipped():
+    assert decode_file(b'\xef\xbb\xbf \n{"Records":[]}') == (b'{"Records":[]}', SHAPE_OBJECT, None, None)

@@ -16,7 +16,7 @@ def decoded(spark, files: dict[str, str]):
     rows = []
     for path, content in files.items():
         text, shape, error, detail = decode_file(content.encode())
-        rows.append((path, ARRIVAL, len(content), text, shape, error, detail))
+        rows.append((path, ARRIVAL, len(content), text.decode() if text is not None else None, shape, error, detail))
     return spark.createDataFrame(rows, DECODED_DDL)
 
 
