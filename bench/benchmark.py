@@ -68,6 +68,11 @@ def measure(command: list[str]) -> tuple[float, float, str]:
     return time.monotonic() - started, peak, stdout
 
 
+def zone_size(records_read: int) -> int:
+    """The zone size asked for, from the records a run read (the zone adds 1% re-deliveries)."""
+    return int(round(records_read / 1.01, -3))
+
+
 def zone(records: int) -> Path:
     """A cached landing zone of `records` events (plus 1% re-deliveries)."""
     path = WORK / f"landing-{records}"
@@ -187,10 +192,15 @@ def daily_sizes(scratch: Path, days: int, day_seconds: float) -> dict:
         sizes[day]["offsets+commits"] += size_kb(lake / "_checkpoints/ingest/commits")[0]
         time.sleep(max(0.0, day_seconds - (time.monotonic() - began)))
     shutil.rmtree(landing), shutil.rmtree(lake)
-    total = {day: sum(parts.values()) for day, parts in sizes.items()}
-    return {"days": days, "day_seconds": day_seconds, "after_2": sizes[2], "after_last": sizes[days],
-            "ratio": total[days] / total[2], "state_and_log_ratio": (sizes[days]["state"] + sizes[days]["events/_spark_metadata"])
-            / (sizes[2]["state"] + sizes[2]["events/_spark_metadata"])}  # fmt: skip
+
+    def state_and_log(day: int) -> float:
+        return sizes[day]["state"] + sizes[day]["events/_spark_metadata"]
+
+    settled = min(5, days)  # the state holds up to two horizons of eventIDs (docs/design.md): full from day 4 on
+    return {"days": days, "day_seconds": day_seconds, "after_2": sizes[2], "after_settled": sizes[settled], "settled_day": settled,
+            "after_last": sizes[days], "state_and_log_kb_per_day": [round(state_and_log(d)) for d in sorted(sizes)],
+            "ratio": sum(sizes[days].values()) / sum(sizes[2].values()), "state_and_log_ratio": state_and_log(days) / state_and_log(2),
+            "state_and_log_ratio_vs_settled": state_and_log(days) / state_and_log(settled)}  # fmt: skip
 
 
 def analyst_queries(landing: Path, lake: Path, repeats: int) -> list[dict]:
@@ -262,21 +272,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", type=Path, default=ROOT / "BENCHMARKS.md")
     parser.add_argument("--smoke", action="store_true")
+    parser.add_argument(
+        "--reuse-sizes", type=Path, help="take the size comparison and analyst queries from an earlier results.json; measure the rest"
+    )
     args = parser.parse_args(argv)
     sizes = [2000] if args.smoke else [int(s) for s in args.sizes.split(",")]
     repeats = 1 if args.smoke else args.repeats
     WORK.mkdir(exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="bench-", dir=WORK))
-    print(f"main comparison: sizes {sizes}, {repeats} repeats", flush=True)
-    rows = compare_sizes(sizes, repeats, scratch)
-    layout = files_per_partition(scratch / "lake")
-    largest, smallest = zone(sizes[-1]), zone(sizes[0])
-    shutil.rmtree(scratch / "lake")
-    run_product(smallest, scratch / "lake")
-    noop = noop_vs_bare_submit(smallest, scratch / "lake", repeats)
-    shutil.rmtree(scratch / "lake")
-    run_product(largest, scratch / "lake")
-    queries = analyst_queries(largest, scratch / "lake", repeats)
+    if args.reuse_sizes:
+        earlier = json.loads(args.reuse_sizes.read_text())
+        rows, layout, queries = earlier["sizes"], earlier["layout_last_size"], earlier["queries"]
+        sizes = [zone_size(row["records"]) for row in rows]
+    else:
+        print(f"main comparison: sizes {sizes}, {repeats} repeats", flush=True)
+        rows = compare_sizes(sizes, repeats, scratch)
+        layout = files_per_partition(scratch / "lake")
+        shutil.rmtree(scratch / "lake")
+        run_product(zone(sizes[-1]), scratch / "lake")
+        queries = analyst_queries(zone(sizes[-1]), scratch / "lake", repeats)
+        shutil.rmtree(scratch / "lake")
+    print("no-op run against a bare spark-submit", flush=True)
+    run_product(zone(sizes[0]), scratch / "lake")
+    noop = noop_vs_bare_submit(zone(sizes[0]), scratch / "lake", repeats)
     shutil.rmtree(scratch / "lake")
     print("incremental run against a fresh one", flush=True)
     incremental = incremental_vs_fresh(scratch, 200 if args.smoke else 20_000, repeats)
@@ -329,7 +347,9 @@ def render(results: dict, repeats: int) -> str:
         f"(the {results['incremental']['history_files']:,}-file history itself took {results['incremental']['history_run_s']:.0f} s).",
         f"- Checkpoint and log sizes after {results['daily']['days']} simulated daily runs against after 2: "
         f"**{results['daily']['ratio']:.2f}x** in total, state + events/_spark_metadata **{results['daily']['state_and_log_ratio']:.2f}x** "
-        f"(KB after 2: {fmt_sizes(results['daily']['after_2'])}; after {results['daily']['days']}: {fmt_sizes(results['daily']['after_last'])}).",
+        f"(KB after 2: {fmt_sizes(results['daily']['after_2'])}; after {results['daily']['days']}: {fmt_sizes(results['daily']['after_last'])}); "
+        f"state + events/_spark_metadata after {results['daily']['days']} against after {results['daily']['settled_day']}: "
+        f"**{results['daily']['state_and_log_ratio_vs_settled']:.2f}x**; KB day by day: {results['daily']['state_and_log_kb_per_day']}.",
         f"- Output layout at the largest size: {results['layout_last_size']['files']} files in {results['layout_last_size']['partitions']} "
         f"partitions, median {results['layout_last_size']['median_file_mb']:.1f} MB.",
         "",

@@ -67,11 +67,12 @@ SESSION_CONF = {
     # Bounded metadata: the checkpoint keeps 3 batches (not 100: a replay needs only the last,
     # and a run is 1-2 batches plus a no-data batch, so 100 kept weeks of state versions), old
     # log files go as soon as a compaction replaces them (only this job reads these logs, under
-    # the lake lock), and state maintenance runs often enough to happen within a short run.
+    # the lake lock), and state maintenance (which deletes old versions) runs every second: at
+    # the default 60 s a run of a few seconds never ran it, and daily runs' state grew unbounded.
     "spark.sql.streaming.minBatchesToRetain": "3",
     "spark.sql.streaming.fileSink.log.cleanupDelay": "0",
     "spark.sql.streaming.fileSource.log.cleanupDelay": "0",
-    "spark.sql.streaming.stateStore.maintenanceInterval": "10s",
+    "spark.sql.streaming.stateStore.maintenanceInterval": "1s",
     # Readers in this session (and the tests) read the table as a directory: the sink log
     # lists only its retention window (jobs/sinks.py).
     "spark.sql.streaming.fileStreamSink.ignoreMetadata": "true",

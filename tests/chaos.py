@@ -107,8 +107,29 @@ def main(argv: list[str] | None = None) -> int:
         missing, extra = set(expected) - set(rows), len(rows) - len(set(rows))
         print(f"MISMATCH: {len(missing)} events missing, {extra} duplicated rows")
         return 1
-    print("table equals the oracle through a directory reader (DuckDB); every event once")
+    spark_rows = table_via_spark(chaos.lake)
+    if spark_rows != {"commit log": expected, "directory": expected}:
+        print(f"MISMATCH through Spark: {', '.join(f'{k} {len(v)} rows' for k, v in spark_rows.items())}")
+        return 1
+    print("table equals the oracle through a directory reader (DuckDB) and through Spark (commit log and directory); every event once")
     return 0
+
+
+def table_via_spark(lake: Path) -> dict[str, list[tuple[str, str]]]:
+    from pyspark.sql import SparkSession
+
+    from jobs.cloudtrail_ingest import SESSION_CONF
+    from tests.helpers import table_rows
+
+    builder = SparkSession.builder.master("local[2]").appName("chaos-check")
+    for key, value in SESSION_CONF.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    try:
+        directory = spark.read.parquet(str(lake / "events")).select("eventID", "event_date").collect()
+        return {"commit log": table_rows(spark, lake), "directory": sorted((r.eventID, str(r.event_date)) for r in directory)}
+    finally:
+        spark.stop()
 
 
 if __name__ == "__main__":
