@@ -280,6 +280,7 @@ def main(argv: list[str] | None = None) -> int:
     repeats = 1 if args.smoke else args.repeats
     WORK.mkdir(exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="bench-", dir=WORK))
+    earlier: dict = {}
     if args.reuse_sizes:
         earlier = json.loads(args.reuse_sizes.read_text())
         rows, layout, queries = earlier["sizes"], earlier["layout_last_size"], earlier["queries"]
@@ -302,7 +303,8 @@ def main(argv: list[str] | None = None) -> int:
     daily = daily_sizes(scratch, 3 if args.smoke else 30, 3 if args.smoke else 20)
     memory = rows[-1]["product"]["peak_mb"] / rows[0]["product"]["peak_mb"]
     results = {"sizes": rows, "noop": noop, "queries": queries, "peak_memory_ratio": memory, "layout_last_size": layout,
-               "incremental": incremental, "daily": daily,
+               "incremental": incremental, "daily": daily, "sizes_from": earlier.get("measured_at", str(args.reuse_sizes)) if args.reuse_sizes else None,
+               "measured_at": datetime.now(tz=UTC).strftime("%Y-%m-%d %H:%M UTC"),
                "machine": f"{os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB"}  # fmt: skip
     (WORK / "results.json").write_text(json.dumps(results, indent=1))
     if not args.smoke:
@@ -324,6 +326,14 @@ def render(results: dict, repeats: int) -> str:
         f"Measured by `make bench` on this machine ({results['machine']}), every figure a median of {repeats} runs,",
         "product and baselines run one after another in the same sitting. Ratios are records/s of the product",
         "over records/s of the baseline (above 1: the product is faster), computed pair by pair.",
+        *(
+            [
+                f"The size comparison and the analyst queries come from an earlier sitting ({results['sizes_from']}, `--reuse-sizes`);",
+                f"everything else was measured on {results['measured_at']}.",
+            ]
+            if results.get("sizes_from")
+            else []
+        ),  # fmt: skip
         "",
         "![records per second](bench/throughput.svg)",
         "",
