@@ -32,8 +32,8 @@ from pathlib import Path
 import duckdb
 import psutil
 
-from bench.metadata_growth import size_kb
-from jobs.generate_landing import delivery_path, generate, make_record, write_delivery
+from bench.metadata_growth import deliver_one, size_kb
+from jobs.generate_landing import generate
 
 ROOT = Path(__file__).resolve().parents[1]
 WORK = ROOT / "bench-work"
@@ -66,11 +66,6 @@ def measure(command: list[str]) -> tuple[float, float, str]:
     if process.returncode != 0:
         raise RuntimeError(f"{command} exited {process.returncode}")
     return time.monotonic() - started, peak, stdout
-
-
-def zone_size(records_read: int) -> int:
-    """The zone size asked for, from the records a run read (the zone adds 1% re-deliveries)."""
-    return int(round(records_read / 1.01, -3))
 
 
 def zone(records: int) -> Path:
@@ -116,6 +111,7 @@ def compare_sizes(sizes: list[int], repeats: int, scratch: Path) -> list[dict]:
         records = pairs[0][0]["records"]
         rows.append(
             {
+                "zone": size,
                 "records": records,
                 "rows": pairs[0][0]["rows"],
                 "product": {k: statistics.median(p[0][k] for p in pairs) for k in ("wall_s", "work_s", "peak_mb")},
@@ -142,11 +138,6 @@ def noop_vs_bare_submit(landing: Path, lake: Path, repeats: int) -> dict:
         "bare_submit_s": statistics.median(bare),
         "ratio": statistics.median(noop) / statistics.median(bare),
     }
-
-
-def deliver_one(landing: Path, rng, when: datetime, name: str, records: int = 100) -> None:
-    events = [make_record(rng, when - timedelta(minutes=5), "111122223333", "us-east-1") for _ in range(records)]
-    write_delivery(delivery_path(landing, "111122223333", "us-east-1", when, name), events, when)
 
 
 def incremental_vs_fresh(scratch: Path, history_files: int, repeats: int) -> dict:
@@ -180,16 +171,16 @@ def daily_sizes(scratch: Path, days: int, day_seconds: float) -> dict:
     rng = random.Random(9)
     landing, lake = scratch / "daily-landing", scratch / "daily-lake"
     start = datetime(2024, 2, 1, tzinfo=UTC)
-    parts = {"state": "_checkpoints/ingest/state", "sources": "_checkpoints/ingest/sources",
-             "offsets+commits": "_checkpoints/ingest/offsets", "events/_spark_metadata": "events/_spark_metadata"}  # fmt: skip
+    parts = {"state": ["_checkpoints/ingest/state"], "sources": ["_checkpoints/ingest/sources"],
+             "offsets+commits": ["_checkpoints/ingest/offsets", "_checkpoints/ingest/commits"],
+             "events/_spark_metadata": ["events/_spark_metadata"]}  # fmt: skip
     sizes: dict[int, dict[str, float]] = {}
     for day in range(1, days + 1):
         began = time.monotonic()
         for hour in range(24):
             deliver_one(landing, rng, start + timedelta(days=day - 1, hours=hour, minutes=30), f"d{day}h{hour}", records=200)
         run_product(landing, lake, "--table-log-retention", f"{int(2 * day_seconds)} seconds")
-        sizes[day] = {name: size_kb(lake / rel)[0] for name, rel in parts.items()}
-        sizes[day]["offsets+commits"] += size_kb(lake / "_checkpoints/ingest/commits")[0]
+        sizes[day] = {name: sum(size_kb(lake / folder)[0] for folder in folders) for name, folders in parts.items()}
         time.sleep(max(0.0, day_seconds - (time.monotonic() - began)))
     shutil.rmtree(landing), shutil.rmtree(lake)
 
@@ -284,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.reuse_sizes:
         earlier = json.loads(args.reuse_sizes.read_text())
         rows, layout, queries = earlier["sizes"], earlier["layout_last_size"], earlier["queries"]
-        sizes = [zone_size(row["records"]) for row in rows]
+        sizes = [row["zone"] for row in rows]
     else:
         print(f"main comparison: sizes {sizes}, {repeats} repeats", flush=True)
         rows = compare_sizes(sizes, repeats, scratch)

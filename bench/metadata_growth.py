@@ -11,6 +11,7 @@ here (a run of 100 batches takes about a minute) to let entries age out during t
 from __future__ import annotations
 
 import argparse
+import random
 import subprocess
 import sys
 import tempfile
@@ -28,14 +29,18 @@ PARTS = {
 }
 
 
+def deliver_one(landing: Path, rng: random.Random, when: datetime, name: str, records: int = 100) -> None:
+    """One delivered file of `records` synthetic events, each from 5 minutes before `when`."""
+    events = [make_record(rng, when - timedelta(minutes=5), "111122223333", "us-east-1") for _ in range(records)]
+    write_delivery(delivery_path(landing, "111122223333", "us-east-1", when, name), events, when)
+
+
 def size_kb(path: Path) -> tuple[float, int]:
     files = [p for p in path.rglob("*") if p.is_file()] if path.exists() else []
     return sum(p.stat().st_size for p in files) / 1024, len(files)
 
 
 def main(argv: list[str] | None = None) -> int:
-    import random
-
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=4)
     parser.add_argument("--files-per-run", type=int, default=100)
@@ -49,8 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     for run in range(args.runs):
         for index in range(args.files_per_run):
             delivered = start + timedelta(hours=run * args.files_per_run + index)
-            records = [make_record(rng, delivered - timedelta(minutes=5), "111122223333", "us-east-1") for _ in range(50)]
-            write_delivery(delivery_path(landing, "111122223333", "us-east-1", delivered, f"f{run}x{index}"), records, delivered)
+            deliver_one(landing, rng, delivered, f"f{run}x{index}", records=50)
         subprocess.run([sys.executable, "-m", "jobs.cloudtrail_ingest", "--landing", str(landing), "--lake", str(lake),
                         "--max-files-per-trigger", "1", "--watermark", "1 day",
                         "--table-log-retention", args.table_log_retention], check=True, capture_output=True)  # fmt: skip

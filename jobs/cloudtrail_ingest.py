@@ -34,7 +34,7 @@ from pyspark.sql.streaming import StreamingQuery
 from jobs.checkpoint import CheckpointError, LakeBusyError, LakeLock, check_checkpoint_matches_table, committed_watermark
 from jobs.decode import DECODED_DDL, decode_batches
 from jobs.report import BatchStats, RunReport, apply_progress, log_batch, now_iso
-from jobs.sinks import ParquetSink
+from jobs.sinks import IGNORE_SINK_LOG, ParquetSink
 from jobs.sweep import sweep_lake
 from jobs.transforms import (
     mark_dedup_key,
@@ -73,9 +73,8 @@ SESSION_CONF = {
     "spark.sql.streaming.fileSink.log.cleanupDelay": "0",
     "spark.sql.streaming.fileSource.log.cleanupDelay": "0",
     "spark.sql.streaming.stateStore.maintenanceInterval": "1s",
-    # Readers in this session (and the tests) read the table as a directory: the sink log
-    # lists only its retention window (jobs/sinks.py).
-    "spark.sql.streaming.fileStreamSink.ignoreMetadata": "true",
+    # Readers in this session (and the tests) read the table as a directory (jobs/sinks.py).
+    IGNORE_SINK_LOG: "true",
 }
 
 

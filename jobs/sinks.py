@@ -19,6 +19,9 @@ from urllib.parse import unquote, urlparse
 
 from pyspark.sql import DataFrame, SparkSession
 
+# Set to "true" in every session that reads these tables: read the folders, not the retention-bounded log.
+IGNORE_SINK_LOG = "spark.sql.streaming.fileStreamSink.ignoreMetadata"
+
 
 class ParquetSink:
     """Spark's FileStreamSink for one output path (driver side, classic Spark only)."""

@@ -28,6 +28,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs.report import now_iso, report_path
+from jobs.sinks import IGNORE_SINK_LOG
 
 log = logging.getLogger("validate_events")
 SUITES_DIR = Path(os.environ.get("CLOUDTRAIL_EXPECTATIONS", Path(__file__).resolve().parents[1] / "expectations"))
@@ -183,8 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     spark = (
         SparkSession.builder.appName("cloudtrail_validate_events")
         .config("spark.sql.session.timeZone", "UTC")
-        # The table is the directory (the sink log lists only its retention window: jobs/sinks.py).
-        .config("spark.sql.streaming.fileStreamSink.ignoreMetadata", "true")
+        .config(IGNORE_SINK_LOG, "true")  # the table is its folders (jobs/sinks.py)
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("WARN")

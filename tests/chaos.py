@@ -17,9 +17,11 @@ from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
 
-import duckdb
+from pyspark.sql import SparkSession
 
+from jobs.cloudtrail_ingest import SESSION_CONF
 from jobs.generate_landing import generate
+from tests.helpers import duckdb_rows, table_rows
 
 PHASES = ["reading", "writing_data", "between_outputs", "committing_state"]
 JOB_OPTIONS = ["--max-files-per-trigger", "3", "--state-partitions", "2"]
@@ -65,11 +67,6 @@ class ChaosRun:
         raise RuntimeError("the job did not finish after 5 clean runs")
 
 
-def table_via_duckdb(lake: Path) -> list[tuple[str, str]]:
-    query = f"select eventID, cast(event_date as varchar) from read_parquet('{lake}/events/*/*.parquet', hive_partitioning = true)"
-    return sorted(duckdb.connect().execute(query).fetchall())
-
-
 def uncommitted_files(lake: Path) -> list[Path]:
     listed = "\n".join(p.read_text() for p in (lake / "events" / "_spark_metadata").glob("[0-9]*"))
     return [p for p in (lake / "events").glob("event_date=*/*.parquet") if p.name not in listed]
@@ -98,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         if rng.random() < 0.4:
             chaos.deliver(files=rng.randint(2, 6))
     chaos.run_until_done()
-    rows = table_via_duckdb(chaos.lake)
+    rows = duckdb_rows(chaos.lake)
     expected = sorted(chaos.expected.items())
     killed = sum(1 for _, code, _ in chaos.log if code == -9)
     phases = sorted({fault.split("@")[0].split(":")[0] for fault, code, _ in chaos.log if code == -9})
@@ -116,11 +113,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def table_via_spark(lake: Path) -> dict[str, list[tuple[str, str]]]:
-    from pyspark.sql import SparkSession
-
-    from jobs.cloudtrail_ingest import SESSION_CONF
-    from tests.helpers import table_rows
-
     builder = SparkSession.builder.master("local[2]").appName("chaos-check")
     for key, value in SESSION_CONF.items():
         builder = builder.config(key, value)

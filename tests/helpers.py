@@ -12,10 +12,11 @@ from typing import Any
 
 import duckdb
 
-from jobs.cloudtrail_ingest import SESSION_CONF, IngestConfig, run
+from jobs.cloudtrail_ingest import IngestConfig, run
 from jobs.generate_landing import delivery_path, write_delivery
 from jobs.report import RunReport
 from jobs.schema import QUARANTINE_SCHEMA
+from jobs.sinks import IGNORE_SINK_LOG
 
 DAY = datetime(2024, 3, 1, tzinfo=UTC)
 
@@ -62,12 +63,11 @@ def events_of(n: int, start: datetime, prefix: str) -> list[dict[str, Any]]:
 @contextmanager
 def through_commit_log(spark) -> Iterator[None]:
     """Spark reads a sink's output through its _spark_metadata log (the session default here is the directory)."""
-    key = "spark.sql.streaming.fileStreamSink.ignoreMetadata"
-    spark.conf.set(key, "false")
+    spark.conf.set(IGNORE_SINK_LOG, "false")
     try:
         yield
     finally:
-        spark.conf.set(key, SESSION_CONF[key])
+        spark.conf.set(IGNORE_SINK_LOG, "true")
 
 
 def table_rows(spark, lake: Path) -> list[tuple[str, str]]:

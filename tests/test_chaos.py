@@ -3,8 +3,8 @@ arriving between runs; the table equals the oracle through Spark and through Duc
 
 from __future__ import annotations
 
-from tests.chaos import ChaosRun, table_via_duckdb, uncommitted_files
-from tests.helpers import table_rows
+from tests.chaos import ChaosRun, uncommitted_files
+from tests.helpers import duckdb_rows, table_rows
 
 
 def test_killed_runs_leave_every_event_exactly_once(spark, landing, lake):
@@ -22,5 +22,5 @@ def test_killed_runs_leave_every_event_exactly_once(spark, landing, lake):
 
     expected = sorted(chaos.expected.items())
     assert table_rows(spark, lake) == expected
-    assert table_via_duckdb(lake) == expected
+    assert duckdb_rows(lake) == expected
     assert uncommitted_files(lake) == []
