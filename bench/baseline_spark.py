@@ -11,8 +11,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from jobs.cloudtrail_ingest import LANDING_GLOB
 from jobs.schema import EVENT_TIME_FORMAT, RECORD_FIELDS
+from jobs.source_retention import landing_glob
 
 landing, out = sys.argv[1], sys.argv[2]
 spark = (
@@ -24,7 +24,7 @@ started = time.monotonic()
 files = (
     spark.read.schema(T.StructType([T.StructField("Records", T.ArrayType(record))]))
     .option("multiLine", True)
-    .json(f"{landing}/{LANDING_GLOB}")
+    .json(f"{landing}/{landing_glob()}")
 )
 events = files.select(F.explode("Records").alias("r")).select("r.*")
 events = events.withColumn("eventTime", F.try_to_timestamp("eventTime", F.lit(EVENT_TIME_FORMAT))).withColumn(

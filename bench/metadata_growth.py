@@ -1,11 +1,14 @@
 """Checkpoint and commit-log sizes over many batches: what stays bounded, what grows.
 
     python -m bench.metadata_growth [--runs 4] [--files-per-run 100] [--table-log-retention "1 minute"]
+        [--source-retention "2 days"]
 
 Each run ingests `--files-per-run` new files, one file per batch, each file delivered an
 hour after the previous one (so the arrival watermark moves and state can expire); sizes are
 printed after every run. The tables' log retention is wall-clock time, so it is scaled down
-here (a run of 100 batches takes about a minute) to let entries age out during the measurement.
+here (a run of 100 batches takes about two minutes) to let entries age out during the
+measurement. The source log's retention is in delivery days; 100 hourly files span about 4,
+so it is scaled down from 7 days to 2 for the retired folders to show within a few runs.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=4)
     parser.add_argument("--files-per-run", type=int, default=100)
     parser.add_argument("--table-log-retention", default="1 minute")
+    parser.add_argument("--source-retention", default="2 days")
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="growth-"))
     landing, lake = work / "landing", work / "lake"
@@ -57,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
             deliver_one(landing, rng, delivered, f"f{run}x{index}", records=50)
         subprocess.run([sys.executable, "-m", "jobs.cloudtrail_ingest", "--landing", str(landing), "--lake", str(lake),
                         "--max-files-per-trigger", "1", "--watermark", "1 day",
-                        "--table-log-retention", args.table_log_retention], check=True, capture_output=True)  # fmt: skip
+                        "--table-log-retention", args.table_log_retention, "--source-retention", args.source_retention],
+                       check=True, capture_output=True)  # fmt: skip
         batches = (
             len(list((lake / "events" / "_spark_metadata").glob("[0-9]*")))
             and max(int(p.name.split(".")[0]) for p in (lake / "events" / "_spark_metadata").glob("[0-9]*")) + 1

@@ -47,6 +47,12 @@ def committed_batch_id(checkpoint: Path) -> int | None:
     return entry[0] if entry else None
 
 
+def planned_batch_id(checkpoint: Path) -> int | None:
+    """The last batch the offset log fixed; past the last commit when a batch is half done."""
+    entry = _latest_log_entry(checkpoint / "offsets")
+    return entry[0] if entry else None
+
+
 def check_checkpoint_matches_table(checkpoint: Path, sink_log: Path) -> None:
     """Refuse a run whose checkpoint was lost while the table it wrote is still there:
     a fresh checkpoint would read every landing file again."""

@@ -22,6 +22,7 @@ import os
 import re
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -31,10 +32,19 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from jobs.checkpoint import CheckpointError, LakeBusyError, LakeLock, check_checkpoint_matches_table, committed_watermark
+from jobs.checkpoint import (
+    CheckpointError,
+    LakeBusyError,
+    LakeLock,
+    check_checkpoint_matches_table,
+    committed_batch_id,
+    committed_watermark,
+    planned_batch_id,
+)
 from jobs.decode import DECODED_DDL, decode_batches
 from jobs.report import BatchStats, RunReport, apply_progress, log_batch, now_iso
 from jobs.sinks import IGNORE_SINK_LOG, ParquetSink
+from jobs.source_retention import SourcePlan, plan_sources, read_last_success, record_success
 from jobs.sweep import sweep_lake
 from jobs.transforms import (
     mark_dedup_key,
@@ -49,9 +59,6 @@ from jobs.transforms import (
 log = logging.getLogger("cloudtrail_ingest")
 
 BINARY_FILE_SCHEMA = "path string, modificationTime timestamp, length long, content binary"
-# Delivered layout, with or without an organization id level. The literal "CloudTrail"
-# folder and "_CloudTrail_" file name keep Digest and Insights files out.
-LANDING_GLOB = "AWSLogs/{*,*/*}/CloudTrail/*/[0-9][0-9][0-9][0-9]/[0-9][0-9]/[0-9][0-9]/*_CloudTrail_*.json{,.gz}"
 
 SESSION_CONF = {
     "spark.sql.session.timeZone": "UTC",
@@ -91,6 +98,7 @@ class IngestConfig:
     state_partitions: int = 4
     max_file_age: str = "3650d"
     table_log_retention: str = "2 days"
+    source_retention: str = "7 days"
     run_id: str = ""
 
     @property
@@ -157,6 +165,10 @@ def parse_args(argv: list[str] | None = None) -> IngestConfig:
     parser.add_argument(
         "--table-log-retention", type=_duration, default="2 days", help="how long the tables' commit logs list a file ['2 days']"
     )
+    parser.add_argument(
+        "--source-retention", type=_duration, default="7 days",
+        help="delivery folders this long before the newest one read are no longer tracked file by file ['7 days']",
+    )  # fmt: skip
     parser.add_argument("--run-id", default=None, help="id of this run in reports and rows [manual__<UTC time>]")
     args = parser.parse_args(argv)
     if not args.landing or not args.lake:
@@ -174,6 +186,7 @@ def parse_args(argv: list[str] | None = None) -> IngestConfig:
         state_partitions=args.state_partitions,
         max_file_age=args.max_file_age,
         table_log_retention=args.table_log_retention,
+        source_retention=args.source_retention,
         run_id=args.run_id or f"manual__{now_iso()}",
     )
 
@@ -190,17 +203,19 @@ def build_session(config: IngestConfig) -> SparkSession:
         builder = builder.config("spark.driver.memory", os.environ.get("CLOUDTRAIL_DRIVER_MEMORY", "2g"))
     for key, value in {**SESSION_CONF, "spark.sql.shuffle.partitions": str(config.state_partitions)}.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
 
 
-def extract(spark: SparkSession, config: IngestConfig) -> DataFrame:
-    """New landing files as (path, modificationTime, length, content) rows."""
+def extract(spark: SparkSession, config: IngestConfig, sources: SourcePlan) -> DataFrame:
+    """New landing files as (path, modificationTime, length, content) rows, from the folders `sources` lists."""
     reader = spark.readStream.format("binaryFile").schema(BINARY_FILE_SCHEMA).option("maxFileAge", config.max_file_age)
     if config.max_files_per_trigger:
         reader = reader.option("maxFilesPerTrigger", config.max_files_per_trigger)
     if config.max_bytes_per_trigger:
         reader = reader.option("maxBytesPerTrigger", config.max_bytes_per_trigger)
-    return reader.load(f"{config.landing}/{LANDING_GLOB}")
+    return reader.load(f"{config.landing}/{sources.glob}")
 
 
 def transform(files: DataFrame, config: IngestConfig, watermark: datetime | None) -> DataFrame:
@@ -281,7 +296,20 @@ def follow(query: StreamingQuery, report: RunReport) -> None:
         raise RuntimeError(f"streaming query failed: {error}")
 
 
-def run(spark: SparkSession, config: IngestConfig) -> RunReport:
+def nothing_to_do(config: IngestConfig, sources: SourcePlan) -> bool:
+    """No landing file is new, no batch is half done, and no batch ran since a successful run
+    swept the lake: a streaming query would find nothing, so the run can skip Spark altogether."""
+    committed = committed_batch_id(config.checkpoint_path)
+    return (
+        sources.new_files == 0
+        and committed is not None
+        and planned_batch_id(config.checkpoint_path) == committed
+        and read_last_success(config.checkpoint_path).batch_id == committed
+    )
+
+
+def run(config: IngestConfig, session: Callable[[], SparkSession]) -> RunReport:
+    """One ingest run; `session` is called for the SparkSession only if there is work to do."""
     check_checkpoint_matches_table(config.checkpoint_path, Path(config.events_path) / "_spark_metadata")
     watermark = committed_watermark(config.checkpoint_path)
     report = RunReport(
@@ -294,13 +322,21 @@ def run(spark: SparkSession, config: IngestConfig) -> RunReport:
         dedup_watermark_delay=config.watermark,
     )
     try:
-        # Debris of a crashed attempt is swept before a compaction can age its neighbours out of the log.
-        swept_before = sweep_lake(spark, config.lake)
-        query = load(transform(extract(spark, config), config, watermark), config, BatchWriter(spark, config, report))
-        follow(query, report)
-        # A successful run always leaves a clean table, whatever earlier crashed attempts left.
-        swept_after = sweep_lake(spark, config.lake)
-        report.swept_files = {table: swept_before[table] + swept_after[table] for table in swept_before}
+        sources = plan_sources(config.checkpoint_path, config.landing, duration(config.source_retention))
+        report.source_log = sources.summary()
+        if nothing_to_do(config, sources):
+            log.info("nothing new in %s since the last successful run; Spark not started", config.landing)
+            report.swept_files = {"events": 0, "quarantine": 0}
+        else:
+            spark = session()
+            # Debris of a crashed attempt is swept before a compaction can age its neighbours out of the log.
+            swept_before = sweep_lake(spark, config.lake)
+            query = load(transform(extract(spark, config, sources), config, watermark), config, BatchWriter(spark, config, report))
+            follow(query, report)
+            # A successful run always leaves a clean table, whatever earlier crashed attempts left.
+            swept_after = sweep_lake(spark, config.lake)
+            report.swept_files = {table: swept_before[table] + swept_after[table] for table in swept_before}
+        record_success(config.checkpoint_path, sources, committed_batch_id(config.checkpoint_path))
         report.status = "succeeded"
     except Exception as exc:
         report.status, report.error = "failed", str(exc).splitlines()[0][:2000]
@@ -325,9 +361,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     try:
         with LakeLock(config.lock_path):
-            spark = build_session(config)
-            spark.sparkContext.setLogLevel("WARN")
-            report = run(spark, config)
+            report = run(config, lambda: build_session(config))
     except LakeBusyError as exc:
         log.error("%s", exc)
         return 75

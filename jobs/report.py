@@ -50,6 +50,7 @@ class RunReport:
     error: str | None = None
     watermark_after: str | None = None
     swept_files: dict[str, int] = field(default_factory=dict)
+    source_log: dict[str, object] = field(default_factory=dict)
     batches: list[BatchStats] = field(default_factory=list)
 
     def totals(self) -> dict[str, Any]:

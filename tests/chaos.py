@@ -24,7 +24,8 @@ from jobs.generate_landing import generate
 from tests.helpers import duckdb_rows, table_rows
 
 PHASES = ["reading", "writing_data", "between_outputs", "committing_state"]
-JOB_OPTIONS = ["--max-files-per-trigger", "3", "--state-partitions", "2"]
+# A 1-day source retention retires the folders of all but the newest delivery, so late files exercise that path too.
+JOB_OPTIONS = ["--max-files-per-trigger", "3", "--state-partitions", "2", "--source-retention", "1 day"]
 
 
 @dataclass
@@ -35,9 +36,11 @@ class ChaosRun:
     log: list[tuple[str, int, float]] = field(default_factory=list)  # (fault, return code, seconds)
     deliveries: int = 0
 
-    def deliver(self, files: int = 6, seed: int | None = None) -> None:
-        """New files land: ~100 events each, a few re-delivered, one malformed file now and then."""
-        start = date(2024, 1, 1) + timedelta(days=2 * self.deliveries)
+    def deliver(self, files: int = 6, seed: int | None = None, late: bool = False) -> None:
+        """New files land: ~100 events each, a few re-delivered, one malformed file now and then.
+
+        `late` files land in the first delivery's folders, which the source log has retired by then."""
+        start = date(2024, 1, 1) + timedelta(days=0 if late else 2 * self.deliveries)
         manifest = generate(
             self.landing, records=files * 100, days=2, seed=seed if seed is not None else 100 + self.deliveries, start=start,
             records_per_file=100, duplicate_rate=0.03, malformed_files=self.deliveries % 2,
@@ -93,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         left = len(uncommitted_files(chaos.lake))
         print(f"attempt {attempt:>2}: {fault:<22} exit {code:>3}  uncommitted data files left: {left}", flush=True)
         if rng.random() < 0.4:
-            chaos.deliver(files=rng.randint(2, 6))
+            chaos.deliver(files=rng.randint(2, 6), late=rng.random() < 0.3)
     chaos.run_until_done()
     rows = duckdb_rows(chaos.lake)
     expected = sorted(chaos.expected.items())

@@ -23,7 +23,7 @@ DAY = datetime(2024, 3, 1, tzinfo=UTC)
 
 def ingest(spark, landing: Path, lake: Path, **options: Any) -> RunReport:
     config = IngestConfig(landing=str(landing), lake=str(lake), run_id=f"test-{uuid.uuid4().hex[:8]}", **options)
-    return run(spark, config)
+    return run(config, lambda: spark)
 
 
 def event(event_id: str, event_time: datetime, **extra: Any) -> dict[str, Any]:

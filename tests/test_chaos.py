@@ -1,7 +1,9 @@
 """Exactly once under SIGKILL: five kill points covering the phases of a batch, new files
-arriving between runs; the table equals the oracle through Spark and through DuckDB."""
+arriving between runs (some in folders the source log has retired); the table equals the oracle through Spark and through DuckDB."""
 
 from __future__ import annotations
+
+import json
 
 from tests.chaos import ChaosRun, uncommitted_files
 from tests.helpers import duckdb_rows, table_rows
@@ -16,11 +18,16 @@ def test_killed_runs_leave_every_event_exactly_once(spark, landing, lake):
     chaos.deliver(files=6)
     assert chaos.run("between_outputs@0") == -9
     assert chaos.run("committing_state@1") == -9
+    chaos.run_until_done()  # the first delivery's folders are now retired from the source log
     chaos.deliver(files=6)
+    chaos.deliver(files=3, late=True)
     assert chaos.run("writing_data@1") == -9
+    chaos.deliver(files=2, late=True)
     chaos.run_until_done()
 
     expected = sorted(chaos.expected.items())
     assert table_rows(spark, lake) == expected
     assert duckdb_rows(lake) == expected
     assert uncommitted_files(lake) == []
+    reports = [json.loads(path.read_text()) for path in (lake / "reports" / "ingest").glob("*.json")]
+    assert any(report["source_log"].get("late_files") for report in reports), "some files should have landed in retired folders"

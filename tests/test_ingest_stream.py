@@ -11,8 +11,9 @@ from datetime import timedelta
 import pytest
 
 from jobs.checkpoint import CheckpointError, LakeBusyError, LakeLock
-from jobs.cloudtrail_ingest import main
+from jobs.cloudtrail_ingest import IngestConfig, main, run
 from jobs.generate_landing import generate
+from jobs.source_retention import STATE_FILE
 from tests.helpers import (
     DAY,
     committed_batches,
@@ -43,6 +44,31 @@ def test_each_event_once_then_a_second_run_writes_nothing(spark, landing, lake):
     assert second.totals()["files_read"] == 0 and second.totals()["rows_written"] == 0
     assert committed_batches(lake) == batches_before
     assert table_rows(spark, lake) == expected
+
+
+def no_spark():
+    raise AssertionError("Spark was started")
+
+
+def test_a_run_with_nothing_to_do_does_not_start_spark(spark, landing, lake):
+    deliver(landing, events_of(5, DAY, "first"), DAY + timedelta(minutes=20))
+    ingest(spark, landing, lake)
+    config = IngestConfig(landing=str(landing), lake=str(lake), run_id="idle")
+    idle = run(config, no_spark)
+    assert idle.status == "succeeded" and idle.batches == []
+
+    deliver(landing, events_of(5, DAY + timedelta(hours=1), "second"), DAY + timedelta(hours=1, minutes=20))
+    with pytest.raises(AssertionError, match="Spark was started"):
+        run(config, no_spark)
+    ingest(spark, landing, lake)
+    # As if the last run committed its batches and died before its final sweep: that sweep is still owed.
+    state = lake / "_checkpoints" / "ingest" / STATE_FILE
+    state.write_text(json.dumps({**json.loads(state.read_text()), "batch_id": 0}))
+    with pytest.raises(AssertionError, match="Spark was started"):
+        run(config, no_spark)
+    assert ingest(spark, landing, lake).batches == []
+    assert run(config, no_spark).status == "succeeded"
+    assert sorted(row[0] for row in duckdb_rows(lake)) == sorted([f"first-{i}" for i in range(5)] + [f"second-{i}" for i in range(5)])
 
 
 def test_only_new_files_are_read(spark, landing, lake):
