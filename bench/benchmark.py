@@ -39,6 +39,11 @@ ROOT = Path(__file__).resolve().parents[1]
 WORK = ROOT / "bench-work"
 
 
+def results_path(smoke: bool) -> Path:
+    """Raw figures: a full run's are kept beside BENCHMARKS.md (and can be reused with --reuse-sizes); a smoke run's are scratch."""
+    return WORK / "results-smoke.json" if smoke else ROOT / "bench" / "results.json"
+
+
 def measure(command: list[str]) -> tuple[float, float, str]:
     """Run a command; return (wall seconds, peak RSS of its whole process tree in MB, stdout)."""
     started = time.monotonic()
@@ -189,7 +194,7 @@ def daily_sizes(scratch: Path, days: int, day_seconds: float) -> dict:
     def state_and_log(day: int) -> float:
         return sizes[day]["state"] + sizes[day]["events/_spark_metadata"]
 
-    settled = min(5, days)  # the state holds up to two horizons of eventIDs (docs/design.md): full from day 4 on
+    settled = min(5, days)  # the state holds one horizon of eventIDs (docs/design.md): full from day 2 or 3 on
     return {"days": days, "day_seconds": day_seconds, "after_2": sizes[2], "after_settled": sizes[settled], "settled_day": settled,
             "after_last": sizes[days], "state_and_log_kb_per_day": [round(state_and_log(d)) for d in sorted(sizes)],
             "ratio": sum(sizes[days].values()) / sum(sizes[2].values()), "state_and_log_ratio": state_and_log(days) / state_and_log(2),
@@ -266,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "BENCHMARKS.md")
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument(
-        "--reuse-sizes", type=Path, help="take the size comparison and analyst queries from an earlier results.json; measure the rest"
+        "--reuse-sizes", type=Path, help="take the size comparison and analyst queries from an earlier bench/results.json; measure the rest"
     )
     args = parser.parse_args(argv)
     sizes = [2000] if args.smoke else [int(s) for s in args.sizes.split(",")]
@@ -299,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
                "incremental": incremental, "daily": daily, "sizes_from": earlier.get("sizes_from") or earlier.get("measured_at", str(args.reuse_sizes)) if args.reuse_sizes else None,
                "measured_at": datetime.now(tz=UTC).strftime("%Y-%m-%d %H:%M UTC"),
                "machine": f"{os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB"}  # fmt: skip
-    (WORK / "results.json").write_text(json.dumps(results, indent=1))
+    results_path(args.smoke).write_text(json.dumps(results, indent=1))
     if not args.smoke:
         (ROOT / "bench" / "throughput.svg").write_text(bar_chart_svg(rows))
         args.out.write_text(render(results, repeats) + "\n" + (ROOT / "bench" / "analysis.md").read_text())

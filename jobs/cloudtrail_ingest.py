@@ -129,6 +129,17 @@ def duration(text: str) -> timedelta:
     return timedelta(**{f"{match[2]}s": int(match[1])})
 
 
+def watermark_delay(horizon: str) -> timedelta:
+    """The withWatermark delay for a de-duplication horizon: half of it.
+
+    Spark keeps an eventID until the watermark (newest arrival minus the delay) reaches the
+    key's arrival plus the delay, so copies are collapsed when they arrive less than twice the
+    delay apart. Half the horizon collapses copies within the horizon and holds one horizon of
+    eventIDs in state, not two.
+    """
+    return duration(horizon) / 2
+
+
 def _duration(text: str) -> str:
     try:
         duration(text)
@@ -228,11 +239,13 @@ def transform(files: DataFrame, config: IngestConfig, watermark: datetime | None
     decoded = decoded.observe(
         "files", F.count(F.lit(1)).alias("files"), F.sum("file_bytes").alias("bytes"), F.count_if(below).alias("below_watermark")
     )
-    floor = watermark + duration(config.watermark) if watermark else None
+    delay = watermark_delay(config.watermark)
+    floor = watermark + delay if watermark else None
     rows = normalize_records(parse_containers(raise_arrival_floor(decoded, floor)), config.run_id)
     rows = mark_late(rows, config.watermark)
     rows = rows.observe("records", F.count(F.lit(1)).alias("records"), F.count_if("_late").alias("late"))
-    return mark_dedup_key(rows).withWatermark("_arrival_time", config.watermark).dropDuplicatesWithinWatermark(["_dedup_key"])
+    rows = mark_dedup_key(rows).withWatermark("_arrival_time", f"{int(delay.total_seconds() * 1000)} milliseconds")
+    return rows.dropDuplicatesWithinWatermark(["_dedup_key"])
 
 
 class BatchWriter:
@@ -319,7 +332,7 @@ def run(config: IngestConfig, session: Callable[[], SparkSession]) -> RunReport:
         trigger=config.trigger,
         started_at=now_iso(),
         watermark_before=watermark.isoformat() if watermark else None,
-        dedup_watermark_delay=config.watermark,
+        dedup_horizon=config.watermark,
     )
     try:
         sources = plan_sources(config.checkpoint_path, config.landing, duration(config.source_retention))

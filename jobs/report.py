@@ -44,7 +44,7 @@ class RunReport:
     trigger: str
     started_at: str
     watermark_before: str | None
-    dedup_watermark_delay: str
+    dedup_horizon: str
     finished_at: str | None = None
     status: str = "running"
     error: str | None = None

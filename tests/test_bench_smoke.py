@@ -8,7 +8,7 @@ from bench import benchmark
 
 def test_benchmark_harness_runs_each_system_on_a_tiny_zone():
     assert benchmark.main(["--smoke"]) == 0
-    results = json.loads((benchmark.WORK / "results.json").read_text())
+    results = json.loads(benchmark.results_path(smoke=True).read_text())
     (size,) = results["sizes"]
     assert size["rows"] > 0 and size["records"] >= size["rows"]
     assert all(size[system]["wall_s"] > 0 for system in ("product", "spark_batch", "duckdb"))

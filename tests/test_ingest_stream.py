@@ -71,6 +71,19 @@ def test_a_run_with_nothing_to_do_does_not_start_spark(spark, landing, lake):
     assert sorted(row[0] for row in duckdb_rows(lake)) == sorted([f"first-{i}" for i in range(5)] + [f"second-{i}" for i in range(5)])
 
 
+def test_copies_within_the_horizon_are_collapsed_and_copies_further_apart_kept(spark, landing, lake):
+    def arrive(event_id: str, hours: int) -> None:
+        deliver(landing, [event(event_id, DAY)], DAY + timedelta(hours=hours))
+        ingest(spark, landing, lake, watermark="10 hours")
+
+    arrive("a", 0)
+    arrive("b", 0)
+    arrive("a", 9)  # 9 hours after the first copy: within the horizon
+    arrive("filler", 13)  # arrivals move on, the watermark with them
+    arrive("b", 14)  # 14 hours after the first copy: past the horizon, so kept (the gate's uniqueness check reports it)
+    assert sorted(row[0] for row in duckdb_rows(lake)) == ["a", "b", "b", "filler"]
+
+
 def test_only_new_files_are_read(spark, landing, lake):
     deliver(landing, events_of(30, DAY, "old"), DAY + timedelta(minutes=20))
     ingest(spark, landing, lake)
@@ -98,7 +111,7 @@ def test_redelivery_in_the_same_and_in_a_later_run_appears_once(spark, landing, 
 def test_late_events_and_old_files_are_kept_once(spark, landing, lake):
     deliver(landing, events_of(10, DAY, "now"), DAY + timedelta(minutes=10))
     deliver(landing, events_of(10, DAY + timedelta(days=3), "later"), DAY + timedelta(days=3, minutes=10))
-    ingest(spark, landing, lake, watermark="1 hour")  # watermark now ~3 days past the first events
+    ingest(spark, landing, lake, watermark="6 hours")  # watermark now ~3 days past the first events
 
     # Events 10 days old, delivered now (a late delivery) ...
     late = events_of(8, DAY - timedelta(days=10), "late")
@@ -106,7 +119,7 @@ def test_late_events_and_old_files_are_kept_once(spark, landing, lake):
     # ... and a historical file copied with its old modification time (onboarding).
     historical = events_of(6, DAY - timedelta(days=30), "hist")
     deliver(landing, historical, DAY - timedelta(days=30, minutes=-10))
-    report = ingest(spark, landing, lake, watermark="1 hour")
+    report = ingest(spark, landing, lake, watermark="6 hours")
     totals = report.totals()
     assert totals["rows_written"] == 14
     assert totals["late_events"]["count"] == 14  # both would have fallen behind an event-time watermark
@@ -115,8 +128,8 @@ def test_late_events_and_old_files_are_kept_once(spark, landing, lake):
     dates = dict(table_rows(spark, lake))
     assert dates["late-0"] == "2024-02-20" and dates["hist-0"] == "2024-01-31"
 
-    deliver(landing, late[:3] + historical[:2], DAY + timedelta(days=3, hours=3))  # and their re-delivery
-    again = ingest(spark, landing, lake, watermark="1 hour")
+    deliver(landing, late[:3] + historical[:2], DAY + timedelta(days=3, hours=3))  # and their re-delivery, within the horizon
+    again = ingest(spark, landing, lake, watermark="6 hours")
     assert again.totals()["rows_written"] == 0 and again.totals()["duplicates_dropped"] == 5
     assert len(table_rows(spark, lake)) == 34
 
