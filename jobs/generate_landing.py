@@ -27,6 +27,7 @@ from typing import Any
 
 ACCOUNTS = ["111122223333", "444455556666", "017622104382"]
 REGIONS = ["us-east-1", "us-west-2", "eu-west-1"]
+REDELIVERY_WINDOW = timedelta(hours=12)
 # (eventSource, eventName, readOnly, errorCodes that occur)
 CALLS = [
     ("s3.amazonaws.com", "GetObject", True, ["AccessDenied", "NoSuchKey"]),
@@ -170,7 +171,8 @@ def generate(
     begin = datetime.combine(start, datetime.min.time(), tzinfo=UTC)
     span = timedelta(days=days)
     n_files = max(1, records // records_per_file)
-    written: list[tuple[dict[str, Any], str]] = []
+    written: list[tuple[dict[str, Any], datetime]] = []  # in delivery order
+    oldest_recent = 0  # index of the first entry within REDELIVERY_WINDOW of the file being written
     for index in range(n_files):
         account, region = ACCOUNTS[index % len(ACCOUNTS)], REGIONS[(index // len(ACCOUNTS)) % len(REGIONS)]
         delivered = begin + span * (index + 1) / (n_files + 1)
@@ -178,17 +180,20 @@ def generate(
             make_record(rng, delivered - timedelta(minutes=rng.uniform(1, 15)), account, region)
             for _ in range(min(records_per_file, records - index * records_per_file))
         ]
-        # Re-deliver a few events from earlier files: CloudTrail's at-least-once delivery.
+        # Re-deliver a few events from files of the last hours: CloudTrail's at-least-once
+        # delivery repeats within hours, well inside the de-duplication horizon.
+        while oldest_recent < len(written) and delivered - written[oldest_recent][1] > REDELIVERY_WINDOW:
+            oldest_recent += 1
         for _ in range(int(len(batch) * duplicate_rate)):
-            if written:
-                batch.append(rng.choice(written)[0])
+            if oldest_recent < len(written):
+                batch.append(written[rng.randrange(oldest_recent, len(written))][0])
                 manifest.duplicates += 1
         path = delivery_path(out, account, region, delivered, _id(rng))
         write_delivery(path, batch, delivered)
         manifest.files.append(str(path))
         for record in batch:
             manifest.events[record["eventID"]] = record["eventTime"][:10]
-        written.extend((record, str(path)) for record in batch[: len(batch) // 10])
+        written.extend((record, delivered) for record in batch[: len(batch) // 10])
     end = begin + span
     for index in range(late_files):
         # Delivered at the end of the window, holding events from its first day.

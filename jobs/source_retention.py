@@ -150,20 +150,24 @@ def _unlogged_active_files(folders: list[tuple[date, Path]], retired_before: dat
     return sum(1 for day, folder in folders if day >= retired_before for entry in _log_files_in(folder) if entry.path not in logged)
 
 
-def _late_files(aws_logs: Path, folders: list[tuple[date, Path]], retired_before: date, logged: set[str], checked_at_ns: int) -> list[str]:
-    """Globs (relative to AWSLogs/) for files in retired folders that no successful run has listed."""
+def _late_files(
+    aws_logs: Path, folders: list[tuple[date, Path]], retired_before: date, logged: set[str], checked_at_ns: int
+) -> tuple[list[str], int]:
+    """Globs (relative to AWSLogs/) for the files in retired folders that no successful run has listed, and their number."""
     late: list[str] = []
+    count = 0
     for day, folder in folders:
         if day >= retired_before or folder.stat().st_ctime_ns <= checked_at_ns:
             continue
         files = _log_files_in(folder)
         new = [entry for entry in files if entry.stat().st_ctime_ns > checked_at_ns and entry.path not in logged]
         relative = folder.relative_to(aws_logs).as_posix()
+        count += len(new)
         if new and len(new) == len(files):
             late.append(f"{relative}/{FILE_PATTERN}")
         else:
             late.extend(f"{relative}/{entry.name}" for entry in sorted(new, key=lambda e: e.name))
-    return late
+    return late, count
 
 
 def plan_sources(checkpoint: Path, landing: str, retention: timedelta) -> SourcePlan:
@@ -187,14 +191,14 @@ def plan_sources(checkpoint: Path, landing: str, retention: timedelta) -> Source
     logged = {local_path(e["path"]) for e in entries}
     aws_logs = Path(landing) / "AWSLogs"
     folders = _day_folders(aws_logs)
-    late = _late_files(aws_logs, folders, retired_before, logged, previous_check_ns)
-    new_files = _unlogged_active_files(folders, retired_before, logged) + len(late)
+    late, late_count = _late_files(aws_logs, folders, retired_before, logged, previous_check_ns)
+    new_files = _unlogged_active_files(folders, retired_before, logged) + late_count
     if not (checkpoint / STATE_FILE).exists():
         # Written before the first entry is dropped, so a checkpoint without it has never lost one.
         _write_state(checkpoint, LastSuccess(previous_check_ns, None))
     dropped = _drop_retired(compact, retired_before, previous_check_ns) if compact else 0
     glob = landing_glob(dates_from(retired_before), tuple(late))
-    return SourcePlan(glob, retired_before, len(late), dropped, checked_at_ns, new_files)
+    return SourcePlan(glob, retired_before, late_count, dropped, checked_at_ns, new_files)
 
 
 def _drop_retired(compact: Path, retired_before: date, checked_at_ns: int) -> int:
