@@ -40,7 +40,8 @@ FILE_PATTERN = "*_CloudTrail_*.json{,.gz}"
 ALL_DATES = "[0-9][0-9][0-9][0-9]/[0-9][0-9]/[0-9][0-9]"
 # Delivered layout, with or without an organization id level. The literal "CloudTrail"
 # folder and "_CloudTrail_" file name keep Digest and Insights files out.
-DAY_FOLDERS = ("*/CloudTrail/*/" + ALL_DATES, "*/*/CloudTrail/*/" + ALL_DATES)
+ACCOUNT_LEVELS = ("*", "*/*")
+DAY_FOLDERS = tuple(f"{level}/CloudTrail/*/{ALL_DATES}" for level in ACCOUNT_LEVELS)  # pathlib has no {a,b}
 LOG_FILE_NAME = re.compile(r".*_CloudTrail_.*\.json(\.gz)?")  # what FILE_PATTERN matches
 DELIVERY_DATE = re.compile(r"/CloudTrail/[^/]+/(\d{4})/(\d{2})/(\d{2})(?:/[^/]+)?$")
 # Timestamps on some file systems are coarse; a file is "new" if it changed this close to the check.
@@ -49,7 +50,8 @@ CLOCK_SLACK_NS = 60 * 10**9
 
 def landing_glob(dates: str = ALL_DATES, late: tuple[str, ...] = ()) -> str:
     """The files under <landing>/ the stream lists: delivery folders matching `dates`, plus `late` (relative to AWSLogs/)."""
-    return "AWSLogs/{" + ",".join((f"{{*,*/*}}/CloudTrail/*/{dates}/{FILE_PATTERN}", *late)) + "}"
+    levels = "{" + ",".join(ACCOUNT_LEVELS) + "}"
+    return "AWSLogs/{" + ",".join((f"{levels}/CloudTrail/*/{dates}/{FILE_PATTERN}", *late)) + "}"
 
 
 def dates_from(first: date) -> str:
@@ -118,9 +120,16 @@ def _log_files(source_log: Path) -> tuple[Path | None, list[Path]]:
     return compact, [path for batch_id, path in batches if batch_id > last_compacted]
 
 
-def _entries(path: Path) -> list[dict]:
-    lines = path.read_text().splitlines()
-    return [json.loads(line) for line in lines[1:] if line.strip()]
+@dataclass(frozen=True)
+class LogEntry:
+    line: str  # as Spark wrote it
+    path: str  # the file it names, as a local path
+
+
+def _read_log(path: Path) -> tuple[str, list[LogEntry]]:
+    """A log file's format version line and its entries."""
+    version, *lines = path.read_text().splitlines()
+    return version, [LogEntry(line, local_path(json.loads(line)["path"])) for line in lines if line.strip()]
 
 
 def _ctime_ns(path: str) -> int | None:
@@ -181,14 +190,15 @@ def plan_sources(checkpoint: Path, landing: str, retention: timedelta) -> Source
         return SourcePlan(glob=landing_glob(), checked_at_ns=checked_at_ns)
     source_log = checkpoint / "sources" / "0"
     compact, after = _log_files(source_log)
-    entries = [entry for path in ([compact] if compact else []) + after for entry in _entries(path)]
-    dates = [d for d in (delivery_date(local_path(e["path"])) for e in entries) if d is not None]
+    version, compacted = _read_log(compact) if compact else ("", [])
+    entries = compacted + [entry for path in after for entry in _read_log(path)[1]]
+    dates = [d for d in (delivery_date(e.path) for e in entries) if d is not None]
     if not dates:
         return SourcePlan(glob=landing_glob(), checked_at_ns=checked_at_ns)
     # A folder dated in the future (a skewed clock) must not retire today's folders.
     newest = min(max(dates), datetime.now(tz=UTC).date() + timedelta(days=1))
     retired_before = newest - timedelta(days=retention.days)
-    logged = {local_path(e["path"]) for e in entries}
+    logged = {e.path for e in entries}
     aws_logs = Path(landing) / "AWSLogs"
     folders = _day_folders(aws_logs)
     late, late_count = _late_files(aws_logs, folders, retired_before, logged, previous_check_ns)
@@ -196,25 +206,23 @@ def plan_sources(checkpoint: Path, landing: str, retention: timedelta) -> Source
     if not (checkpoint / STATE_FILE).exists():
         # Written before the first entry is dropped, so a checkpoint without it has never lost one.
         _write_state(checkpoint, LastSuccess(previous_check_ns, None))
-    dropped = _drop_retired(compact, retired_before, previous_check_ns) if compact else 0
+    dropped = _drop_retired(compact, version, compacted, retired_before, previous_check_ns) if compact else 0
     glob = landing_glob(dates_from(retired_before), tuple(late))
     return SourcePlan(glob, retired_before, late_count, dropped, checked_at_ns, new_files)
 
 
-def _drop_retired(compact: Path, retired_before: date, checked_at_ns: int) -> int:
+def _drop_retired(compact: Path, version: str, entries: list[LogEntry], retired_before: date, checked_at_ns: int) -> int:
     """Rewrite the compaction without the entries of retired folders' files that a successful run has passed."""
-    lines = compact.read_text().splitlines()
-    kept = [lines[0]]
-    for line in lines[1:]:
-        path = local_path(json.loads(line)["path"])
-        folder_date = delivery_date(path)
-        if folder_date is not None and folder_date < retired_before and (_ctime_ns(path) or 0) <= checked_at_ns:
+    kept = []
+    for entry in entries:
+        folder_date = delivery_date(entry.path)
+        if folder_date is not None and folder_date < retired_before and (_ctime_ns(entry.path) or 0) <= checked_at_ns:
             continue
-        kept.append(line)
-    dropped = len(lines) - len(kept)
+        kept.append(entry.line)
+    dropped = len(entries) - len(kept)
     if dropped:
         partial = compact.with_name(f".{compact.name}.rewrite")
-        partial.write_text("\n".join(kept))  # as Spark writes it: no final newline
+        partial.write_text("\n".join([version, *kept]))  # as Spark writes it: no final newline
         # Hadoop's local file system checks a file against its .crc when one exists; the old one no longer matches.
         compact.with_name(f".{compact.name}.crc").unlink(missing_ok=True)
         os.replace(partial, compact)

@@ -47,7 +47,7 @@ def logged_dates(lake: Path) -> set[date]:
     """Delivery dates the newest compaction of the source log lists."""
     compact, _ = source_retention._log_files(lake / "_checkpoints" / "ingest" / "sources" / "0")
     assert compact is not None
-    return {delivery_date(local_path(entry["path"])) for entry in source_retention._entries(compact)}
+    return {delivery_date(entry.path) for entry in source_retention._read_log(compact)[1]}
 
 
 def deliver_days(landing: Path, days: range) -> None:
