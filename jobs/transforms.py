@@ -1,6 +1,6 @@
 """Pure DataFrame -> DataFrame steps of the ingest job (no I/O, no session state).
 
-decoded files --parse_containers--> one row per record or per problem
+decoded files --parse_containers--> one row per record (its JSON text) or per problem
               --normalize_records--> typed event columns + _reason
               --mark_dedup_key-----> the key the streaming de-duplication uses
 split_events / split_quarantine pick the two outputs apart after de-duplication.
@@ -8,7 +8,9 @@ split_events / split_quarantine pick the two outputs apart after de-duplication.
 
 from __future__ import annotations
 
+import operator
 from datetime import datetime
+from functools import reduce
 from typing import cast
 
 from pyspark.sql import Column, DataFrame
@@ -24,10 +26,15 @@ from jobs.schema import (
     RECORD_FIELDS,
 )
 
-RECORD = T.MapType(T.StringType(), T.StringType())
-RECORDS_CONTAINER = T.StructType([T.StructField("Records", T.ArrayType(RECORD))])
-RECORD_ARRAY = T.ArrayType(RECORD)
-ITEM = T.StructType([T.StructField("record", RECORD), T.StructField("raw", T.StringType())])
+# A container's records are kept as their JSON text: one pass splits a file into records,
+# and each record is then parsed once, straight into the typed schema.
+RECORD_TEXTS = T.StructType([T.StructField("Records", T.ArrayType(T.StringType()))])
+RECORD_TEXT_ARRAY = T.ArrayType(T.StringType())
+RAW_RECORD = T.MapType(T.StringType(), T.StringType())
+# The record as parsed: the table's types, except eventTime, kept as text to check its format.
+TYPED_RECORD = T.StructType(
+    [T.StructField(name, T.StringType() if kind == "timestamp" else data_type) for name, data_type, kind in RECORD_FIELDS]
+)
 # Keys that make a JSON object a CloudTrail record rather than some other document.
 RECORD_MARKERS = ["eventVersion", "eventID", "eventTime", "eventSource", "eventName"]
 
@@ -57,13 +64,13 @@ def _single_json_value(text: Column) -> Column:
     return F.coalesce(F.json_array_length(F.concat(F.lit("["), text, F.lit("]"))) == 1, F.lit(False))
 
 
-def _looks_like_record(record: Column) -> Column:
-    return F.exists(F.map_keys(record), lambda key: key.isin(RECORD_MARKERS))
+def _looks_like_record(keys: Column) -> Column:
+    return F.coalesce(F.exists(keys, lambda key: key.isin(RECORD_MARKERS)), F.lit(False))
 
 
-def _items(records: Column) -> Column:
-    """Records of a container as items; only JSON lines keep their raw text (for bad lines)."""
-    return F.transform(records, lambda record: F.struct(record.alias("record"), F.lit(None).cast("string").alias("raw")))
+def _item(text: Column, keys: Column) -> Column:
+    """A record's JSON text and its top-level keys (null when the text is not one JSON object)."""
+    return F.struct(text.alias("record"), keys.alias("record_keys"))
 
 
 def parse_containers(decoded: DataFrame) -> DataFrame:
@@ -71,7 +78,7 @@ def parse_containers(decoded: DataFrame) -> DataFrame:
 
     Shapes: {"Records":[...]}, a bare JSON array of records, a single record object, and
     JSON lines of records. Output columns: source_file, arrival_time, record_index,
-    record (map of top-level key -> raw JSON text), raw (the line, for bad lines),
+    record (the record's JSON text, or the bad line), record_keys (its top-level keys),
     _reason, _detail.
     """
     is_object = F.col("shape") == SHAPE_OBJECT
@@ -80,42 +87,33 @@ def parse_containers(decoded: DataFrame) -> DataFrame:
     files = decoded.withColumn("single_value", F.when(F.col("text").isNotNull(), _single_json_value(F.col("text"))))
     files = files.withColumn(
         "records",
-        F.when(is_object & F.col("single_value"), _from_json("text", RECORDS_CONTAINER).getField("Records")).when(
-            is_array & F.col("single_value"), _from_json("text", RECORD_ARRAY)
+        F.when(is_object & F.col("single_value"), _from_json("text", RECORD_TEXTS).getField("Records")).when(
+            is_array & F.col("single_value"), _from_json("text", RECORD_TEXT_ARRAY)
         ),
     )
     files = files.withColumn(
-        "single_record",
-        F.when(is_object & F.col("single_value") & F.col("records").isNull(), _from_json("text", RECORD)),
+        "single_keys", F.when(is_object & F.col("single_value") & F.col("records").isNull(), F.json_object_keys("text"))
     )
     lines = F.filter(F.split("text", r"\r?\n"), lambda line: F.trim(line) != "")
     files = files.withColumn("lines", F.when(is_object & ~F.col("single_value"), lines))
-    files = files.withColumn("first_line_record", _from_json(F.col("lines").getItem(0), RECORD))
-    first_line_ok = (
-        _single_json_value(F.col("lines").getItem(0))
-        & F.col("first_line_record").isNotNull()
-        & _looks_like_record(F.col("first_line_record"))
-    )
-    json_lines = F.transform(
-        "lines",
-        lambda line: F.struct(
-            F.when(_single_json_value(line), _from_json(line, RECORD)).alias("record"),
-            line.alias("raw"),
-        ),
-    )
+    first_line = F.col("lines").getItem(0)
+    first_line_ok = _single_json_value(first_line) & _looks_like_record(F.json_object_keys(first_line))
+    json_lines = F.transform("lines", lambda line: _item(line, F.when(_single_json_value(line), F.json_object_keys(line))))
+    files = files.withColumn("record_items", F.transform("records", lambda text: _item(text, F.json_object_keys(text))))
+    # A bare array is taken for records only if some element looks like one ([1, 2, 3] is no CloudTrail file).
+    record_array = F.exists("record_items", lambda item: _looks_like_record(item.getField("record_keys")))
     files = files.withColumn(
         "items",
-        F.when(F.col("records").isNotNull(), _items(F.col("records")))
-        .when(_looks_like_record(F.col("single_record")), _items(F.array("single_record")))
+        F.when(is_object & F.col("record_items").isNotNull(), F.col("record_items"))
+        .when(is_array & record_array, F.col("record_items"))
+        .when(_looks_like_record(F.col("single_keys")), F.array(_item(F.col("text"), F.col("single_keys"))))
         .when(first_line_ok, json_lines),
     )
     file_reason = F.coalesce(
         F.col("file_error"),
         F.when(
             F.col("items").isNull(),
-            F.when(F.col("single_value") | _single_json_value(F.col("lines").getItem(0)), F.lit(UNSUPPORTED_SHAPE)).otherwise(
-                F.lit(NOT_JSON)
-            ),
+            F.when(F.col("single_value") | _single_json_value(first_line), F.lit(UNSUPPORTED_SHAPE)).otherwise(F.lit(NOT_JSON)),
         ),
     )
     file_detail = F.coalesce(
@@ -130,58 +128,70 @@ def parse_containers(decoded: DataFrame) -> DataFrame:
         file_detail.alias("_file_detail"),
         F.posexplode_outer("items").alias("record_index", "item"),
     ).where(F.col("item").isNotNull() | F.col("_file_reason").isNotNull())
-    record = F.col("item.record")
-    bad_line = F.col("item").isNotNull() & record.isNull()
+    keys = F.col("item.record_keys")
+    bad_item = F.col("item").isNotNull() & keys.isNull()
     return exploded.select(
         "source_file",
         "arrival_time",
         F.when(F.col("_file_reason").isNull(), F.col("record_index")).alias("record_index"),
-        record.alias("record"),
-        F.col("item.raw").alias("raw"),
-        F.coalesce(F.col("_file_reason"), F.when(bad_line, F.lit(MALFORMED_RECORD))).alias("_reason"),
-        F.coalesce(F.col("_file_detail"), F.when(bad_line, F.lit("line is not one JSON object"))).alias("_detail"),
+        F.col("item.record").alias("record"),
+        keys.alias("record_keys"),
+        F.coalesce(F.col("_file_reason"), F.when(bad_item, F.lit(MALFORMED_RECORD))).alias("_reason"),
+        F.coalesce(F.col("_file_detail"), F.when(bad_item, F.lit("not one JSON object"))).alias("_detail"),
     )
 
 
-def _typed(data_type: T.DataType, kind: str, raw: Column) -> tuple[Column, Column | None]:
-    """(typed column, condition under which the raw text could not be typed and is rescued)."""
-    if kind == "string":
-        return raw, None
+def _rescue_condition(kind: str, typed: Column, raw: Column) -> Column | None:
+    """When a known field's raw text did not fit its type (kept in _rescued), given the raw text."""
+    if kind == "json":
+        return raw.isNotNull() & typed.isNull()
     if kind == "bool":
-        typed = raw.try_cast("boolean")
-        return typed, raw.isNotNull() & typed.isNull()
-    if kind == "timestamp":
-        return F.try_to_timestamp(raw, F.lit(EVENT_TIME_FORMAT)), None
-    opener = "[" if isinstance(data_type, T.ArrayType) else "{"
-    container = raw.startswith(opener)
-    typed = F.when(container, _from_json(raw, data_type))
-    return typed, raw.isNotNull() & (~container | typed.isNull())
+        return raw.isNotNull() & raw.try_cast("boolean").isNull()
+    return None
 
 
 def normalize_records(items: DataFrame, run_id: str) -> DataFrame:
-    """Records (maps of raw JSON text) -> typed event columns, _rescued, and a quarantine _reason.
+    """Records (JSON text) -> typed event columns, _rescued, and a quarantine _reason.
 
-    Unknown top-level keys, and known ones whose raw text does not fit the documented
-    type, are kept in _rescued as a JSON object of key -> raw text. A record without an
-    eventID, or whose eventTime is missing or not ISO-8601, gets a _reason and goes to
-    quarantine; rows that already carry a file- or line-level _reason keep it.
+    Unknown top-level keys, and known ones whose value does not fit the documented type,
+    are kept in _rescued as a JSON object of key -> raw text. A record without an eventID,
+    or whose eventTime is missing or not ISO-8601, gets a _reason and goes to quarantine;
+    rows that already carry a file- or line-level _reason keep it.
+
+    Each record is parsed once, into the typed schema. Only a record with an unknown key,
+    or with a typed field null where its key is present, is parsed again as a map of
+    key -> raw text, to rescue what the typed parse could not hold.
     """
-    record = F.col("record")
+    parsed = items.withColumn("typed", F.when(F.col("_reason").isNull(), _from_json("record", TYPED_RECORD)))
+    typed = F.col("typed")
+    keys = F.col("record_keys")
+    checked = [(name, kind) for name, _, kind in RECORD_FIELDS if kind in ("json", "bool")]
+    unknown_key = F.exists(keys, lambda key: ~key.isin(KNOWN_FIELDS))
+    typed_failed = [typed.getField(name).isNull() & F.array_contains(keys, name) for name, _ in checked]
+    needs_raw = reduce(operator.or_, typed_failed, unknown_key)
+    parsed = parsed.withColumn("raw", F.when(typed.isNotNull() & needs_raw, _from_json("record", RAW_RECORD)))
+    raw = F.col("raw")
+
     columns: list[Column] = []
     rescued_entries: list[Column] = []
     for name, data_type, kind in RECORD_FIELDS:
-        raw = record.getItem(name)
-        typed, rescue_when = _typed(data_type, kind, raw)
-        columns.append(typed.cast(data_type).alias(name))
+        value = typed.getField(name)
+        if kind == "timestamp":
+            value = F.try_to_timestamp(value, F.lit(EVENT_TIME_FORMAT))
+        elif kind == "bool":
+            # A JSON string "true"/"True" is a boolean here, as CloudTrail writes some flags as strings.
+            value = F.coalesce(value, raw.getItem(name).try_cast("boolean"))
+        columns.append(value.cast(data_type).alias(name))
+        rescue_when = _rescue_condition(kind, typed.getField(name), raw.getItem(name))
         if rescue_when is not None:
-            rescued_entries.append(F.when(rescue_when, F.struct(F.lit(name).alias("key"), raw.alias("value"))))
+            rescued_entries.append(F.when(rescue_when, F.struct(F.lit(name).alias("key"), raw.getItem(name).alias("value"))))
 
-    unknown = F.map_filter(record, lambda key, _value: ~key.isin(KNOWN_FIELDS))
+    unknown = F.map_filter(raw, lambda key, _value: ~key.isin(KNOWN_FIELDS))
     failed = F.map_from_entries(F.filter(F.array(*rescued_entries), lambda entry: entry.isNotNull()))
-    rescued = F.map_concat(F.coalesce(unknown, F.create_map().cast(RECORD)), failed)
+    rescued = F.when(raw.isNotNull(), F.map_concat(unknown, failed))
 
-    event_id = record.getItem("eventID")
-    event_time_raw = record.getItem("eventTime")
+    event_id = typed.getField("eventID")
+    event_time_raw = typed.getField("eventTime")
     event_time = F.try_to_timestamp(event_time_raw, F.lit(EVENT_TIME_FORMAT))
     reason = F.coalesce(
         F.col("_reason"),
@@ -193,7 +203,7 @@ def normalize_records(items: DataFrame, run_id: str) -> DataFrame:
         F.col("_detail"),
         F.when(reason == UNPARSEABLE_EVENT_TIME, F.concat(F.lit("eventTime not ISO-8601: "), event_time_raw)),
     )
-    return items.select(
+    return parsed.select(
         *columns,
         F.when(F.size(rescued) > 0, F.to_json(rescued)).alias("_rescued"),
         F.col("source_file").alias("_source_file"),
@@ -202,8 +212,8 @@ def normalize_records(items: DataFrame, run_id: str) -> DataFrame:
         F.to_date(event_time).alias("event_date"),
         F.col("arrival_time").alias("_arrival_time"),
         F.col("record_index").alias("_record_index"),
-        # Only quarantined rows keep their text: re-serializing every record would double what the de-duplication shuffles.
-        F.when(reason.isNotNull(), F.coalesce(F.col("raw"), F.to_json(record))).alias("_record_text"),
+        # Only quarantined rows keep their text: carrying every record's text would double what the de-duplication shuffles.
+        F.when(reason.isNotNull(), F.col("record")).alias("_record_text"),
         reason.alias("_reason"),
         detail.alias("_detail"),
     )

@@ -39,7 +39,9 @@ def test_every_supported_shape_yields_its_records(spark):
         "lines.json": json.dumps(record("l1")) + "\n\n" + json.dumps(record("l2")) + "\n",
         "single.json": json.dumps(record("s1"), indent=2),
     }
-    rows = parse_containers(decoded(spark, files)).selectExpr("source_file", "record_index", "record['eventID'] as id", "_reason")
+    rows = parse_containers(decoded(spark, files)).selectExpr(
+        "source_file", "record_index", "get_json_object(record, '$.eventID') as id", "_reason"
+    )
     assertDataFrameEqual(
         rows,
         [
@@ -75,14 +77,30 @@ def test_files_that_are_not_one_supported_shape_are_file_level_problems(spark):
 
 
 def test_a_bad_line_in_json_lines_is_quarantined_alone(spark):
-    files = {"lines.json": json.dumps(record("l1")) + "\n{broken\n" + json.dumps(record("l3"))}
-    rows = parse_containers(decoded(spark, files)).selectExpr("record_index", "record['eventID'] as id", "raw", "_reason")
+    files = {"lines.json": json.dumps(record("l1")) + "\n{broken\n" + json.dumps(record("l3")) + "\n" + json.dumps(record("l4")) + " {}"}
+    rows = parse_containers(decoded(spark, files)).select("record_index", "record", "_reason")
     assertDataFrameEqual(
         rows,
         [
-            Row(record_index=0, id="l1", raw=json.dumps(record("l1")), _reason=None),
-            Row(record_index=1, id=None, raw="{broken", _reason="malformed_record"),
-            Row(record_index=2, id="l3", raw=json.dumps(record("l3")), _reason=None),
+            Row(record_index=0, record=json.dumps(record("l1")), _reason=None),
+            Row(record_index=1, record="{broken", _reason="malformed_record"),
+            Row(record_index=2, record=json.dumps(record("l3")), _reason=None),
+            Row(record_index=3, record=json.dumps(record("l4")) + " {}", _reason="malformed_record"),
+        ],
+    )
+
+
+def test_records_that_are_not_json_objects_are_quarantined_with_their_text(spark):
+    files = {"f.json": json.dumps({"Records": [record("r1"), 5, None, [1], record("r5")]})}
+    rows = parse_containers(decoded(spark, files)).select("record_index", "record", "_reason")
+    assertDataFrameEqual(
+        rows,
+        [
+            Row(record_index=0, record=json.dumps(record("r1"), separators=(",", ":")), _reason=None),
+            Row(record_index=1, record="5", _reason="malformed_record"),
+            Row(record_index=2, record=None, _reason="malformed_record"),
+            Row(record_index=3, record="[1]", _reason="malformed_record"),
+            Row(record_index=4, record=json.dumps(record("r5"), separators=(",", ":")), _reason=None),
         ],
     )
 
@@ -119,6 +137,17 @@ def test_unknown_fields_and_mistyped_known_fields_are_rescued_not_dropped(spark)
     row = normalized(spark, record(aws={"forwarder": "x"}, resources=["arn:aws:s3:::b"], readOnly="maybe")).first()
     assert json.loads(row._rescued) == {"aws": '{"forwarder":"x"}', "resources": '["arn:aws:s3:::b"]', "readOnly": "maybe"}
     assert row.resources is None and row.readOnly is None and row._reason is None
+
+
+def test_only_what_does_not_fit_is_rescued(spark):
+    unknown_only, null_payload = normalized(
+        spark,
+        record("u", aws={"forwarder": "x"}, resources=[{"ARN": "arn:aws:s3:::b"}], readOnly=True),
+        {**record("n"), "resources": None, "userIdentity": None, "readOnly": None},  # JSON nulls: nothing to rescue
+    ).collect()
+    assert json.loads(unknown_only._rescued) == {"aws": '{"forwarder":"x"}'}
+    assert unknown_only.resources[0].ARN == "arn:aws:s3:::b" and unknown_only.readOnly is True
+    assert null_payload._rescued is None and null_payload.resources is None
 
 
 def test_records_without_id_or_usable_time_get_a_reason(spark):
