@@ -7,6 +7,9 @@ delivery date, so this bounds the list by that date:
 
 - Folders more than `retention` before the newest delivery date read are *retired*: the
   stream's glob no longer lists them, and their entries leave the newest compaction.
+- Of the active folders, the stream lists only those from the oldest delivery date that holds
+  a file the log does not: Spark lists everything its glob matches, and a run then lists the
+  days with new files, not the whole retention window.
 - A file that appears in a retired folder afterwards (a sync that lagged, history copied in)
   is still read. Its inode change time (ctime) is set when it lands, and no copy tool can
   preserve it. `checked_at` is taken before the stream lists anything and saved only when a
@@ -155,8 +158,9 @@ def _log_files_in(folder: Path) -> list[os.DirEntry]:
     return [e for e in os.scandir(folder) if e.is_file() and not e.name.startswith((".", "_")) and LOG_FILE_NAME.fullmatch(e.name)]
 
 
-def _unlogged_active_files(folders: list[tuple[date, Path]], retired_before: date, logged: set[str]) -> int:
-    return sum(1 for day, folder in folders if day >= retired_before for entry in _log_files_in(folder) if entry.path not in logged)
+def _unlogged_active_dates(folders: list[tuple[date, Path]], retired_before: date, logged: set[str]) -> list[date]:
+    """The delivery date of every file in an active folder that the log does not hold."""
+    return [day for day, folder in folders if day >= retired_before for entry in _log_files_in(folder) if entry.path not in logged]
 
 
 def _late_files(
@@ -202,12 +206,16 @@ def plan_sources(checkpoint: Path, landing: str, retention: timedelta) -> Source
     aws_logs = Path(landing) / "AWSLogs"
     folders = _day_folders(aws_logs)
     late, late_count = _late_files(aws_logs, folders, retired_before, logged, previous_check_ns)
-    new_files = _unlogged_active_files(folders, retired_before, logged) + late_count
+    new_dates = _unlogged_active_dates(folders, retired_before, logged)
+    new_files = len(new_dates) + late_count
     if not (checkpoint / STATE_FILE).exists():
         # Written before the first entry is dropped, so a checkpoint without it has never lost one.
         _write_state(checkpoint, LastSuccess(previous_check_ns, None))
     dropped = _drop_retired(compact, version, compacted, retired_before, previous_check_ns) if compact else 0
-    glob = landing_glob(dates_from(retired_before), tuple(late))
+    # Spark lists every file its glob matches, to infer partitions and again each batch: only the
+    # days from the oldest one holding a new file (a file landing meanwhile in an older active
+    # folder is counted by the next run's listing, or found by ctime once its folder retires).
+    glob = landing_glob(dates_from(min(new_dates, default=newest)), tuple(late))
     return SourcePlan(glob, retired_before, late_count, dropped, checked_at_ns, new_files)
 
 

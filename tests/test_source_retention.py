@@ -115,3 +115,25 @@ def test_files_landing_in_retired_folders_are_read_once(spark, landing, lake, ex
     assert again.totals()["files_read"] == 0 and again.source_log["late_files"] == 0
     late = expected_rows([2], "late") + expected_rows([4], "hista") + expected_rows([4], "histb")
     assert duckdb_rows(lake) == sorted(expected_rows(list(range(18))) + late)
+
+
+def test_the_stream_lists_only_the_days_from_the_oldest_one_with_a_new_file(spark, landing, lake, exact_clock):
+    deliver_days(landing, range(5))
+    ingest(spark, landing, lake, source_retention="7 days")
+    new_on_day_3 = deliver(landing, events_of(3, DAY + timedelta(days=3), "late3"), DAY + timedelta(days=3, hours=5))
+    deliver_days(landing, range(5, 6))
+
+    plan = source_retention.plan_sources(lake / "_checkpoints" / "ingest", str(landing), timedelta(days=7))
+    alternatives = expand_braces(plan.glob)
+    listed = sorted(
+        path.relative_to(landing).as_posix()
+        for path in landing.rglob("*.json.gz")
+        if any(fnmatch.fnmatchcase(path.relative_to(landing).as_posix(), alternative) for alternative in alternatives)
+    )
+    assert plan.new_files == 2 and plan.retired_before == (DAY - timedelta(days=3)).date()
+    assert {delivery_date(path) for path in listed} == {(DAY + timedelta(days=d)).date() for d in (3, 4, 5)}
+    assert new_on_day_3.relative_to(landing).as_posix() in listed
+
+    report = ingest(spark, landing, lake, source_retention="7 days")
+    assert report.totals()["files_read"] == 2
+    assert duckdb_rows(lake) == sorted(expected_rows(list(range(6))) + expected_rows([3], "late3"))
