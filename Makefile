@@ -4,7 +4,7 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 VENV := $(CURDIR)/.venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-$(shell sha1sum requirements.lock | cut -c1-12)
+STAMP := $(VENV)/.installed-$(shell cat requirements.lock requirements-dev.lock | sha1sum | cut -c1-12)
 
 # Embedded default: everything under the project folder (git-ignored).
 export CLOUDTRAIL_HOME := $(CURDIR)
@@ -27,32 +27,35 @@ RUN_DATE ?= $(shell date -u +%Y-%m-%d)
 .PHONY: help setup demo run test test-stack lint bench chaos metadata-growth clean
 
 help:
-	@echo "make setup  - create .venv with the pinned dependencies (needs Java 17+)"
-	@echo "make demo   - build a sample landing zone, run the DAG once, print a summary"
-	@echo "make run    - one run of the DAG on \$$CLOUDTRAIL_LANDING into \$$CLOUDTRAIL_LAKE"
-	@echo "make test   - ruff, mypy and pytest"
-	@echo "make chaos  - 20 random SIGKILLs of the ingest job, then the table against the oracle"
-	@echo "make bench  - the product against plain Spark and DuckDB; writes BENCHMARKS.md"
-	@echo "make test-stack - the backfill test with scheduler, API server and DAG processor running"
+	@echo "make setup           - create .venv with the pinned dependencies, runtime and dev (needs Java 17+)"
+	@echo "make demo            - build a sample landing zone, run the DAG once, print a summary"
+	@echo "make run             - one run of the DAG on \$$CLOUDTRAIL_LANDING into \$$CLOUDTRAIL_LAKE"
+	@echo "make test            - ruff, mypy and pytest"
+	@echo "make lint            - ruff and mypy only"
+	@echo "make test-stack      - the backfill test with scheduler, API server and DAG processor running"
+	@echo "make chaos           - 20 random SIGKILLs of the ingest job, then the table against the oracle"
+	@echo "make bench           - the product against plain Spark and DuckDB; writes BENCHMARKS.md"
+	@echo "make metadata-growth - checkpoint and log sizes over 400 one-file batches"
+	@echo "make build/jobs.zip  - the job code spark-submit ships to executors"
+	@echo "make clean           - remove data/, .airflow/ and build/"
 
 setup: $(STAMP)
 
-$(STAMP): requirements.lock
+$(STAMP): requirements.lock requirements-dev.lock
 	@java -version 2>&1 | awk -F'"' '/version/ { split($$2, v, "."); if (v[1] + 0 < 17) { print "Java 17+ is required, found " $$2; exit 1 } found = 1 } END { if (!found) { print "Java 17+ is required and no java is on PATH (Debian: apt-get install openjdk-17-jre-headless)"; exit 1 } }'
 	@if command -v uv >/dev/null 2>&1; then \
 		[ -x $(PY) ] || uv venv -q --python python3.11 $(VENV); \
-		uv pip install -q --python $(PY) -r requirements.lock; \
+		uv pip install -q --python $(PY) -r requirements-dev.lock; \
 	else \
 		[ -x $(PY) ] || python3.11 -m venv $(VENV); \
-		$(PY) -m pip install -q -r requirements.lock; \
+		$(PY) -m pip install -q -r requirements-dev.lock; \
 	fi
 	@rm -f $(VENV)/.installed-*; touch $@
 	@echo "installed: $$($(PY) -c 'import pyspark, airflow, great_expectations as gx; print("pyspark", pyspark.__version__, "airflow", airflow.__version__, "gx", gx.__version__)')"
 
 # The job code shipped to Spark executors (--py-files).
 build/jobs.zip: $(wildcard jobs/*.py)
-	@mkdir -p build
-	@rm -f $@ && $(PY) -c "import zipfile, glob; z = zipfile.ZipFile('$@', 'w'); [z.write(f) for f in sorted(glob.glob('jobs/*.py'))]"
+	@$(PY) -m tools.package $@ >/dev/null
 
 $(AIRFLOW_HOME)/airflow.db: $(STAMP)
 	@mkdir -p $(AIRFLOW_HOME)
@@ -63,20 +66,21 @@ run: setup build/jobs.zip $(AIRFLOW_HOME)/airflow.db
 	airflow dags test cloudtrail_ingest $(RUN_DATE)
 
 demo: setup build/jobs.zip
-	$(PY) -m jobs.generate_landing --out $(CLOUDTRAIL_LANDING) --records 20000 --days 3 --late-files 2 --malformed-files 4 --digests --samples $(CLOUDTRAIL_SAMPLES) --if-absent
+	$(PY) -m tools.generate_landing --out $(CLOUDTRAIL_LANDING) --records 20000 --days 3 --late-event-files 2 --malformed-files 4 --digests --samples $(CLOUDTRAIL_SAMPLES) --if-absent
 	$(MAKE) --no-print-directory run
-	$(PY) -m jobs.summary --lake $(CLOUDTRAIL_LAKE)
+	$(PY) -m tools.summary --lake $(CLOUDTRAIL_LAKE)
 
 lint: setup
-	ruff check dags jobs plugins tests bench
-	ruff format --check dags jobs plugins tests bench
-	mypy jobs plugins
+	ruff check dags jobs plugins tools tests bench
+	ruff format --check dags jobs plugins tools tests bench
+	mypy jobs plugins tools
 
-test: lint build/jobs.zip
+# The tests build their own jobs.zip from the working tree (tests/conftest.py).
+test: lint
 	$(PY) -m pytest -q
 
 # Longer runs, outside `make test`.
-test-stack: setup build/jobs.zip
+test-stack: setup
 	$(PY) -m pytest -q -m stack
 
 

@@ -7,17 +7,15 @@ import json
 import sys
 import time
 
-from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from jobs.landing import landing_glob
 from jobs.schema import EVENT_TIME_FORMAT, RECORD_FIELDS
-from jobs.source_retention import landing_glob
+from jobs.session import spark_session
 
 landing, out = sys.argv[1], sys.argv[2]
-spark = (
-    SparkSession.builder.master("local[*]").config("spark.driver.memory", "2g").config("spark.sql.session.timeZone", "UTC").getOrCreate()
-)
+spark = spark_session("baseline_spark")  # the product's shared settings (UTC, listing in the driver), none of its streaming ones
 # The record schema with eventTime read as text (parsed below, as the product does).
 record = T.StructType([T.StructField(n, T.StringType() if n == "eventTime" else t) for n, t, _ in RECORD_FIELDS])
 started = time.monotonic()

@@ -34,7 +34,8 @@ import duckdb
 import psutil
 
 from bench.metadata_growth import deliver_one, size_kb
-from jobs.generate_landing import generate
+from jobs.lake import Lake
+from tools.generate_landing import generate
 
 ROOT = Path(__file__).resolve().parents[1]
 WORK = ROOT / "bench-work"
@@ -104,7 +105,7 @@ def run_product(landing: Path, lake: Path, *options: str) -> dict:
         [sys.executable, "-m", "jobs.cloudtrail_ingest", "--landing", str(landing), "--lake", str(lake), "--run-id", "bench", *options],
         env={"PYSPARK_SUBMIT_ARGS": submit_args},
     )
-    report = json.loads((lake / "reports" / "ingest" / "bench.json").read_text())
+    report = json.loads(Lake(lake).ingest_report("bench").read_text())
     work = sum((b["duration_ms"] or 0) for b in report["batches"]) / 1000
     return {"wall_s": wall, "work_s": work, "peak_mb": peak, "heap_mb": heap_after_gc_mb(gc_log), "records": report["records_read"],
             "rows": report["rows_written"]}  # fmt: skip

@@ -21,7 +21,7 @@ import tempfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from jobs.generate_landing import delivery_path, make_record, write_delivery
+from tools.generate_landing import delivery_path, make_record, write_delivery
 
 PARTS = {
     "checkpoint offsets/": "_checkpoints/ingest/offsets",
@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
             delivered = start + timedelta(hours=run * args.files_per_run + index)
             deliver_one(landing, rng, delivered, f"f{run}x{index}", records=50)
         subprocess.run([sys.executable, "-m", "jobs.cloudtrail_ingest", "--landing", str(landing), "--lake", str(lake),
-                        "--max-files-per-trigger", "1", "--watermark", "1 day",
+                        "--max-files-per-trigger", "1", "--dedup-horizon", "1 day",
                         "--table-log-retention", args.table_log_retention, "--source-retention", args.source_retention],
                        check=True, capture_output=True)  # fmt: skip
         batches = (

@@ -19,70 +19,33 @@ import argparse
 import json
 import logging
 import os
-import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from pathlib import Path
+from datetime import datetime
+from typing import Any
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from jobs.checkpoint import (
-    CheckpointError,
-    LakeBusyError,
-    LakeLock,
-    check_checkpoint_matches_table,
-    committed_batch_id,
-    committed_watermark,
-    planned_batch_id,
-)
+from jobs import options
+from jobs.checkpoint import CheckpointSnapshot
 from jobs.decode import DECODED_DDL, decode_batches
+from jobs.lake import TABLES, Lake, LakeBusyError, LakeLock
 from jobs.report import BatchStats, RunReport, apply_progress, log_batch, now_iso
-from jobs.sinks import IGNORE_SINK_LOG, ParquetSink
-from jobs.source_retention import SourcePlan, plan_sources, read_last_success, record_success
+from jobs.session import STREAM_CONF, spark_session
+from jobs.sinks import ParquetSink
+from jobs.source_retention import SourcePlan, plan_sources, record_success
+from jobs.spark_logs import CheckpointError, last_commit
 from jobs.sweep import sweep_lake
-from jobs.transforms import (
-    mark_dedup_key,
-    mark_late,
-    normalize_records,
-    parse_containers,
-    raise_arrival_floor,
-    split_events,
-    split_quarantine,
-)
+from jobs.transforms import deduplicate, mark_late, normalize_records, parse_containers, split_events, split_quarantine
 
 log = logging.getLogger("cloudtrail_ingest")
 
 BINARY_FILE_SCHEMA = "path string, modificationTime timestamp, length long, content binary"
-
-SESSION_CONF = {
-    "spark.sql.session.timeZone": "UTC",
-    # RocksDB keeps de-duplication state off the JVM heap, so it is bounded by disk, not memory.
-    "spark.sql.streaming.stateStore.providerClass": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
-    # Files per Arrow batch in the decode step: a few decompressed files at a time per task.
-    "spark.sql.execution.arrow.maxRecordsPerBatch": "16",
-    "spark.sql.streaming.numRecentProgressUpdates": "100000",
-    # The landing glob expands to files, and past 32 paths Spark lists them with a distributed
-    # job of one task per file, three times per batch: 5.8 s of a 30 s batch at 400 files
-    # (bench, event log). Listing in the driver takes milliseconds.
-    "spark.sql.sources.parallelPartitionDiscovery.threshold": "1000000000",
-    # Bounded metadata: the checkpoint keeps 3 batches (not 100: a replay needs only the last,
-    # and a run is 1-2 batches plus a no-data batch, so 100 kept weeks of state versions), old
-    # log files go as soon as a compaction replaces them (only this job reads these logs, under
-    # the lake lock), and state maintenance (which deletes old versions) runs every second: at
-    # the default 60 s a run of a few seconds never ran it, and daily runs' state grew unbounded.
-    "spark.sql.streaming.minBatchesToRetain": "3",
-    "spark.sql.streaming.fileSink.log.cleanupDelay": "0",
-    "spark.sql.streaming.fileSource.log.cleanupDelay": "0",
-    "spark.sql.streaming.stateStore.maintenanceInterval": "1s",
-    # Readers in this session (and the tests) read the table as a directory (jobs/sinks.py).
-    IGNORE_SINK_LOG: "true",
-}
 
 
 @dataclass(frozen=True)
@@ -91,69 +54,37 @@ class IngestConfig:
     lake: str
     trigger: str = "availableNow"
     max_files_per_trigger: int | None = None
-    # CloudTrail compresses about 10:1: 32 MB of .json.gz is ~300 MB of JSON text per batch,
-    # which a 2 GB driver holds comfortably (128 MB ran out of memory at 1M records).
-    max_bytes_per_trigger: int | None = 32 * 1024**2
-    watermark: str = "2 days"
-    state_partitions: int = 4
-    max_file_age: str = "3650d"
-    table_log_retention: str = "2 days"
-    source_retention: str = "7 days"
+    max_bytes_per_trigger: int | None = options.size(options.MAX_BYTES_PER_TRIGGER)
+    dedup_horizon: str = options.DEDUP_HORIZON
+    state_partitions: int = options.STATE_PARTITIONS
+    max_file_age: str = options.MAX_FILE_AGE
+    table_log_retention: str = options.TABLE_LOG_RETENTION
+    source_retention: str = options.SOURCE_RETENTION
     run_id: str = ""
 
     @property
-    def events_path(self) -> str:
-        return f"{self.lake}/events"
-
-    @property
-    def quarantine_path(self) -> str:
-        return f"{self.lake}/quarantine"
-
-    @property
-    def checkpoint_path(self) -> Path:
-        return Path(self.lake) / "_checkpoints" / "ingest"
-
-    @property
-    def lock_path(self) -> Path:
-        return Path(self.lake) / "_checkpoints" / "ingest.lock"
+    def layout(self) -> Lake:
+        return Lake.at(self.lake)
 
 
-DURATION = re.compile(r"(\d+)\s+(second|minute|hour|day|week)s?")
+def _checked(parse: Callable[[str], Any]) -> Callable[[str], str]:
+    """An argparse type that checks a value with `parse` and keeps its text."""
 
+    def check(text: str) -> str:
+        try:
+            parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        return text.strip()
 
-def duration(text: str) -> timedelta:
-    """'2 days' -> timedelta(days=2): the forms Spark's withWatermark takes that this job accepts."""
-    match = DURATION.fullmatch(text.strip())
-    if not match:
-        raise ValueError(f"{text!r} is not a duration like '2 days' or '6 hours'")
-    return timedelta(**{f"{match[2]}s": int(match[1])})
-
-
-def watermark_delay(horizon: str) -> timedelta:
-    """The withWatermark delay for a de-duplication horizon: half of it.
-
-    Spark keeps an eventID until the watermark (newest arrival minus the delay) reaches the
-    key's arrival plus the delay, so copies are collapsed when they arrive less than twice the
-    delay apart. Half the horizon collapses copies within the horizon and holds one horizon of
-    eventIDs in state, not two.
-    """
-    return duration(horizon) / 2
-
-
-def _duration(text: str) -> str:
-    try:
-        duration(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return text.strip()
+    return check
 
 
 def _size(text: str) -> int:
-    """'128m' -> bytes (Spark's file source takes a plain byte count)."""
-    match = re.fullmatch(r"(\d+)\s*([kmg]?)b?", text.strip().lower())
-    if not match:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a size like '128m' or '1g'")
-    return int(match[1]) * 1024 ** " kmg".index(match[2] or " ")
+    try:
+        return options.size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _positive_int(text: str) -> int:
@@ -163,24 +94,43 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def parse_args(argv: list[str] | None = None) -> IngestConfig:
-    parser = argparse.ArgumentParser(prog="cloudtrail_ingest", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+class _DeprecatedAlias(argparse.Action):
+    """An old option name that still works, with a warning naming the new one."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option: str | None = None) -> None:
+        log.warning("%s is deprecated: use --%s", option, self.dest.replace("_", "-"))
+        setattr(namespace, self.dest, values)
+
+
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """The module docstring as written, and each option's default in its help."""
+
+
+def parse_args(argv: Sequence[str] | None = None) -> IngestConfig:
+    parser = argparse.ArgumentParser(prog="cloudtrail_ingest", description=__doc__, formatter_class=_HelpFormatter)
+    duration = _checked(options.duration)
     parser.add_argument("--landing", default=os.environ.get("CLOUDTRAIL_LANDING"), help="root holding AWSLogs/ [$CLOUDTRAIL_LANDING]")
     parser.add_argument("--lake", default=os.environ.get("CLOUDTRAIL_LAKE"), help="root for all outputs [$CLOUDTRAIL_LAKE]")
     parser.add_argument("--trigger", choices=["availableNow", "once"], default="availableNow")
     parser.add_argument("--max-files-per-trigger", type=_positive_int, help="files per batch (availableNow)")
-    parser.add_argument("--max-bytes-per-trigger", type=_size, default=32 * 1024**2, help="compressed bytes per batch (availableNow) [32m]")
-    parser.add_argument("--watermark", type=_duration, default="2 days", help="de-duplication horizon, on arrival time ['2 days']")
-    parser.add_argument("--state-partitions", type=_positive_int, default=4, help="state partitions; fixed by the first run [4]")
-    parser.add_argument("--max-file-age", default="3650d", help="files older than the newest by more than this are not read [3650d]")
+    parser.add_argument("--max-bytes-per-trigger", type=_size, default=options.MAX_BYTES_PER_TRIGGER, help="compressed bytes per batch")
     parser.add_argument(
-        "--table-log-retention", type=_duration, default="2 days", help="how long the tables' commit logs list a file ['2 days']"
+        "--dedup-horizon", type=duration, default=options.DEDUP_HORIZON, help="a copy arriving within this of the first is dropped"
     )
     parser.add_argument(
-        "--source-retention", type=_duration, default="7 days",
-        help="delivery folders this long before the newest one read are no longer tracked file by file ['7 days']",
+        "--watermark", dest="dedup_horizon", type=duration, action=_DeprecatedAlias, default=argparse.SUPPRESS,
+        help="deprecated: --dedup-horizon",
     )  # fmt: skip
-    parser.add_argument("--run-id", default=None, help="id of this run in reports and rows [manual__<UTC time>]")
+    parser.add_argument("--state-partitions", type=_positive_int, default=options.STATE_PARTITIONS, help="fixed by the first run")
+    parser.add_argument("--max-file-age", default=options.MAX_FILE_AGE, help="files older than the newest by more than this are not read")
+    parser.add_argument(
+        "--table-log-retention", type=duration, default=options.TABLE_LOG_RETENTION, help="how long the tables' commit logs list a file"
+    )
+    parser.add_argument(
+        "--source-retention", type=duration, default=options.SOURCE_RETENTION,
+        help="delivery folders this long before the newest one read are no longer tracked file by file",
+    )  # fmt: skip
+    parser.add_argument("--run-id", help="id of this run in reports and rows; None: manual__<UTC time>")
     args = parser.parse_args(argv)
     if not args.landing or not args.lake:
         parser.error("--landing and --lake (or CLOUDTRAIL_LANDING and CLOUDTRAIL_LAKE) are required")
@@ -193,7 +143,7 @@ def parse_args(argv: list[str] | None = None) -> IngestConfig:
         trigger=args.trigger,
         max_files_per_trigger=args.max_files_per_trigger,
         max_bytes_per_trigger=args.max_bytes_per_trigger,
-        watermark=args.watermark,
+        dedup_horizon=args.dedup_horizon,
         state_partitions=args.state_partitions,
         max_file_age=args.max_file_age,
         table_log_retention=args.table_log_retention,
@@ -203,20 +153,7 @@ def parse_args(argv: list[str] | None = None) -> IngestConfig:
 
 
 def build_session(config: IngestConfig) -> SparkSession:
-    # Python workers run the decode step and need this interpreter's packages (pyarrow);
-    # PySpark takes the worker interpreter from this variable only.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = SparkSession.builder.appName("cloudtrail_ingest")
-    # spark-submit hands Python a running JVM (and the master) through this variable;
-    # without it we were started by `python -m` and run Spark embedded.
-    if "PYSPARK_GATEWAY_PORT" not in os.environ:
-        builder = builder.master(os.environ.get("CLOUDTRAIL_SPARK_MASTER", "local[*]"))
-        builder = builder.config("spark.driver.memory", os.environ.get("CLOUDTRAIL_DRIVER_MEMORY", "2g"))
-    for key, value in {**SESSION_CONF, "spark.sql.shuffle.partitions": str(config.state_partitions)}.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
-    return spark
+    return spark_session("cloudtrail_ingest", {**STREAM_CONF, "spark.sql.shuffle.partitions": str(config.state_partitions)})
 
 
 def extract(spark: SparkSession, config: IngestConfig, sources: SourcePlan) -> DataFrame:
@@ -229,32 +166,30 @@ def extract(spark: SparkSession, config: IngestConfig, sources: SourcePlan) -> D
     return reader.load(f"{config.landing}/{sources.glob}")
 
 
-def transform(files: DataFrame, config: IngestConfig, watermark: datetime | None) -> DataFrame:
+def transform(files: DataFrame, config: IngestConfig, committed_watermark: datetime | None) -> DataFrame:
     """Files -> de-duplicated rows (events and quarantine together, split at the sink).
 
-    `watermark` is the committed de-duplication watermark (None before the first batch).
+    `committed_watermark` is the checkpoint's de-duplication watermark (None before the first batch).
     """
-    decoded = files.mapInArrow(decode_batches, DECODED_DDL)
-    below = F.col("arrival_time") <= F.lit(watermark) if watermark else F.lit(False)
-    decoded = decoded.observe(
-        "files", F.count(F.lit(1)).alias("files"), F.sum("file_bytes").alias("bytes"), F.count_if(below).alias("below_watermark")
+    horizon = options.duration(config.dedup_horizon)
+    below = F.col("arrival_time") <= F.lit(committed_watermark) if committed_watermark else F.lit(False)
+    rows = (
+        files.mapInArrow(decode_batches, DECODED_DDL)
+        .observe("files", F.count(F.lit(1)).alias("files"), F.sum("file_bytes").alias("bytes"), F.count_if(below).alias("below_watermark"))
+        .transform(parse_containers)
+        .transform(normalize_records, config.run_id)
+        .observe("records", F.count(F.lit(1)).alias("records"))
     )
-    delay = watermark_delay(config.watermark)
-    floor = watermark + delay if watermark else None
-    rows = normalize_records(parse_containers(raise_arrival_floor(decoded, floor)), config.run_id)
-    rows = mark_late(rows, config.watermark)
-    rows = rows.observe("records", F.count(F.lit(1)).alias("records"), F.count_if("_late").alias("late"))
-    rows = mark_dedup_key(rows).withWatermark("_arrival_time", f"{int(delay.total_seconds() * 1000)} milliseconds")
-    return rows.dropDuplicatesWithinWatermark(["_dedup_key"])
+    return deduplicate(rows, horizon, committed_watermark).transform(mark_late, horizon)
 
 
 class BatchWriter:
     """foreachBatch body: write quarantine then events, each exactly once per batch id."""
 
     def __init__(self, spark: SparkSession, config: IngestConfig, report: RunReport) -> None:
-        retention_ms = int(duration(config.table_log_retention).total_seconds() * 1000)
-        self.events = ParquetSink(spark, config.events_path, ["event_date"], retention_ms)
-        self.quarantine = ParquetSink(spark, config.quarantine_path, ["reason"], retention_ms)
+        retention_ms = int(options.duration(config.table_log_retention).total_seconds() * 1000)
+        self.events = ParquetSink(spark, str(config.layout.events), ["event_date"], retention_ms)
+        self.quarantine = ParquetSink(spark, str(config.layout.quarantine), ["reason"], retention_ms)
         self.report = report
 
     def __call__(self, rows: DataFrame, batch_id: int) -> None:
@@ -263,16 +198,19 @@ class BatchWriter:
         try:
             written: dict[str, int] = {}
             quarantined: dict[str, int] = {}
-            for row in rows.groupBy("_reason", "event_date").count().collect():
+            late = 0
+            counts = rows.groupBy("_reason", "event_date").agg(F.count(F.lit(1)).alias("rows"), F.count_if("_late").alias("late"))
+            for row in counts.collect():
+                late += row["late"]
                 if row["_reason"] is None:
-                    written[str(row["event_date"])] = row["count"]
+                    written[str(row["event_date"])] = row["rows"]
                 else:
-                    quarantined[row["_reason"]] = quarantined.get(row["_reason"], 0) + row["count"]
+                    quarantined[row["_reason"]] = quarantined.get(row["_reason"], 0) + row["rows"]
             self.quarantine.add_batch(batch_id, split_quarantine(rows))
             self.events.add_batch(batch_id, split_events(rows))
         finally:
             rows.unpersist()
-        self.report.batches.append(BatchStats(batch_id, written, quarantined, already_committed))
+        self.report.batches.append(BatchStats(batch_id, written, quarantined, already_committed, late_events=late))
 
 
 def load(rows: DataFrame, config: IngestConfig, writer: BatchWriter) -> StreamingQuery:
@@ -280,7 +218,7 @@ def load(rows: DataFrame, config: IngestConfig, writer: BatchWriter) -> Streamin
     return (
         rows.writeStream.queryName("cloudtrail_ingest")
         .foreachBatch(writer)
-        .option("checkpointLocation", str(config.checkpoint_path))
+        .option("checkpointLocation", str(config.layout.checkpoint))
         .trigger(**trigger)
         .start()
     )
@@ -309,53 +247,43 @@ def follow(query: StreamingQuery, report: RunReport) -> None:
         raise RuntimeError(f"streaming query failed: {error}")
 
 
-def nothing_to_do(config: IngestConfig, sources: SourcePlan) -> bool:
-    """No landing file is new, no batch is half done, and no batch ran since a successful run
-    swept the lake: a streaming query would find nothing, so the run can skip Spark altogether."""
-    committed = committed_batch_id(config.checkpoint_path)
-    return (
-        sources.new_files == 0
-        and committed is not None
-        and planned_batch_id(config.checkpoint_path) == committed
-        and read_last_success(config.checkpoint_path).batch_id == committed
-    )
-
-
 def run(config: IngestConfig, session: Callable[[], SparkSession]) -> RunReport:
     """One ingest run; `session` is called for the SparkSession only if there is work to do."""
-    check_checkpoint_matches_table(config.checkpoint_path, Path(config.events_path) / "_spark_metadata")
-    watermark = committed_watermark(config.checkpoint_path)
+    lake = config.layout
+    checkpoint = CheckpointSnapshot.read(lake.checkpoint)
+    checkpoint.check_matches(lake.events)
     report = RunReport(
         run_id=config.run_id,
         landing=config.landing,
         lake=config.lake,
         trigger=config.trigger,
         started_at=now_iso(),
-        watermark_before=watermark.isoformat() if watermark else None,
-        dedup_horizon=config.watermark,
+        watermark_before=checkpoint.watermark.isoformat() if checkpoint.watermark else None,
+        dedup_horizon=config.dedup_horizon,
     )
     try:
-        sources = plan_sources(config.checkpoint_path, config.landing, duration(config.source_retention))
+        sources = plan_sources(checkpoint, config.landing, options.duration(config.source_retention))
         report.source_log = sources.summary()
-        if nothing_to_do(config, sources):
+        if sources.new_files == 0 and checkpoint.settled:
+            # A streaming query would find nothing: skip Spark altogether.
             log.info("nothing new in %s since the last successful run; Spark not started", config.landing)
-            report.swept_files = {"events": 0, "quarantine": 0}
+            report.swept_files = dict.fromkeys(TABLES, 0)
         else:
             spark = session()
             # Debris of a crashed attempt is swept before a compaction can age its neighbours out of the log.
-            swept_before = sweep_lake(spark, config.lake)
-            query = load(transform(extract(spark, config, sources), config, watermark), config, BatchWriter(spark, config, report))
-            follow(query, report)
+            swept_before = sweep_lake(spark, lake)
+            rows = transform(extract(spark, config, sources), config, checkpoint.watermark)
+            follow(load(rows, config, BatchWriter(spark, config, report)), report)
             # A successful run always leaves a clean table, whatever earlier crashed attempts left.
-            swept_after = sweep_lake(spark, config.lake)
+            swept_after = sweep_lake(spark, lake)
             report.swept_files = {table: swept_before[table] + swept_after[table] for table in swept_before}
-        record_success(config.checkpoint_path, sources, committed_batch_id(config.checkpoint_path))
+        record_success(lake.checkpoint, sources, last_commit(lake.checkpoint).batch_id)
         report.status = "succeeded"
     except Exception as exc:
         report.status, report.error = "failed", str(exc).splitlines()[0][:2000]
         raise
     finally:
-        after = committed_watermark(config.checkpoint_path)
+        after = last_commit(lake.checkpoint).watermark
         report.watermark_after = after.isoformat() if after else None
         report.finished_at = now_iso()
         path = report.write()
@@ -373,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     config = parse_args(argv)
     started = time.monotonic()
     try:
-        with LakeLock(config.lock_path):
+        with LakeLock(config.layout):
             report = run(config, lambda: build_session(config))
     except LakeBusyError as exc:
         log.error("%s", exc)

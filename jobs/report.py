@@ -5,19 +5,15 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from jobs.lake import Lake
+
 log = logging.getLogger("cloudtrail_ingest")
-
-
-def report_path(lake: str, run_id: str) -> Path:
-    """<lake>/reports/ingest/<run id with unsafe characters replaced>.json"""
-    return Path(lake) / "reports" / "ingest" / f"{re.sub(r'[^A-Za-z0-9._-]', '_', run_id)}.json"
 
 
 @dataclass
@@ -86,7 +82,7 @@ class RunReport:
         return body
 
     def write(self) -> Path:
-        path = report_path(self.lake, self.run_id)
+        path = Lake.at(self.lake).ingest_report(self.run_id)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(self.to_json(), indent=2, default=str) + "\n")
@@ -111,7 +107,6 @@ def apply_progress(report: RunReport, progress: dict[str, Any]) -> BatchStats | 
     batch.bytes_read = int(files.get("bytes") or 0)
     batch.files_below_watermark = int(files.get("below_watermark") or 0)
     batch.records_read = int(records.get("records") or 0)
-    batch.late_events = int(records.get("late") or 0)
     batch.rows_dropped_by_watermark = sum(int(op.get("numRowsDroppedByWatermark", 0)) for op in progress.get("stateOperators", []))
     batch.watermark = progress.get("eventTime", {}).get("watermark")
     return batch

@@ -30,11 +30,12 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from jobs.checkpoint import LakeBusyError, LakeLock
+from jobs.lake import TABLES, Lake, LakeBusyError, LakeLock
+from jobs.session import spark_session
 from jobs.sinks import ParquetSink
+from jobs.spark_logs import sink_log, sink_log_files
 
 log = logging.getLogger("sweep")
-TABLES = ("events", "quarantine")
 
 
 def modified_ms(path: Path) -> int:
@@ -48,8 +49,7 @@ def uncommitted_files(spark: SparkSession, table: Path) -> list[Path]:
     if logged:
         horizon = min(logged.values())
     else:
-        log_files = [p for p in (table / "_spark_metadata").iterdir() if p.name.split(".")[0].isdigit()]
-        horizon = max((modified_ms(p) for p in log_files), default=-1) + 1
+        horizon = max((modified_ms(p) for p in sink_log_files(table)), default=-1) + 1
     return sorted(p for p in data_files(table) if p not in logged and modified_ms(p) >= horizon)
 
 
@@ -62,13 +62,13 @@ def data_files(table: Path) -> set[Path]:
     return found
 
 
-def sweep_table(spark: SparkSession, lake: Path, table_name: str, stamp: str) -> list[Path]:
-    table = lake / table_name
-    if not (table / "_spark_metadata").is_dir():
+def sweep_table(spark: SparkSession, lake: Lake, name: str, stamp: str) -> list[Path]:
+    table = lake.table(name)
+    if not sink_log(table).is_dir():
         return []  # not written by the sink (yet): no log to tell committed files apart
     strays = uncommitted_files(spark, table)
     for stray in strays:
-        target = lake / "_swept" / table_name / stamp / stray.relative_to(table)
+        target = lake.swept(name, stamp) / stray.relative_to(table)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(stray, target)
         checksum = stray.with_name(f".{stray.name}.crc")  # Hadoop's checksum file travels with its data file
@@ -78,10 +78,10 @@ def sweep_table(spark: SparkSession, lake: Path, table_name: str, stamp: str) ->
     return strays
 
 
-def sweep_lake(spark: SparkSession, lake: str) -> dict[str, int]:
+def sweep_lake(spark: SparkSession, lake: Lake) -> dict[str, int]:
     """Sweep every table of the lake; the caller must hold the lake lock."""
     stamp = datetime.now(tz=UTC).strftime("%Y%m%dT%H%M%SZ")
-    return {name: len(sweep_table(spark, Path(lake), name, stamp)) for name in TABLES}
+    return {name: len(sweep_table(spark, lake, name, stamp)) for name in TABLES}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -92,12 +92,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.lake:
         parser.error("--lake (or CLOUDTRAIL_LAKE) is required")
-    lake = os.path.abspath(args.lake)
+    lake = Lake.at(args.lake)
     try:
-        with LakeLock(Path(lake) / "_checkpoints" / "ingest.lock", wait_seconds=args.wait_seconds):
-            spark = SparkSession.builder.appName("cloudtrail_sweep").getOrCreate()
-            spark.sparkContext.setLogLevel("WARN")
-            moved = sweep_lake(spark, lake)
+        with LakeLock(lake, wait_seconds=args.wait_seconds):
+            moved = sweep_lake(spark_session("cloudtrail_sweep"), lake)
     except LakeBusyError as exc:
         log.error("%s", exc)
         return 75

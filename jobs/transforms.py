@@ -2,14 +2,15 @@
 
 decoded files --parse_containers--> one row per record (its JSON text) or per problem
               --normalize_records--> typed event columns + _reason
-              --mark_dedup_key-----> the key the streaming de-duplication uses
+              --deduplicate--------> each event once within the de-duplication horizon
+              --mark_late----------> flags events delivered long after they happened
 split_events / split_quarantine pick the two outputs apart after de-duplication.
 """
 
 from __future__ import annotations
 
 import operator
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import reduce
 from typing import cast
 
@@ -141,6 +142,10 @@ def parse_containers(decoded: DataFrame) -> DataFrame:
     )
 
 
+def _unknown_field(key: Column) -> Column:
+    return ~key.isin(KNOWN_FIELDS)
+
+
 def _rescue_condition(kind: str, typed: Column, raw: Column) -> Column | None:
     """When a known field's raw text did not fit its type (kept in _rescued), given the raw text."""
     if kind == "json":
@@ -163,23 +168,25 @@ def normalize_records(items: DataFrame, run_id: str) -> DataFrame:
     key -> raw text, to rescue what the typed parse could not hold.
     """
     # The when() also keeps the parse whole: on a bare from_json whose fields are read one by one,
-    # Spark's JSON optimizer gives each field a parse of its own (31 parses a record, 5x slower).
+    # Spark's JSON optimizer gives each field a parse of its own (docs/design.md, "Parsing").
     parsed = items.withColumn("typed", F.when(F.col("_reason").isNull(), _from_json("record", TYPED_RECORD)))
     typed = F.col("typed")
     keys = F.col("record_keys")
     checked = [name for name, _, kind in RECORD_FIELDS if kind in ("json", "bool")]
-    unknown_key = F.exists(keys, lambda key: ~key.isin(KNOWN_FIELDS))
+    unknown_key = F.exists(keys, _unknown_field)
     typed_failed = [typed.getField(name).isNull() & F.array_contains(keys, name) for name in checked]
     needs_raw = reduce(operator.or_, typed_failed, unknown_key)
     parsed = parsed.withColumn("raw", F.when(typed.isNotNull() & needs_raw, _from_json("record", RAW_RECORD)))
     raw = F.col("raw")
 
+    event_time_raw = typed.getField("eventTime")
+    event_time = F.try_to_timestamp(event_time_raw, F.lit(EVENT_TIME_FORMAT))
     columns: list[Column] = []
     rescued_entries: list[Column] = []
     for name, data_type, kind in RECORD_FIELDS:
         value = typed.getField(name)
-        if kind == "timestamp":
-            value = F.try_to_timestamp(value, F.lit(EVENT_TIME_FORMAT))
+        if kind == "timestamp":  # eventTime, the one timestamp field
+            value = event_time
         elif kind == "bool":
             # A JSON string "true"/"True" is a boolean here, as CloudTrail writes some flags as strings.
             value = F.coalesce(value, raw.getItem(name).try_cast("boolean"))
@@ -188,13 +195,11 @@ def normalize_records(items: DataFrame, run_id: str) -> DataFrame:
         if rescue_when is not None:
             rescued_entries.append(F.when(rescue_when, F.struct(F.lit(name).alias("key"), raw.getItem(name).alias("value"))))
 
-    unknown = F.map_filter(raw, lambda key, _value: ~key.isin(KNOWN_FIELDS))
+    unknown = F.map_filter(raw, lambda key, _value: _unknown_field(key))
     failed = F.map_from_entries(F.filter(F.array(*rescued_entries), lambda entry: entry.isNotNull()))
     rescued = F.when(raw.isNotNull(), F.map_concat(unknown, failed))
 
     event_id = typed.getField("eventID")
-    event_time_raw = typed.getField("eventTime")
-    event_time = F.try_to_timestamp(event_time_raw, F.lit(EVENT_TIME_FORMAT))
     reason = F.coalesce(
         F.col("_reason"),
         F.when(event_id.isNull() | (F.trim(event_id) == ""), F.lit(MISSING_EVENT_ID))
@@ -221,28 +226,59 @@ def normalize_records(items: DataFrame, run_id: str) -> DataFrame:
     )
 
 
-def mark_dedup_key(events: DataFrame) -> DataFrame:
+def dedup_delay(horizon: timedelta) -> timedelta:
+    """The withWatermark delay for a de-duplication horizon: half of it.
+
+    Spark keeps an eventID until the watermark (newest arrival minus the delay) reaches the
+    key's arrival plus the delay, so copies are collapsed when they arrive less than twice the
+    delay apart. Half the horizon collapses copies within the horizon and holds one horizon of
+    eventIDs in state, not two.
+    """
+    return horizon / 2
+
+
+def arrival_floor(horizon: timedelta, committed_watermark: datetime | None) -> datetime | None:
+    """The newest arrival the checkpoint has committed (watermark + delay); None before the first batch."""
+    return committed_watermark + dedup_delay(horizon) if committed_watermark else None
+
+
+def raise_arrival_floor(rows: DataFrame, floor: datetime | None) -> DataFrame:
+    """Lift arrival times below `floor` up to it. A file that landed with an old modification
+    time (a copy that preserved mtimes, clock skew) is then neither dropped by the watermark
+    nor given a shorter de-duplication horizon than any other file. See docs/design.md."""
+    if floor is None:
+        return rows
+    return rows.withColumn("_arrival_time", F.greatest(F.col("_arrival_time"), F.lit(floor).cast("timestamp")))
+
+
+def mark_dedup_key(rows: DataFrame) -> DataFrame:
     """Good rows are de-duplicated on eventID; quarantined rows get a key of their own
     (file + position) so they are never collapsed into each other."""
     own_key = F.concat(F.lit("!"), F.col("_source_file"), F.lit("#"), F.coalesce(F.col("_record_index").cast("string"), F.lit("file")))
-    return events.withColumn("_dedup_key", F.when(F.col("_reason").isNull(), F.col("eventID")).otherwise(own_key))
+    return rows.withColumn("_dedup_key", F.when(F.col("_reason").isNull(), F.col("eventID")).otherwise(own_key))
 
 
-def mark_late(events: DataFrame, lateness: str) -> DataFrame:
+def deduplicate(rows: DataFrame, horizon: timedelta, committed_watermark: datetime | None) -> DataFrame:
+    """Each event once: a copy arriving within `horizon` of the first is dropped.
+
+    The watermark runs on arrival time (`_arrival_time`), not event time, so late events are
+    kept; `committed_watermark` is the one the checkpoint holds (None before the first batch).
+    Works on a stream; on a static frame it drops every copy.
+    """
+    delay_ms = int(dedup_delay(horizon).total_seconds() * 1000)
+    return (
+        rows.transform(raise_arrival_floor, arrival_floor(horizon, committed_watermark))
+        .transform(mark_dedup_key)
+        .withWatermark("_arrival_time", f"{delay_ms} milliseconds")
+        .dropDuplicatesWithinWatermark(["_dedup_key"])
+    )
+
+
+def mark_late(rows: DataFrame, lateness: timedelta) -> DataFrame:
     """Flag events delivered more than `lateness` after they happened (an event-time
     watermark of that delay would have dropped them; this job keeps them)."""
-    late = F.col("eventTime") < F.col("_arrival_time") - F.expr(f"INTERVAL {lateness}")
-    return events.withColumn("_late", F.coalesce(late & F.col("_reason").isNull(), F.lit(False)))
-
-
-def raise_arrival_floor(files: DataFrame, floor: datetime | None) -> DataFrame:
-    """Lift arrival times below `floor` (the newest arrival the checkpoint has committed:
-    watermark + delay) up to it. A file that landed with an old modification time (a copy
-    that preserved mtimes, clock skew) is then neither dropped by the watermark nor given a
-    shorter de-duplication horizon than any other file. See docs/design.md."""
-    if floor is None:
-        return files
-    return files.withColumn("arrival_time", F.greatest(F.col("arrival_time"), F.lit(floor).cast("timestamp")))
+    late = F.col("eventTime") < F.col("_arrival_time") - F.lit(lateness)
+    return rows.withColumn("_late", F.coalesce(late & F.col("_reason").isNull(), F.lit(False)))
 
 
 def split_events(rows: DataFrame) -> DataFrame:

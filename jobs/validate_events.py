@@ -27,8 +27,10 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from jobs.report import now_iso, report_path
-from jobs.sinks import IGNORE_SINK_LOG
+from jobs import options
+from jobs.lake import Lake
+from jobs.report import now_iso
+from jobs.session import spark_session
 
 log = logging.getLogger("validate_events")
 SUITES_DIR = Path(os.environ.get("CLOUDTRAIL_EXPECTATIONS", Path(__file__).resolve().parents[1] / "expectations"))
@@ -36,15 +38,11 @@ SUITES_DIR = Path(os.environ.get("CLOUDTRAIL_EXPECTATIONS", Path(__file__).resol
 
 @dataclass(frozen=True)
 class ValidateConfig:
-    lake: str
+    lake: Lake
     run_id: str | None
     dates: tuple[date, ...]
     quarantine_threshold: float
-
-    @property
-    def results_path(self) -> Path:
-        name = Path(report_path(self.lake, self.run_id or f"adhoc__{now_iso()}")).name
-        return Path(self.lake) / "reports" / "dq" / name
+    results_path: Path
 
 
 def parse_args(argv: list[str] | None = None) -> ValidateConfig:
@@ -54,7 +52,7 @@ def parse_args(argv: list[str] | None = None) -> ValidateConfig:
     parser.add_argument("--from-date", type=date.fromisoformat)
     parser.add_argument("--to-date", type=date.fromisoformat)
     parser.add_argument("--dates", default="", help="comma-separated event dates")
-    parser.add_argument("--quarantine-threshold", type=float, default=0.01)
+    parser.add_argument("--quarantine-threshold", type=float, default=options.QUARANTINE_THRESHOLD)
     args = parser.parse_args(argv)
     if not args.lake:
         parser.error("--lake (or CLOUDTRAIL_LAKE) is required")
@@ -64,13 +62,15 @@ def parse_args(argv: list[str] | None = None) -> ValidateConfig:
         if first > last:
             parser.error(f"--from-date {first} is after --to-date {last}")
         dates.update(first + timedelta(days=n) for n in range((last - first).days + 1))
-    return ValidateConfig(os.path.abspath(args.lake), args.run_id, tuple(sorted(dates)), args.quarantine_threshold)
+    lake = Lake.at(args.lake)
+    results = lake.gate_report(args.run_id or f"adhoc__{now_iso()}")
+    return ValidateConfig(lake, args.run_id, tuple(sorted(dates)), args.quarantine_threshold, results)
 
 
 def load_run_report(config: ValidateConfig) -> dict[str, Any] | None:
     if not config.run_id:
         return None
-    path = report_path(config.lake, config.run_id)
+    path = config.lake.ingest_report(config.run_id)
     if not path.exists():
         raise FileNotFoundError(f"no ingest report for run {config.run_id} at {path}")
     return json.loads(path.read_text())
@@ -104,8 +104,8 @@ def run_figures(spark: SparkSession, events: DataFrame, config: ValidateConfig, 
     )
 
 
-def read_events(spark: SparkSession, lake: str, dates: list[str]) -> DataFrame:
-    events = spark.read.parquet(f"{lake}/events")
+def read_events(spark: SparkSession, lake: Lake, dates: list[str]) -> DataFrame:
+    events = spark.read.parquet(str(lake.events))
     return events.where(F.col("event_date").isin([date.fromisoformat(d) for d in dates]))
 
 
@@ -132,9 +132,8 @@ def validate(frames: dict[str, DataFrame], config: ValidateConfig) -> dict[str, 
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
     import great_expectations as gx  # heavy (~10 s): imported when the gate runs, never at DAG parse
 
-    reports = Path(config.lake) / "reports"
-    context = gx.get_context(mode="file", project_root_dir=str(reports / "gx"))
-    docs_dir = reports / "data_docs"
+    context = gx.get_context(mode="file", project_root_dir=str(config.lake.gx_project))
+    docs_dir = config.lake.data_docs
     if "lake" not in context.get_site_names():
         context.add_data_docs_site(
             site_name="lake",
@@ -181,13 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     config = parse_args(argv)
     report = load_run_report(config)
     dates = responsible_dates(config, report)
-    spark = (
-        SparkSession.builder.appName("cloudtrail_validate_events")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config(IGNORE_SINK_LOG, "true")  # the table is its folders (jobs/sinks.py)
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("WARN")
+    spark = spark_session("cloudtrail_validate_events")
     events = read_events(spark, config.lake, dates).cache()
     frames = {"cloudtrail_events.critical": with_check_columns(events), "cloudtrail_events.warning": with_check_columns(events)}
     if report is not None:

@@ -17,11 +17,9 @@ from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
 
-from pyspark.sql import SparkSession
-
-from jobs.cloudtrail_ingest import SESSION_CONF
-from jobs.generate_landing import generate
+from jobs.session import STREAM_CONF, spark_session
 from tests.helpers import duckdb_rows, table_rows
+from tools.generate_landing import generate
 
 PHASES = ["reading", "writing_data", "between_outputs", "committing_state"]
 # A 1-day source retention retires the folders of all but the newest delivery, so late files exercise that path too.
@@ -116,10 +114,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def table_via_spark(lake: Path) -> dict[str, list[tuple[str, str]]]:
-    builder = SparkSession.builder.master("local[2]").appName("chaos-check")
-    for key, value in SESSION_CONF.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    spark = spark_session("chaos-check", STREAM_CONF, "local[2]")
     try:
         directory = spark.read.parquet(str(lake / "events")).select("eventID", "event_date").collect()
         return {"commit log": table_rows(spark, lake), "directory": sorted((r.eventID, str(r.event_date)) for r in directory)}

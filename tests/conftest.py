@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import uuid
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ SAMPLES = Path(os.environ.get("CLOUDTRAIL_SAMPLES", ROOT.parent / "shared" / "cl
 # Airflow reads its configuration when first imported: point it at a throw-away home and
 # at this project's dags/ and plugins/ before any test imports it.
 _SCRATCH = Path(tempfile.mkdtemp(prefix="cloudtrail-tests-"))
+atexit.register(shutil.rmtree, _SCRATCH, ignore_errors=True)
 os.environ.update(
     {
         "AIRFLOW_HOME": str(_SCRATCH / "airflow"),
@@ -30,6 +32,7 @@ os.environ.update(
         "CLOUDTRAIL_LANDING": str(_SCRATCH / "landing"),
         "CLOUDTRAIL_LAKE": str(_SCRATCH / "lake"),
         "CLOUDTRAIL_DRIVER_MEMORY": "1g",
+        "CLOUDTRAIL_JOBS_ZIP": str(_SCRATCH / "jobs.zip"),
         "SPARK_LOCAL_IP": "127.0.0.1",
         "PYSPARK_PYTHON": sys.executable,
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
@@ -42,14 +45,11 @@ sys.path[:0] = [str(ROOT), str(ROOT / "plugins")]
 
 @pytest.fixture(scope="session")
 def spark():
-    from pyspark.sql import SparkSession
+    from jobs.session import STREAM_CONF, spark_session
 
-    from jobs.cloudtrail_ingest import SESSION_CONF
-
-    builder = SparkSession.builder.master("local[2]").appName("cloudtrail-tests")
-    for key, value in {**SESSION_CONF, "spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"}.items():
-        builder = builder.config(key, value)
-    session = builder.getOrCreate()
+    session = spark_session(
+        "cloudtrail-tests", {**STREAM_CONF, "spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"}, "local[2]"
+    )
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
@@ -74,13 +74,10 @@ def lake(tmp_path: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def jobs_zip() -> Path:
-    """build/jobs.zip, rebuilt from the working tree so spark-submit ships the code under test."""
-    target = ROOT / "build" / "jobs.zip"
-    target.parent.mkdir(exist_ok=True)
-    with zipfile.ZipFile(target, "w") as archive:
-        for source in sorted((ROOT / "jobs").glob("*.py")):
-            archive.write(source, f"jobs/{source.name}")
-    return target
+    """$CLOUDTRAIL_JOBS_ZIP, built from the working tree so spark-submit ships the code under test."""
+    from tools.package import build_jobs_zip
+
+    return build_jobs_zip(Path(os.environ["CLOUDTRAIL_JOBS_ZIP"]))
 
 
 @pytest.fixture(scope="session")

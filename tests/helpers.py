@@ -13,10 +13,13 @@ from typing import Any
 import duckdb
 
 from jobs.cloudtrail_ingest import IngestConfig, run
-from jobs.generate_landing import delivery_path, write_delivery
+from jobs.lake import Lake
+from jobs.landing import delivery_path
 from jobs.report import RunReport
 from jobs.schema import QUARANTINE_SCHEMA
 from jobs.sinks import IGNORE_SINK_LOG
+from jobs.spark_logs import sink_log, sink_log_files
+from tools.generate_landing import write_delivery
 
 DAY = datetime(2024, 3, 1, tzinfo=UTC)
 
@@ -72,30 +75,32 @@ def through_commit_log(spark) -> Iterator[None]:
 
 def table_rows(spark, lake: Path) -> list[tuple[str, str]]:
     """(eventID, event_date) of every row the commit log lists (complete while within its retention)."""
-    if not (lake / "events").exists():
+    events = Lake(lake).events
+    if not events.exists():
         return []
     with through_commit_log(spark):
-        rows = spark.read.parquet(str(lake / "events")).select("eventID", "event_date").collect()
+        rows = spark.read.parquet(str(events)).select("eventID", "event_date").collect()
     return sorted((r.eventID, str(r.event_date)) for r in rows)
 
 
 def duckdb_rows(lake: Path) -> list[tuple[str, str]]:
     """The same, read the way a directory reader (DuckDB, Athena, Trino) reads it."""
-    query = f"select eventID, cast(event_date as varchar) from read_parquet('{lake}/events/*/*.parquet', hive_partitioning = true)"
+    query = f"select eventID, cast(event_date as varchar) from read_parquet('{Lake(lake).events}/*/*.parquet', hive_partitioning = true)"
     return sorted(duckdb.connect().execute(query).fetchall())
 
 
 def quarantine_rows(spark, lake: Path) -> list[tuple[str, str]]:
     """(source file name, reason) of every quarantined row."""
-    if not (lake / "quarantine" / "_spark_metadata").exists():
+    quarantine = Lake(lake).quarantine
+    if not sink_log(quarantine).exists():
         return []
     with through_commit_log(spark):
-        rows = spark.read.schema(QUARANTINE_SCHEMA).parquet(str(lake / "quarantine")).select("source_file", "reason").collect()
+        rows = spark.read.schema(QUARANTINE_SCHEMA).parquet(str(quarantine)).select("source_file", "reason").collect()
     return sorted((Path(r.source_file).name, r.reason) for r in rows)
 
 
 def committed_batches(lake: Path) -> int:
-    return len([p for p in (lake / "events" / "_spark_metadata").glob("*") if p.name.split(".")[0].isdigit()])
+    return len(sink_log_files(Lake(lake).events))
 
 
 def written_batches(report: RunReport) -> list[int]:

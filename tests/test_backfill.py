@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.report import report_path
+from jobs.lake import Lake
 from tests.helpers import DAY, deliver, duckdb_rows, events_of
 from tests.test_cluster import free_port
 
@@ -108,6 +108,6 @@ def test_a_backfill_over_three_past_dates_through_a_running_scheduler(airflow_se
     expected = sorted([(f"d{o}-{i}", d) for o, d in enumerate(DATES) for i in range(30)] + [(f"late-{i}", "2024-02-25") for i in range(5)])
     assert duckdb_rows(lake) == expected, "every event once, nothing duplicated by the backfill"
     for run in backfill:
-        gate = json.loads((lake / "reports" / "dq" / report_path(str(lake), run["run_id"]).name).read_text())
+        gate = json.loads(Lake(lake).gate_report(run["run_id"]).read_text())
         assert gate["verdict"] == "passed"
         assert run["logical_date"][:10] in gate["event_dates"], "the backfilled interval's partition was re-validated"

@@ -63,7 +63,7 @@ def test_run_parameters_are_checked_before_spark_starts(tmp_path):
     from cloudtrail_airflow.settings import load_settings
 
     settings = load_settings()
-    base = {"landing": str(settings.landing), "lake": str(settings.lake), "watermark": "2 days", "max_bytes_per_trigger": "64m"}
+    base = {"landing": str(settings.landing), "lake": str(settings.lake), "dedup_horizon": "2 days", "max_bytes_per_trigger": "64m"}
     day = DAY.date()
     plan = plan_run(base, settings, "manual__1", day, day)
     assert plan["ingest_args"][-2:] == ["--max-bytes-per-trigger", "64m"]
@@ -72,10 +72,10 @@ def test_run_parameters_are_checked_before_spark_starts(tmp_path):
         plan_run({**base, "lake": "/etc"}, settings, "r", day, day)
     with pytest.raises(InvalidRunParams, match="outside"):
         plan_run({**base, "landing": str(settings.landing / ".." / "elsewhere")}, settings, "r", day, day)
-    with pytest.raises(InvalidRunParams, match="after delivery_to"):
-        plan_run({**base, "delivery_from": "2024-03-02", "delivery_to": "2024-03-01"}, settings, "r", day, day)
+    with pytest.raises(InvalidRunParams, match="after validate_to"):
+        plan_run({**base, "validate_from": "2024-03-02", "validate_to": "2024-03-01"}, settings, "r", day, day)
     with pytest.raises(InvalidRunParams, match="not a date"):
-        plan_run({**base, "delivery_from": "yesterday"}, settings, "r", day, day)
+        plan_run({**base, "validate_from": "yesterday"}, settings, "r", day, day)
 
 
 def states(run) -> dict[str, str]:

@@ -10,10 +10,10 @@ from datetime import timedelta
 
 import pytest
 
-from jobs.checkpoint import CheckpointError, LakeBusyError, LakeLock
+from jobs.checkpoint import STATE_FILE
 from jobs.cloudtrail_ingest import IngestConfig, main, run
-from jobs.generate_landing import generate
-from jobs.source_retention import STATE_FILE
+from jobs.lake import Lake, LakeBusyError, LakeLock
+from jobs.spark_logs import CheckpointError
 from tests.helpers import (
     DAY,
     committed_batches,
@@ -27,6 +27,7 @@ from tests.helpers import (
     table_rows,
     written_batches,
 )
+from tools.generate_landing import generate
 
 
 def test_each_event_once_then_a_second_run_writes_nothing(spark, landing, lake):
@@ -62,7 +63,7 @@ def test_a_run_with_nothing_to_do_does_not_start_spark(spark, landing, lake):
         run(config, no_spark)
     ingest(spark, landing, lake)
     # As if the last run committed its batches and died before its final sweep: that sweep is still owed.
-    state = lake / "_checkpoints" / "ingest" / STATE_FILE
+    state = Lake(lake).checkpoint / STATE_FILE
     state.write_text(json.dumps({**json.loads(state.read_text()), "batch_id": 0}))
     with pytest.raises(AssertionError, match="Spark was started"):
         run(config, no_spark)
@@ -74,7 +75,7 @@ def test_a_run_with_nothing_to_do_does_not_start_spark(spark, landing, lake):
 def test_copies_within_the_horizon_are_collapsed_and_copies_further_apart_kept(spark, landing, lake):
     def arrive(event_id: str, hours: int) -> None:
         deliver(landing, [event(event_id, DAY)], DAY + timedelta(hours=hours))
-        ingest(spark, landing, lake, watermark="10 hours")
+        ingest(spark, landing, lake, dedup_horizon="10 hours")
 
     arrive("a", 0)
     arrive("b", 0)
@@ -111,7 +112,7 @@ def test_redelivery_in_the_same_and_in_a_later_run_appears_once(spark, landing, 
 def test_late_events_and_old_files_are_kept_once(spark, landing, lake):
     deliver(landing, events_of(10, DAY, "now"), DAY + timedelta(minutes=10))
     deliver(landing, events_of(10, DAY + timedelta(days=3), "later"), DAY + timedelta(days=3, minutes=10))
-    ingest(spark, landing, lake, watermark="6 hours")  # watermark now ~3 days past the first events
+    ingest(spark, landing, lake, dedup_horizon="6 hours")  # watermark now ~3 days past the first events
 
     # Events 10 days old, delivered now (a late delivery) ...
     late = events_of(8, DAY - timedelta(days=10), "late")
@@ -119,7 +120,7 @@ def test_late_events_and_old_files_are_kept_once(spark, landing, lake):
     # ... and a historical file copied with its old modification time (onboarding).
     historical = events_of(6, DAY - timedelta(days=30), "hist")
     deliver(landing, historical, DAY - timedelta(days=30, minutes=-10))
-    report = ingest(spark, landing, lake, watermark="6 hours")
+    report = ingest(spark, landing, lake, dedup_horizon="6 hours")
     totals = report.totals()
     assert totals["rows_written"] == 14
     assert totals["late_events"]["count"] == 14  # both would have fallen behind an event-time watermark
@@ -129,7 +130,7 @@ def test_late_events_and_old_files_are_kept_once(spark, landing, lake):
     assert dates["late-0"] == "2024-02-20" and dates["hist-0"] == "2024-01-31"
 
     deliver(landing, late[:3] + historical[:2], DAY + timedelta(days=3, hours=3))  # and their re-delivery, within the horizon
-    again = ingest(spark, landing, lake, watermark="6 hours")
+    again = ingest(spark, landing, lake, dedup_horizon="6 hours")
     assert again.totals()["rows_written"] == 0 and again.totals()["duplicates_dropped"] == 5
     assert len(table_rows(spark, lake)) == 34
 
@@ -202,7 +203,7 @@ def test_spark_and_a_directory_reader_see_the_same_rows(spark, landing, lake):
 
 def test_a_second_writer_is_refused_and_the_checkpoint_is_untouched(landing, lake):
     deliver(landing, events_of(3, DAY, "x"), DAY)
-    with LakeLock(lake / "_checkpoints" / "ingest.lock"):
+    with LakeLock(Lake(lake)):
         assert main(["--landing", str(landing), "--lake", str(lake)]) == 75
     assert not (lake / "_checkpoints" / "ingest").exists()
 
@@ -222,18 +223,19 @@ def test_a_lost_or_corrupted_checkpoint_stops_the_run_instead_of_reingesting(spa
 
 
 def test_the_lock_can_wait_for_its_holder(lake):
-    path = lake / "ingest.lock"
-    holder = LakeLock(path).__enter__()
+    holder = LakeLock(Lake(lake)).__enter__()
     started = time.monotonic()
     with pytest.raises(LakeBusyError):
-        LakeLock(path, wait_seconds=1.5).__enter__()
+        LakeLock(Lake(lake), wait_seconds=1.5).__enter__()
     assert time.monotonic() - started >= 1.5
     holder.__exit__()
-    with LakeLock(path, wait_seconds=5):
+    with LakeLock(Lake(lake), wait_seconds=5):
         pass
 
 
-@pytest.mark.parametrize("argv", [["--trigger", "sometimes"], ["--watermark", "soon"], ["--max-files-per-trigger", "0"]])
+@pytest.mark.parametrize(
+    "argv", [["--trigger", "sometimes"], ["--dedup-horizon", "soon"], ["--watermark", "soon"], ["--max-files-per-trigger", "0"]]
+)
 def test_bad_arguments_are_refused_with_usage(argv, landing, lake, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["--landing", str(landing), "--lake", str(lake), *argv])

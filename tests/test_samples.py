@@ -9,8 +9,9 @@ import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
-from jobs.generate_landing import SAMPLE_SOURCES, add_samples, delivery_path
+from jobs.landing import delivery_path
 from tests.helpers import DAY, duckdb_rows, ingest, quarantine_rows, table_rows
+from tools.generate_landing import SAMPLE_SOURCES, add_samples
 
 ISO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,6})?(Z|[+-]\d\d:\d\d)$")
 # JSON-lines sources (one record per line): not delivered as such, but a supported shape.

@@ -10,9 +10,12 @@ from pathlib import Path
 import pytest
 
 from jobs import source_retention
-from jobs.generate_landing import delivery_path, write_delivery
-from jobs.source_retention import dates_from, delivery_date, local_path
+from jobs.checkpoint import STATE_FILE, CheckpointSnapshot
+from jobs.lake import Lake
+from jobs.landing import dates_from, delivery_date, delivery_path
+from jobs.spark_logs import local_path, read_source_log
 from tests.helpers import DAY, deliver, duckdb_rows, events_of, ingest
+from tools.generate_landing import write_delivery
 
 ONE_FILE_PER_BATCH = {"max_files_per_trigger": 1, "max_bytes_per_trigger": None, "source_retention": "2 days"}
 
@@ -45,9 +48,9 @@ def test_delivery_date_of_files_folders_and_other_paths():
 
 def logged_dates(lake: Path) -> set[date]:
     """Delivery dates the newest compaction of the source log lists."""
-    compact, _ = source_retention._log_files(lake / "_checkpoints" / "ingest" / "sources" / "0")
-    assert compact is not None
-    return {delivery_date(entry.path) for entry in source_retention._read_log(compact)[1]}
+    log = read_source_log(Lake(lake).checkpoint)
+    assert log.compact is not None
+    return {delivery_date(entry.path) for entry in log.compacted}
 
 
 def deliver_days(landing: Path, days: range) -> None:
@@ -73,7 +76,7 @@ def test_retired_folders_leave_the_log_and_are_not_read_again(spark, landing, la
 
     deliver_days(landing, range(10, 20))
     report = ingest(spark, landing, lake, **ONE_FILE_PER_BATCH)  # newest read so far: day 9, so days 0..6 retire
-    assert report.source_log == {"retired_before": str((DAY + timedelta(days=7)).date()), "late_files": 0, "entries_dropped": 7}
+    assert report.source_log == {"retired_before": str((DAY + timedelta(days=7)).date()), "stragglers": 0, "entries_dropped": 7}
     assert report.totals()["files_read"] == 10
     # the compaction at batch 19 was built from the trimmed one
     assert logged_dates(lake) == {(DAY + timedelta(days=d)).date() for d in range(7, 20)}
@@ -98,10 +101,10 @@ def test_files_landing_in_retired_folders_are_read_once(spark, landing, lake, ex
         delivered = DAY + timedelta(days=4, hours=1)
         write_delivery(delivery_path(landing, "444455556666", "eu-west-1", delivered, part), history, delivered)
     deliver_days(landing, range(12, 18))  # enough batches that the compaction at batch 19 lists the late files
-    state = lake / "_checkpoints" / "ingest" / source_retention.STATE_FILE
+    state = Lake(lake).checkpoint / STATE_FILE
     before = state.read_text()
     report = ingest(spark, landing, lake, **ONE_FILE_PER_BATCH)
-    assert report.source_log["late_files"] == 3, "one file by name, a folder of two whole"
+    assert report.source_log["stragglers"] == 3, "one file by name, a folder of two whole"
     assert report.totals()["files_read"] == 3 + 6
 
     # Twice, as if a run died after its batches committed, before it recorded its success: the
@@ -110,9 +113,9 @@ def test_files_landing_in_retired_folders_are_read_once(spark, landing, lake, ex
     for _ in range(2):
         state.write_text(before)
         replay = ingest(spark, landing, lake, **ONE_FILE_PER_BATCH)
-        assert replay.totals()["files_read"] == 0 and replay.source_log["late_files"] == 0
+        assert replay.totals()["files_read"] == 0 and replay.source_log["stragglers"] == 0
     again = ingest(spark, landing, lake, **ONE_FILE_PER_BATCH)
-    assert again.totals()["files_read"] == 0 and again.source_log["late_files"] == 0
+    assert again.totals()["files_read"] == 0 and again.source_log["stragglers"] == 0
     late = expected_rows([2], "late") + expected_rows([4], "hista") + expected_rows([4], "histb")
     assert duckdb_rows(lake) == sorted(expected_rows(list(range(18))) + late)
 
@@ -123,7 +126,7 @@ def test_the_stream_lists_only_the_days_from_the_oldest_one_with_a_new_file(spar
     new_on_day_3 = deliver(landing, events_of(3, DAY + timedelta(days=3), "late3"), DAY + timedelta(days=3, hours=5))
     deliver_days(landing, range(5, 6))
 
-    plan = source_retention.plan_sources(lake / "_checkpoints" / "ingest", str(landing), timedelta(days=7))
+    plan = source_retention.plan_sources(CheckpointSnapshot.read(Lake(lake).checkpoint), str(landing), timedelta(days=7))
     alternatives = expand_braces(plan.glob)
     listed = sorted(
         path.relative_to(landing).as_posix()

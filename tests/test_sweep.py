@@ -7,6 +7,7 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
+from jobs.lake import Lake
 from jobs.sinks import ParquetSink
 from jobs.sweep import data_files, sweep_lake
 from tests.helpers import DAY, deliver, duckdb_rows, events_of, ingest
@@ -46,7 +47,7 @@ def test_files_that_aged_out_of_the_log_stay_and_debris_is_moved(spark, landing,
     assert sorted((r.eventID, str(r.event_date)) for r in spark.read.parquet(str(lake / "events")).collect()) == expected
 
     debris = plant_debris(lake, min(logged(spark, lake)), "part-99999-debris.c000.snappy.parquet")
-    assert sweep_lake(spark, str(lake)) == {"events": 1, "quarantine": 0}
+    assert sweep_lake(spark, Lake(lake)) == {"events": 1, "quarantine": 0}
     assert not debris.exists() and list((lake / "_swept" / "events").rglob(debris.name))
     assert data_files(lake / "events") == files
     assert duckdb_rows(lake) == expected
@@ -68,5 +69,5 @@ def test_the_sweep_never_moves_a_committed_file(spark, landing, lake):
     ingest(spark, landing, lake, **ONE_FILE_PER_BATCH)
     files = data_files(lake / "events")
     assert files == logged(spark, lake)
-    assert sweep_lake(spark, str(lake)) == {"events": 0, "quarantine": 0}
+    assert sweep_lake(spark, Lake(lake)) == {"events": 0, "quarantine": 0}
     assert data_files(lake / "events") == files

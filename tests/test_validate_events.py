@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from jobs import validate_events
-from jobs.report import report_path
+from jobs.lake import Lake
 from jobs.schema import EVENTS_SCHEMA
 from tests.helpers import DAY, deliver, events_of, ingest
 
@@ -33,7 +33,7 @@ def good_row(index: int, **changes):
 def write_table(spark, lake: Path, rows: list[dict], reported: int | None = None, quarantined: int = 0) -> None:
     frame = spark.createDataFrame([tuple(r[name] for name in EVENTS_SCHEMA.fieldNames()) for r in rows], EVENTS_SCHEMA)
     frame.write.partitionBy("event_date").parquet(str(lake / "events"))
-    path = report_path(str(lake), RUN_ID)
+    path = Lake(lake).ingest_report(RUN_ID)
     path.parent.mkdir(parents=True, exist_ok=True)
     written = len(rows) if reported is None else reported
     path.write_text(json.dumps({"rows_written": written, "records_read": written + quarantined, "quarantined": quarantined,
@@ -42,7 +42,7 @@ def write_table(spark, lake: Path, rows: list[dict], reported: int | None = None
 
 def gate(lake: Path, *extra: str) -> tuple[int, dict]:
     code = validate_events.main(["--lake", str(lake), "--run-id", RUN_ID, "--from-date", "2024-03-01", "--to-date", "2024-03-01", *extra])
-    results = json.loads((lake / "reports" / "dq" / report_path(str(lake), RUN_ID).name).read_text())
+    results = json.loads(Lake(lake).gate_report(RUN_ID).read_text())
     return code, results
 
 
@@ -54,7 +54,7 @@ def test_a_clean_ingested_table_passes_and_builds_data_docs(spark, landing, lake
     deliver(landing, events_of(40, DAY, "ok"), DAY + timedelta(minutes=30))
     report = ingest(spark, landing, lake)
     code = validate_events.main(["--lake", str(lake), "--run-id", report.run_id, "--dates", "2024-03-01"])
-    results = json.loads((lake / "reports" / "dq" / report_path(str(lake), report.run_id).name).read_text())
+    results = json.loads(Lake(lake).gate_report(report.run_id).read_text())
     assert code == 0 and results["verdict"] == "passed" and results["rows_validated"] == 40
     assert Path(results["data_docs"]).is_file()
     # Running it again is idempotent: no "already exists" failures.

@@ -6,13 +6,13 @@ import logging
 from typing import Any
 
 from cloudtrail_airflow.settings import load_settings
+from jobs.lake import Lake
 
 log = logging.getLogger(__name__)
 
 
 def log_failure(context: dict[str, Any]) -> None:
     """One line that says what failed, where, and where the run's report is."""
-    from jobs.report import report_path  # stdlib-only module; imported when a task fails
 
     ti = context["ti"]
     params = context.get("params") or {}
@@ -20,5 +20,5 @@ def log_failure(context: dict[str, Any]) -> None:
     error = str(context.get("exception") or "unknown error").splitlines()[0][:300]
     log.error(
         "cloudtrail: %s run %s failed at task %s (try %s): %s | ingest report: %s",
-        ti.dag_id, context["run_id"], ti.task_id, ti.try_number, error, report_path(lake, context["run_id"]),
+        ti.dag_id, context["run_id"], ti.task_id, ti.try_number, error, Lake.at(lake).ingest_report(context["run_id"]),
     )  # fmt: skip

@@ -3,10 +3,12 @@
 The JSON schema drives the form and is checked by Airflow when a run is created; `plan_run`
 checks again what a schema cannot (paths inside the configured roots, date order) and
 turns the parameters into the job's command-line arguments, before any Spark starts.
+Defaults and value patterns are the job's own (jobs/options.py).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from datetime import date
 from pathlib import Path
@@ -15,9 +17,9 @@ from typing import Any
 from airflow.sdk import Param
 
 from cloudtrail_airflow.settings import Settings
+from jobs import options
 
-SIZE_PATTERN = r"^[0-9]+[kmgKMG]?$"
-DURATION_PATTERN = r"^[0-9]+ (second|minute|hour|day|week)s?$"
+log = logging.getLogger(__name__)
 
 
 class InvalidRunParams(ValueError):
@@ -29,18 +31,34 @@ def dag_params(settings: Settings) -> dict[str, Param]:
         "trigger": Param("availableNow", enum=["availableNow", "once"], description="availableNow: rate-limited batches; once: one batch."),
         "max_files_per_trigger": Param(None, type=["null", "integer"], minimum=1, description="Files per batch (large backlogs)."),
         "max_bytes_per_trigger": Param(
-            "32m", type=["null", "string"], pattern=SIZE_PATTERN, description="Compressed bytes per batch, e.g. 32m."
-        ),
-        "watermark": Param("2 days", type="string", pattern=DURATION_PATTERN, description="De-duplication horizon on arrival time."),
-        "delivery_from": Param(
-            None, type=["null", "string"], format="date", description="First delivery date that must be ingested (YYYY-MM-DD)."
-        ),
-        "delivery_to": Param(
-            None, type=["null", "string"], format="date", description="Last delivery date that must be ingested (YYYY-MM-DD)."
-        ),
+            options.MAX_BYTES_PER_TRIGGER,
+            type=["null", "string"],
+            pattern=options.SIZE_PATTERN,
+            description=f"Compressed bytes per batch, e.g. {options.MAX_BYTES_PER_TRIGGER}.",
+        ),  # fmt: skip
+        "dedup_horizon": Param(
+            options.DEDUP_HORIZON,
+            type="string",
+            pattern=options.DURATION_PATTERN,
+            description="A copy of an event arriving within this time of the first is dropped (on arrival time).",
+        ),  # fmt: skip
+        "validate_from": Param(
+            None,
+            type=["null", "string"],
+            format="date",
+            description="First event date the quality gate checks, besides the run's data interval (YYYY-MM-DD).",
+        ),  # fmt: skip
+        "validate_to": Param(
+            None,
+            type=["null", "string"],
+            format="date",
+            description="Last event date the quality gate checks, besides the run's data interval (YYYY-MM-DD).",
+        ),  # fmt: skip
         "landing": Param(str(settings.landing), type="string", description=f"Landing root, inside {settings.landing}."),
         "lake": Param(str(settings.lake), type="string", description=f"Lake root, inside {settings.lake}."),
-        "quarantine_threshold": Param(0.01, type="number", minimum=0, maximum=1, description="Max share of quarantined records."),
+        "quarantine_threshold": Param(
+            options.QUARANTINE_THRESHOLD, type="number", minimum=0, maximum=1, description="Max share of quarantined records."
+        ),
     }
 
 
@@ -61,27 +79,39 @@ def _date(value: Any, name: str) -> date | None:
         raise InvalidRunParams(f"param {name}={value!r} is not a date (YYYY-MM-DD)") from None
 
 
+def _dedup_horizon(params: dict[str, Any]) -> str:
+    """The horizon, from `dedup_horizon` or the deprecated `watermark` a stored trigger config may still send."""
+    horizon = params.get("dedup_horizon") or options.DEDUP_HORIZON
+    if params.get("watermark"):
+        log.warning("run parameter 'watermark' is deprecated: use 'dedup_horizon'")
+        horizon = params["watermark"]
+    try:
+        options.duration(str(horizon))
+    except ValueError as exc:
+        raise InvalidRunParams(f"param dedup_horizon: {exc}") from None
+    return str(horizon)
+
+
 def plan_run(params: dict[str, Any], settings: Settings, run_id: str, interval_start: date, interval_end: date) -> dict[str, Any]:
     """Check the parameters and return the arguments of each Spark application of the run."""
     landing = _inside(params["landing"], settings.landing, "landing")
     lake = _inside(params["lake"], settings.lake, "lake")
-    delivery_from, delivery_to = _date(params.get("delivery_from"), "delivery_from"), _date(params.get("delivery_to"), "delivery_to")
-    if delivery_from and delivery_to and delivery_from > delivery_to:
-        raise InvalidRunParams(f"delivery_from {delivery_from} is after delivery_to {delivery_to}")
+    validate_from, validate_to = _date(params.get("validate_from"), "validate_from"), _date(params.get("validate_to"), "validate_to")
+    if validate_from and validate_to and validate_from > validate_to:
+        raise InvalidRunParams(f"validate_from {validate_from} is after validate_to {validate_to}")
     trigger = params.get("trigger", "availableNow")
     if trigger not in ("availableNow", "once"):
         raise InvalidRunParams(f"param trigger={trigger!r} must be availableNow or once")
-    ingest = ["--landing", landing, "--lake", lake, "--run-id", run_id, "--trigger", trigger, "--watermark", params["watermark"]]
+    ingest = ["--landing", landing, "--lake", lake, "--run-id", run_id, "--trigger", trigger, "--dedup-horizon", _dedup_horizon(params)]
     if params.get("max_files_per_trigger"):
         ingest += ["--max-files-per-trigger", str(int(params["max_files_per_trigger"]))]
     elif params.get("max_bytes_per_trigger"):
         ingest += ["--max-bytes-per-trigger", str(params["max_bytes_per_trigger"])]
-    # The gate checks what this run wrote plus the run's data interval (and the requested
-    # delivery range, whose events are mostly dated on those days).
-    first = min(d for d in (interval_start, delivery_from) if d)
-    last = max(d for d in (interval_end, delivery_to) if d)
+    # The gate checks what this run wrote, the run's data interval, and the dates asked for.
+    first = min(d for d in (interval_start, validate_from) if d)
+    last = max(d for d in (interval_end, validate_to) if d)
     validate = [
         "--lake", lake, "--run-id", run_id, "--from-date", first.isoformat(), "--to-date", last.isoformat(),
-        "--quarantine-threshold", str(params.get("quarantine_threshold", 0.01)),
+        "--quarantine-threshold", str(params.get("quarantine_threshold", options.QUARANTINE_THRESHOLD)),
     ]  # fmt: skip
     return {"ingest_args": ingest, "validate_args": validate, "sweep_args": ["--lake", lake, "--wait-seconds", "900"], "lake": lake}

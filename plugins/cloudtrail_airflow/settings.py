@@ -7,6 +7,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from jobs.lake import Lake
+
 PROJECT_ROOT = Path(os.environ.get("CLOUDTRAIL_HOME", Path(__file__).resolve().parents[2]))
 
 
@@ -23,11 +25,12 @@ class Settings:
 
     @property
     def jobs_zip(self) -> str:
-        return str(PROJECT_ROOT / "build" / "jobs.zip")
+        """The job code spark-submit ships to executors: $CLOUDTRAIL_JOBS_ZIP, or what `make` builds."""
+        return os.environ.get("CLOUDTRAIL_JOBS_ZIP", str(PROJECT_ROOT / "build" / "jobs.zip"))
 
     @property
     def events_uri(self) -> str:
-        return f"file://{self.lake}/events"
+        return Lake(self.lake).events.as_uri()
 
 
 def load_settings() -> Settings:

@@ -1,6 +1,6 @@
 """Print a short summary of the lake, read with DuckDB the way an analyst would.
 
-python -m jobs.summary --lake DIR
+python -m tools.summary --lake DIR
 """
 
 from __future__ import annotations
@@ -12,14 +12,16 @@ from pathlib import Path
 
 import duckdb
 
+from jobs.lake import Lake
+
 
 def latest(folder: Path) -> dict | None:
     reports = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime)
     return json.loads(reports[-1].read_text()) if reports else None
 
 
-def summarize(lake: Path) -> str:
-    events = lake / "events"
+def summarize(lake: Lake) -> str:
+    events = lake.events
     table = f"read_parquet('{events}/*/*.parquet', hive_partitioning = true)"
     db = duckdb.connect()
     lines = [f"events table: {events}  (Hive partitions event_date=YYYY-MM-DD)"]
@@ -34,20 +36,20 @@ def summarize(lake: Path) -> str:
         lines.append("top eventSources:")
         for source, rows in db.execute(f"select eventSource, count(*) n from {table} group by 1 order by n desc, 1 limit 5").fetchall():
             lines.append(f"  {source:<36}{rows:>8}")
-    quarantine = lake / "quarantine"
+    quarantine = lake.quarantine
     lines.append(f"quarantine: {quarantine}")
     if any(quarantine.glob("*/*.parquet")):
         query = f"select reason, count(*) from read_parquet('{quarantine}/*/*.parquet', hive_partitioning = true) group by 1 order by 1"
         lines.extend(f"  {reason:<24}{count:>8}" for reason, count in db.execute(query).fetchall())
     else:
         lines.append("  nothing quarantined")
-    ingest = latest(lake / "reports" / "ingest")
+    ingest = latest(lake.ingest_reports)
     if ingest:
         lines.append(
             f"last ingest run {ingest['run_id']}: {ingest['status']}, {ingest['files_read']} files, {ingest['records_read']} records, "
             f"{ingest['rows_written']} rows written, {ingest['duplicates_dropped']} duplicates dropped, {ingest['quarantined']} quarantined"
         )
-    gate = latest(lake / "reports" / "dq")
+    gate = latest(lake.gate_reports)
     if gate:
         lines.append(
             f"DQ gate: {gate['verdict'].upper()} ({len(gate['failed_critical'])} critical failures, {len(gate['warnings'])} warnings)"
@@ -60,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lake", type=Path, default=os.environ.get("CLOUDTRAIL_LAKE"))
     args = parser.parse_args(argv)
-    print(summarize(args.lake.absolute()))
+    print(summarize(Lake.at(args.lake)))
     return 0
 
 

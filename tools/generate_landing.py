@@ -1,7 +1,7 @@
 """Write a synthetic CloudTrail landing zone in the delivered layout (seeded, deterministic).
 
-    python -m jobs.generate_landing --out DIR [--records 20000] [--days 3] [--seed 7]
-        [--duplicate-rate 0.01] [--late-files 2] [--malformed-files 1] [--digests]
+    python -m tools.generate_landing --out DIR [--records 20000] [--days 3] [--seed 7]
+        [--duplicate-rate 0.01] [--late-event-files 2] [--malformed-files 1] [--digests]
         [--start 2024-01-01] [--samples ../shared/cloudtrail-samples]
 
 Files land as AWSLogs/<account>/CloudTrail/<region>/YYYY/MM/DD/
@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+from jobs.landing import aws_logs, delivery_path
 
 ACCOUNTS = ["111122223333", "444455556666", "017622104382"]
 REGIONS = ["us-east-1", "us-west-2", "eu-west-1"]
@@ -51,7 +53,7 @@ class Manifest:
     files: list[str] = field(default_factory=list)
     events: dict[str, str] = field(default_factory=dict)  # eventID -> event_date (every good event)
     duplicates: int = 0
-    late_files: list[str] = field(default_factory=list)
+    late_event_files: list[str] = field(default_factory=list)  # files of events delivered days after they happened
     malformed_files: dict[str, str] = field(default_factory=dict)  # path -> expected reason
     digest_files: list[str] = field(default_factory=list)
 
@@ -139,12 +141,6 @@ def make_record(rng: random.Random, event_time: datetime, account: str, region: 
     return record
 
 
-def delivery_path(root: Path, account: str, region: str, delivered: datetime, file_id: str, suffix: str = ".json.gz") -> Path:
-    stamp = delivered.strftime("%Y%m%dT%H%MZ")
-    folder = root / "AWSLogs" / account / "CloudTrail" / region / delivered.strftime("%Y/%m/%d")
-    return folder / f"{account}_CloudTrail_{region}_{stamp}_{file_id}{suffix}"
-
-
 def write_delivery(path: Path, records: list[dict[str, Any]], delivered: datetime, compress: bool = True) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     body = json.dumps({"Records": records}, separators=(",", ":")).encode()
@@ -161,7 +157,7 @@ def generate(
     start: date = date(2024, 1, 1),
     records_per_file: int = 250,
     duplicate_rate: float = 0.01,
-    late_files: int = 0,
+    late_event_files: int = 0,
     malformed_files: int = 0,
     digests: bool = False,
 ) -> Manifest:
@@ -195,13 +191,13 @@ def generate(
             manifest.events[record["eventID"]] = record["eventTime"][:10]
         written.extend((record, delivered) for record in batch[: len(batch) // 10])
     end = begin + span
-    for index in range(late_files):
+    for index in range(late_event_files):
         # Delivered at the end of the window, holding events from its first day.
         batch = [make_record(rng, begin + timedelta(hours=rng.uniform(0, 20)), ACCOUNTS[0], REGIONS[0]) for _ in range(20)]
         path = delivery_path(out, ACCOUNTS[0], REGIONS[0], end + timedelta(minutes=index), _id(rng))
         write_delivery(path, batch, end + timedelta(minutes=index))
         manifest.files.append(str(path))
-        manifest.late_files.append(str(path))
+        manifest.late_event_files.append(str(path))
         manifest.events.update((record["eventID"], record["eventTime"][:10]) for record in batch)
     for index, (reason, content) in enumerate(
         [
@@ -220,7 +216,7 @@ def generate(
         manifest.malformed_files[str(path)] = reason
     if digests:
         for account in ACCOUNTS:
-            folder = out / "AWSLogs" / account / "CloudTrail-Digest" / REGIONS[0] / start.strftime("%Y/%m/%d")
+            folder = aws_logs(out) / account / "CloudTrail-Digest" / REGIONS[0] / start.strftime("%Y/%m/%d")
             folder.mkdir(parents=True, exist_ok=True)
             path = folder / f"{account}_CloudTrail-Digest_{REGIONS[0]}_trail_{REGIONS[0]}_{start:%Y%m%d}T0100Z.json.gz"
             digest = {
@@ -271,19 +267,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--start", type=date.fromisoformat, default=date(2024, 1, 1))
     parser.add_argument("--records-per-file", type=int, default=250)
     parser.add_argument("--duplicate-rate", type=float, default=0.01)
-    parser.add_argument("--late-files", type=int, default=0)
+    parser.add_argument("--late-event-files", type=int, default=0, help="files delivered at the end holding events of the first day")
     parser.add_argument("--malformed-files", type=int, default=0, help="0-4: truncated gzip, not JSON, binary, unsupported shape")
     parser.add_argument("--digests", action="store_true")
     parser.add_argument("--samples", type=Path, help="also lay out the real samples from this folder, when it exists")
     parser.add_argument("--if-absent", action="store_true", help="do nothing when --out already holds AWSLogs/")
     parser.add_argument("--no-manifest", action="store_true")
     args = parser.parse_args(argv)
-    if args.if_absent and (args.out / "AWSLogs").is_dir():
+    if args.if_absent and aws_logs(args.out).is_dir():
         print(f"{args.out}/AWSLogs exists: landing zone kept as it is")
         return 0
     manifest = generate(
         args.out, args.records, args.days, args.seed, args.start, args.records_per_file,
-        args.duplicate_rate, args.late_files, args.malformed_files, args.digests,
+        args.duplicate_rate, args.late_event_files, args.malformed_files, args.digests,
     )  # fmt: skip
     if args.samples and args.samples.is_dir():
         delivered = datetime.combine(args.start, datetime.min.time(), tzinfo=UTC) + timedelta(days=args.days, hours=2)

@@ -1,0 +1,142 @@
+"""The lake's layout, and the lock that keeps one writer on it (stdlib only).
+
+Every path under the lake root is named here and nowhere else:
+
+    <lake>/events/event_date=YYYY-MM-DD/   the table (its commit log in _spark_metadata/)
+    <lake>/quarantine/reason=.../          what could not be read, with the reason
+    <lake>/_checkpoints/ingest/            the stream's checkpoint, and last_success.json
+    <lake>/_checkpoints/ingest.lock        one writer at a time (flock)
+    <lake>/_swept/<table>/<time>/          uncommitted files the sweep moved aside
+    <lake>/reports/ingest/<run id>.json    run reports
+    <lake>/reports/dq/<run id>.json        gate results
+    <lake>/reports/data_docs/index.html    Great Expectations Data Docs
+    <lake>/reports/gx/                     the Great Expectations file context
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO
+
+# The tables the ingest job writes through Spark's file sink, by folder name.
+TABLES = ("events", "quarantine")
+
+
+def _file_name(run_id: str) -> str:
+    """A run id as a file name: Airflow's run ids hold ':' and '+'."""
+    return f"{re.sub(r'[^A-Za-z0-9._-]', '_', run_id)}.json"
+
+
+@dataclass(frozen=True)
+class Lake:
+    root: Path
+
+    @classmethod
+    def at(cls, root: str | Path) -> Lake:
+        return cls(Path(os.path.abspath(root)))
+
+    def table(self, name: str) -> Path:
+        return self.root / name
+
+    @property
+    def events(self) -> Path:
+        return self.table("events")
+
+    @property
+    def quarantine(self) -> Path:
+        return self.table("quarantine")
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.root / "_checkpoints" / "ingest"
+
+    @property
+    def lock(self) -> Path:
+        return self.root / "_checkpoints" / "ingest.lock"
+
+    def swept(self, table: str, stamp: str) -> Path:
+        return self.root / "_swept" / table / stamp
+
+    @property
+    def reports(self) -> Path:
+        return self.root / "reports"
+
+    @property
+    def ingest_reports(self) -> Path:
+        return self.reports / "ingest"
+
+    def ingest_report(self, run_id: str) -> Path:
+        return self.ingest_reports / _file_name(run_id)
+
+    @property
+    def gate_reports(self) -> Path:
+        return self.reports / "dq"
+
+    def gate_report(self, run_id: str) -> Path:
+        return self.gate_reports / _file_name(run_id)
+
+    @property
+    def data_docs(self) -> Path:
+        return self.reports / "data_docs"
+
+    @property
+    def gx_project(self) -> Path:
+        return self.reports / "gx"
+
+
+class LakeBusyError(RuntimeError):
+    """Another writer holds the lake."""
+
+
+def _try_lock(handle: IO[str]) -> bool:
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+
+
+class LakeLock:
+    """One writer per lake: an exclusive flock on the lake's lock file.
+
+    The kernel releases it when the holder dies, even by SIGKILL, so a crashed run never
+    leaves a stale lock behind. `wait_seconds` > 0 waits that long for the holder to finish.
+    """
+
+    def __init__(self, lake: Lake, wait_seconds: float = 0) -> None:
+        self.path = lake.lock
+        self.wait_seconds = wait_seconds
+        self._file: IO[str] | None = None
+
+    def __enter__(self) -> LakeLock:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(self.path, "a+")  # noqa: SIM115 - held for the life of the run
+        deadline = time.monotonic() + self.wait_seconds
+        while not _try_lock(handle):
+            if time.monotonic() >= deadline:
+                handle.seek(0)
+                holder = handle.read().strip() or "unknown"
+                handle.close()
+                raise LakeBusyError(
+                    f"another ingest run is writing to this lake ({holder}); refusing to start. "
+                    f"Wait for it to finish; the lock is {self.path}."
+                )
+            time.sleep(1)
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()} since {datetime.now(tz=UTC).isoformat(timespec='seconds')}\n")
+        handle.flush()
+        self._file = handle
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._file is not None:
+            fcntl.flock(self._file, fcntl.LOCK_UN)
+            self._file.close()
+            self._file = None

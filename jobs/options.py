@@ -1,0 +1,41 @@
+"""The defaults of the job's options and the forms their values take (stdlib only).
+
+The ingest job's argparse and the DAG's run parameters (plugins/cloudtrail_airflow/params.py)
+both take their defaults and patterns from here, so the form and the job never disagree.
+The patterns are JSON-schema regular expressions as well as Python ones.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+# How long after an event's first copy arrives a re-delivered copy is still recognised.
+DEDUP_HORIZON = "2 days"
+# CloudTrail compresses about 10:1: 32 MB of .json.gz is ~300 MB of JSON text per batch,
+# which a 2 GB driver holds (docs/design.md, "Batch size").
+MAX_BYTES_PER_TRIGGER = "32m"
+STATE_PARTITIONS = 4
+MAX_FILE_AGE = "3650d"
+TABLE_LOG_RETENTION = "2 days"
+SOURCE_RETENTION = "7 days"
+QUARANTINE_THRESHOLD = 0.01
+
+DURATION_PATTERN = r"^([0-9]+) +(second|minute|hour|day|week)s?$"
+SIZE_PATTERN = r"^([0-9]+) *([kmgKMG]?)[bB]?$"
+
+
+def duration(text: str) -> timedelta:
+    """'2 days' -> timedelta(days=2): the forms Spark's withWatermark takes that this job accepts."""
+    match = re.fullmatch(DURATION_PATTERN, text.strip())
+    if not match:
+        raise ValueError(f"{text!r} is not a duration like '2 days' or '6 hours'")
+    return timedelta(**{f"{match[2]}s": int(match[1])})
+
+
+def size(text: str) -> int:
+    """'128m' -> bytes (Spark's file source takes a plain byte count)."""
+    match = re.fullmatch(SIZE_PATTERN, text.strip())
+    if not match:
+        raise ValueError(f"{text!r} is not a size like '128m' or '1g'")
+    return int(match[1]) * 1024 ** " kmg".index(match[2].lower() or " ")

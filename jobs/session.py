@@ -1,0 +1,57 @@
+"""The one place SparkSessions are built, with the settings every job of the lake shares."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from pyspark.sql import SparkSession
+
+from jobs.sinks import IGNORE_SINK_LOG
+
+# Every session: UTC dates, the tables read as their folders (jobs/sinks.py), and file
+# listing in the driver: past 32 paths Spark lists with a distributed job of one task per
+# file, three times per batch, where the driver takes milliseconds (BENCHMARKS.md).
+BASE_CONF = {
+    "spark.sql.session.timeZone": "UTC",
+    IGNORE_SINK_LOG: "true",
+    "spark.sql.sources.parallelPartitionDiscovery.threshold": "1000000000",
+}
+
+# The ingest stream's settings (docs/design.md, "Bounded metadata").
+STREAM_CONF = {
+    # RocksDB keeps de-duplication state off the JVM heap, so it is bounded by disk, not memory.
+    "spark.sql.streaming.stateStore.providerClass": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+    # Files per Arrow batch in the decode step: a few decompressed files at a time per task.
+    "spark.sql.execution.arrow.maxRecordsPerBatch": "16",
+    # The run report reads every batch's progress, not only the last 100.
+    "spark.sql.streaming.numRecentProgressUpdates": "100000",
+    # A replay needs only the last batch; a run is 1-2 batches plus a no-data batch.
+    "spark.sql.streaming.minBatchesToRetain": "3",
+    # Old log files go as soon as a compaction replaces them: only this job reads them, under the lake lock.
+    "spark.sql.streaming.fileSink.log.cleanupDelay": "0",
+    "spark.sql.streaming.fileSource.log.cleanupDelay": "0",
+    # State maintenance deletes old state versions; at the default 60 s a run of seconds never ran it.
+    "spark.sql.streaming.stateStore.maintenanceInterval": "1s",
+}
+
+
+def spark_session(app_name: str, conf: dict[str, str] | None = None, master: str | None = None) -> SparkSession:
+    """A session with BASE_CONF and `conf`.
+
+    Under spark-submit the master and driver memory are spark-submit's; started by
+    `python -m`, Spark runs embedded on `master`, $CLOUDTRAIL_SPARK_MASTER or local[*].
+    """
+    # Python workers run the decode step and need this interpreter's packages (pyarrow);
+    # PySpark takes the worker interpreter from this variable only.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName(app_name)
+    # spark-submit hands Python a running JVM through this variable.
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        builder = builder.master(master or os.environ.get("CLOUDTRAIL_SPARK_MASTER", "local[*]"))
+        builder = builder.config("spark.driver.memory", os.environ.get("CLOUDTRAIL_DRIVER_MEMORY", "2g"))
+    for key, value in {**BASE_CONF, **(conf or {})}.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark

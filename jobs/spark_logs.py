@@ -1,0 +1,132 @@
+"""Spark's own metadata logs: read here, and rewritten here where Spark offers no API.
+
+Spark keeps each log (a checkpoint's commits/, offsets/ and sources/0/; a file sink's
+<table>/_spark_metadata/) as one file per batch, named by the batch id. A file is a version
+line ("v1") followed by JSON entries, one per line; every 10th file of a file log is a
+compaction, `<id>.compact`, holding every entry still kept. The sink log is written through
+Spark's own class (jobs/sinks.py); nothing else in this project opens these files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from urllib.parse import unquote
+
+VERSION = "v1"
+
+
+class CheckpointError(RuntimeError):
+    """The checkpoint cannot be used as it is; the message says how to recover."""
+
+
+def batch_files(log: Path) -> list[tuple[int, Path]]:
+    """A log's batch files (compactions included), by batch id."""
+    batches = []
+    for path in log.iterdir() if log.is_dir() else []:
+        stem = path.name.removesuffix(".compact")
+        if stem.isdigit():
+            batches.append((int(stem), path))
+    return sorted(batches)
+
+
+def _latest_entry(log: Path) -> tuple[int, dict] | None:
+    """The newest batch of a commits/ or offsets/ log, with its first JSON entry."""
+    batches = batch_files(log)
+    if not batches:
+        return None
+    batch_id, path = batches[-1]
+    lines = path.read_text().splitlines()
+    if len(lines) < 2 or lines[0] != VERSION:
+        raise CheckpointError(
+            f"{path} is not a Spark commit-log entry (corrupted or written by another version). "
+            "Recovery: restore the checkpoint from backup, or see README 'Recovering a checkpoint'."
+        )
+    return batch_id, json.loads(lines[1])
+
+
+@dataclass(frozen=True)
+class Commit:
+    """The last batch a checkpoint committed, and the de-duplication watermark the next batch uses."""
+
+    batch_id: int | None = None
+    watermark: datetime | None = None
+
+
+def last_commit(checkpoint: Path) -> Commit:
+    entry = _latest_entry(checkpoint / "commits")
+    if entry is None:
+        return Commit()
+    millis = entry[1].get("nextBatchWatermarkMs", 0)
+    return Commit(entry[0], datetime.fromtimestamp(millis / 1000, tz=UTC) if millis else None)
+
+
+def planned_batch_id(checkpoint: Path) -> int | None:
+    """The last batch the offset log fixed; past the last commit when a batch is half done."""
+    entry = _latest_entry(checkpoint / "offsets")
+    return entry[0] if entry else None
+
+
+def local_path(logged: str) -> str:
+    """A file log entry's path ('file:///a%20b/x') as a local path ('/a b/x')."""
+    return unquote(re.sub(r"^file:(//)?", "", logged))
+
+
+@dataclass(frozen=True)
+class LogEntry:
+    line: str  # as Spark wrote it
+    path: str  # the file it names, as a local path
+
+
+def _read_entries(path: Path) -> tuple[str, list[LogEntry]]:
+    version, *lines = path.read_text().splitlines()
+    return version, [LogEntry(line, local_path(json.loads(line)["path"])) for line in lines if line.strip()]
+
+
+@dataclass(frozen=True)
+class SourceLog:
+    """The files a file source has read: its newest compaction and the batch files after it."""
+
+    compact: Path | None = None
+    version: str = VERSION
+    compacted: tuple[LogEntry, ...] = ()
+    later: tuple[LogEntry, ...] = ()
+
+    @property
+    def entries(self) -> tuple[LogEntry, ...]:
+        return self.compacted + self.later
+
+
+def read_source_log(checkpoint: Path) -> SourceLog:
+    """What Spark restores the file source's list of read files from."""
+    batches = batch_files(checkpoint / "sources" / "0")
+    compactions = [(batch_id, path) for batch_id, path in batches if path.name.endswith(".compact")]
+    if not compactions:
+        return SourceLog(later=tuple(entry for _, path in batches for entry in _read_entries(path)[1]))
+    last_compacted, compact = compactions[-1]
+    version, compacted = _read_entries(compact)
+    later = [entry for batch_id, path in batches if batch_id > last_compacted for entry in _read_entries(path)[1]]
+    return SourceLog(compact, version, tuple(compacted), tuple(later))
+
+
+def rewrite_compaction(log: SourceLog, kept: list[LogEntry]) -> None:
+    """Replace the newest compaction's entries with `kept`, atomically."""
+    assert log.compact is not None, "only a compaction is rewritten"
+    partial = log.compact.with_name(f".{log.compact.name}.rewrite")
+    partial.write_text("\n".join([log.version, *(entry.line for entry in kept)]))  # as Spark writes it: no final newline
+    # Hadoop's local file system checks a file against its .crc when one exists; the old one no longer matches.
+    log.compact.with_name(f".{log.compact.name}.crc").unlink(missing_ok=True)
+    os.replace(partial, log.compact)
+
+
+def sink_log(table: Path) -> Path:
+    return table / "_spark_metadata"
+
+
+def sink_log_files(table: Path) -> list[Path]:
+    """The batch files of a table's sink log (what its committed batches are)."""
+    return [path for _, path in batch_files(sink_log(table))]
