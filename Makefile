@@ -24,7 +24,7 @@ export PATH := $(VENV)/bin:$(PATH)
 export PYTHONPATH := $(CURDIR):$(CURDIR)/plugins
 RUN_DATE ?= $(shell date -u +%Y-%m-%d)
 
-.PHONY: help setup demo run test test-stack lint bench chaos metadata-growth clean
+.PHONY: help setup demo run test test-stack lint bench chaos fuzz metadata-growth clean
 
 help:
 	@echo "make setup           - create .venv with the pinned dependencies, runtime and dev (needs Java 17+)"
@@ -34,6 +34,7 @@ help:
 	@echo "make lint            - ruff and mypy only"
 	@echo "make test-stack      - the backfill test with scheduler, API server and DAG processor running"
 	@echo "make chaos           - 20 random SIGKILLs of the ingest job, then the table against the oracle"
+	@echo "make fuzz            - the property-based test with \$$FUZZ_EXAMPLES (300) generated landing zones"
 	@echo "make bench           - the product against plain Spark and DuckDB; writes BENCHMARKS.md"
 	@echo "make metadata-growth - checkpoint and log sizes over 400 one-file batches"
 	@echo "make build/jobs.zip  - the job code spark-submit ships to executors"
@@ -67,7 +68,7 @@ run: setup build/jobs.zip $(AIRFLOW_HOME)/airflow.db
 
 demo: setup build/jobs.zip
 	$(PY) -m tools.generate_landing --out $(CLOUDTRAIL_LANDING) --records 20000 --days 3 --late-event-files 2 --malformed-files 4 --digests --samples $(CLOUDTRAIL_SAMPLES) --if-absent
-	$(MAKE) --no-print-directory run
+	CLOUDTRAIL_SETTLE="0 seconds" $(MAKE) --no-print-directory run
 	$(PY) -m tools.summary --lake $(CLOUDTRAIL_LAKE)
 
 lint: setup
@@ -86,6 +87,9 @@ test-stack: setup
 
 chaos: setup
 	$(PY) -m tests.chaos --kills 20 --seed $${SEED:-1}
+
+fuzz: setup
+	FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-300} $(PY) -m pytest -q tests/test_fuzz.py
 
 bench: setup build/jobs.zip
 	$(PY) -m bench.benchmark

@@ -102,7 +102,20 @@ def run_product(landing: Path, lake: Path, *options: str) -> dict:
     # python -m starts the driver JVM through spark-submit, which takes these arguments from here.
     submit_args = f"--driver-java-options '-Xlog:gc:file={gc_log}' pyspark-shell"
     wall, peak, _ = measure(
-        [sys.executable, "-m", "jobs.cloudtrail_ingest", "--landing", str(landing), "--lake", str(lake), "--run-id", "bench", *options],
+        [
+            sys.executable,
+            "-m",
+            "jobs.cloudtrail_ingest",
+            "--landing",
+            str(landing),
+            "--lake",
+            str(lake),
+            "--run-id",
+            "bench",
+            "--settle",
+            "0 seconds",
+            *options,
+        ],
         env={"PYSPARK_SUBMIT_ARGS": submit_args},
     )
     report = json.loads(Lake(lake).ingest_report("bench").read_text())
@@ -197,7 +210,7 @@ def daily_sizes(scratch: Path, days: int, day_seconds: float) -> dict:
     rng = random.Random(9)
     landing, lake = scratch / "daily-landing", scratch / "daily-lake"
     start = datetime(2024, 2, 1, tzinfo=UTC)
-    parts = {"state": ["_checkpoints/ingest/state"], "sources": ["_checkpoints/ingest/sources"],
+    parts = {"state": ["_checkpoints/ingest/state"], "sources": ["_checkpoints/ingest/sources", "_checkpoints/ingest/manifests"],
              "offsets+commits": ["_checkpoints/ingest/offsets", "_checkpoints/ingest/commits"],
              "events/_spark_metadata": ["events/_spark_metadata"]}  # fmt: skip
     sizes: dict[int, dict[str, float]] = {}

@@ -21,12 +21,14 @@ import tempfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from tools.generate_landing import delivery_path, make_record, write_delivery
+from jobs.landing import delivery_path
+from tools.generate_landing import make_record, write_delivery
 
 PARTS = {
     "checkpoint offsets/": "_checkpoints/ingest/offsets",
     "checkpoint commits/": "_checkpoints/ingest/commits",
-    "checkpoint sources/ (seen files)": "_checkpoints/ingest/sources",
+    "checkpoint sources/ (read manifests)": "_checkpoints/ingest/sources",
+    "checkpoint manifests/ (file ledger)": "_checkpoints/ingest/manifests",
     "checkpoint state/ (dedup)": "_checkpoints/ingest/state",
     "events/_spark_metadata": "events/_spark_metadata",
 }
@@ -61,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
             deliver_one(landing, rng, delivered, f"f{run}x{index}", records=50)
         subprocess.run([sys.executable, "-m", "jobs.cloudtrail_ingest", "--landing", str(landing), "--lake", str(lake),
                         "--max-files-per-trigger", "1", "--dedup-horizon", "1 day",
-                        "--table-log-retention", args.table_log_retention, "--source-retention", args.source_retention],
+                        "--table-log-retention", args.table_log_retention, "--source-retention", args.source_retention, "--settle", "0 seconds"],
                        check=True, capture_output=True)  # fmt: skip
         batches = (
             len(list((lake / "events" / "_spark_metadata").glob("[0-9]*")))

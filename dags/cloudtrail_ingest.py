@@ -15,6 +15,8 @@ partitioned Parquet table, then checks the table before anyone downstream uses i
 One run at a time (`max_active_runs=1`); backfill runs, which Airflow counts apart, never
 ingest at the same time as another run (`max_active_tis_per_dag=1` on the writing tasks,
 and the job itself refuses a second writer).
+A run with `replay_quarantine` checked also reads the quarantined files and records of
+`replay_reason` and `replay_from`..`replay_to` again (after a parser fix or a hand repair).
 Scheduled runs, manual runs ("Trigger DAG w/ config") and backfills all run the same
 tasks: each ingests every file not yet ingested, so a backfill over past dates makes sure
 the files delivered then are in the table, and re-validates those dates' partitions.

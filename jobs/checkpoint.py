@@ -13,7 +13,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from jobs.spark_logs import CheckpointError, Commit, SourceLog, last_commit, planned_batch_id, read_source_log, sink_log_files
+from jobs.spark_logs import (
+    CheckpointError,
+    Commit,
+    SourceLog,
+    last_commit,
+    planned_batch_id,
+    read_source_log,
+    sink_log_files,
+    source_offset,
+)
 
 STATE_FILE = "last_success.json"
 
@@ -47,10 +56,15 @@ class CheckpointSnapshot:
     planned_batch_id: int | None
     last_success: LastSuccess
     sources: SourceLog
+    # The source's log offsets the last committed and the last planned batch read up to.
+    committed_offset: int | None
+    planned_offset: int | None
 
     @classmethod
     def read(cls, path: Path) -> CheckpointSnapshot:
-        return cls(path, last_commit(path), planned_batch_id(path), read_last_success(path), read_source_log(path))
+        commit, planned = last_commit(path), planned_batch_id(path)
+        offsets = source_offset(path, commit.batch_id), source_offset(path, planned)
+        return cls(path, commit, planned, read_last_success(path), read_source_log(path), *offsets)
 
     @property
     def watermark(self) -> datetime | None:

@@ -5,9 +5,9 @@ Run it with either of:
     spark-submit --py-files build/jobs.zip jobs/cloudtrail_ingest.py --landing DIR --lake DIR [options]
     python -m jobs.cloudtrail_ingest --landing DIR --lake DIR [options]
 
---landing/--lake default to $CLOUDTRAIL_LANDING/$CLOUDTRAIL_LAKE. The run reads every file
-under <landing>/AWSLogs/ that the checkpoint has not seen (Trigger.AvailableNow, in
-rate-limited batches, oldest first), writes <lake>/events/event_date=YYYY-MM-DD/,
+--landing/--lake default to $CLOUDTRAIL_LANDING/$CLOUDTRAIL_LAKE. The run lists every file
+under <landing>/AWSLogs/ that the ledger has not taken (jobs/ledger.py), reads them
+(Trigger.AvailableNow, in rate-limited batches, oldest first), writes <lake>/events/event_date=YYYY-MM-DD/,
 <lake>/quarantine/reason=.../ and <lake>/reports/ingest/<run id>.json, and exits 0.
 Exit codes: 1 the run failed, 2 bad arguments or an unusable checkpoint, 3 rows would have
 been lost, 75 another run holds the lake.
@@ -23,7 +23,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
 from pyspark import StorageLevel
@@ -35,17 +35,25 @@ from jobs import options
 from jobs.checkpoint import CheckpointSnapshot
 from jobs.decode import DECODED_DDL, decode_batches
 from jobs.lake import TABLES, Lake, LakeBusyError, LakeLock
+from jobs.ledger import MANIFEST_DDL, plan_files, record_success
+from jobs.quarantine import Replacement, Replay, replay_entries
 from jobs.report import BatchStats, RunReport, apply_progress, log_batch, now_iso
 from jobs.session import STREAM_CONF, spark_session
 from jobs.sinks import ParquetSink
-from jobs.source_retention import SourcePlan, plan_sources, record_success
 from jobs.spark_logs import CheckpointError, last_commit
 from jobs.sweep import sweep_lake
-from jobs.transforms import deduplicate, mark_late, normalize_records, parse_containers, split_events, split_quarantine
+from jobs.transforms import (
+    arrival_floor,
+    deduplicate,
+    implausible_event_time,
+    mark_late,
+    normalize_records,
+    parse_containers,
+    split_events,
+    split_quarantine,
+)
 
 log = logging.getLogger("cloudtrail_ingest")
-
-BINARY_FILE_SCHEMA = "path string, modificationTime timestamp, length long, content binary"
 
 
 @dataclass(frozen=True)
@@ -60,6 +68,9 @@ class IngestConfig:
     max_file_age: str = options.MAX_FILE_AGE
     table_log_retention: str = options.TABLE_LOG_RETENTION
     source_retention: str = options.SOURCE_RETENTION
+    settle: str = options.SETTLE
+    # Quarantined files and records to read again in this run (jobs/quarantine.py); None: none.
+    replay: Replay | None = None
     run_id: str = ""
 
     @property
@@ -130,15 +141,22 @@ def parse_args(argv: Sequence[str] | None = None) -> IngestConfig:
         "--source-retention", type=duration, default=options.SOURCE_RETENTION,
         help="delivery folders this long before the newest one read are no longer tracked file by file",
     )  # fmt: skip
+    parser.add_argument("--settle", type=duration, default=options.SETTLE, help="files written to more recently are left for a later run")
+    parser.add_argument("--replay-quarantine", action="store_true", help="also read again the quarantined files and records below")
+    parser.add_argument("--replay-reason", action="append", default=[], help="only those quarantined for this reason (repeatable)")
+    parser.add_argument("--replay-from", type=date.fromisoformat, help="only files delivered on or after this date")
+    parser.add_argument("--replay-to", type=date.fromisoformat, help="only files delivered on or before this date")
     parser.add_argument("--run-id", help="id of this run in reports and rows; None: manual__<UTC time>")
     args = parser.parse_args(argv)
     if not args.landing or not args.lake:
         parser.error("--landing and --lake (or CLOUDTRAIL_LANDING and CLOUDTRAIL_LAKE) are required")
+    if args.replay_from and args.replay_to and args.replay_from > args.replay_to:
+        parser.error(f"--replay-from {args.replay_from} is after --replay-to {args.replay_to}")
     if args.max_files_per_trigger and args.max_bytes_per_trigger:
-        # Spark's file source accepts only one of the two limits; an explicit file limit wins.
+        # One limit per run, as Spark's file source takes: an explicit file limit wins.
         args.max_bytes_per_trigger = None
     return IngestConfig(
-        landing=os.path.abspath(args.landing) if "://" not in args.landing else args.landing,
+        landing=os.path.abspath(args.landing),
         lake=os.path.abspath(args.lake),
         trigger=args.trigger,
         max_files_per_trigger=args.max_files_per_trigger,
@@ -148,6 +166,8 @@ def parse_args(argv: Sequence[str] | None = None) -> IngestConfig:
         max_file_age=args.max_file_age,
         table_log_retention=args.table_log_retention,
         source_retention=args.source_retention,
+        settle=args.settle,
+        replay=Replay(tuple(args.replay_reason), args.replay_from, args.replay_to) if args.replay_quarantine else None,
         run_id=args.run_id or f"manual__{now_iso()}",
     )
 
@@ -156,14 +176,19 @@ def build_session(config: IngestConfig) -> SparkSession:
     return spark_session("cloudtrail_ingest", {**STREAM_CONF, "spark.sql.shuffle.partitions": str(config.state_partitions)})
 
 
-def extract(spark: SparkSession, config: IngestConfig, sources: SourcePlan) -> DataFrame:
-    """New landing files as (path, modificationTime, length, content) rows, from the folders `sources` lists."""
-    reader = spark.readStream.format("binaryFile").schema(BINARY_FILE_SCHEMA).option("maxFileAge", config.max_file_age)
-    if config.max_files_per_trigger:
-        reader = reader.option("maxFilesPerTrigger", config.max_files_per_trigger)
-    if config.max_bytes_per_trigger:
-        reader = reader.option("maxBytesPerTrigger", config.max_bytes_per_trigger)
-    return reader.load(f"{config.landing}/{sources.glob}")
+def extract(spark: SparkSession, config: IngestConfig) -> DataFrame:
+    """The landing files the ledger's manifests name, one manifest per batch, as (path, size, mtime_ms, arrival_ms) rows."""
+    manifests = (
+        spark.readStream.format("text")
+        .option("maxFilesPerTrigger", 1)
+        .option("maxFileAge", config.max_file_age)
+        # A checkpoint written before the ledger names landing files in its log, and Spark plans the
+        # last committed batch again at start: the base path must hold both folders (and Spark sets
+        # it to the source's path itself unless that path is a glob).
+        .option("basePath", os.path.commonpath([config.layout.manifests, config.landing]))
+        .load(f"{config.layout.manifests}/[0-9]*.jsonl")
+    )
+    return manifests.select(F.from_json("value", MANIFEST_DDL).alias("file")).select("file.*")
 
 
 def transform(files: DataFrame, config: IngestConfig, committed_watermark: datetime | None) -> DataFrame:
@@ -172,10 +197,9 @@ def transform(files: DataFrame, config: IngestConfig, committed_watermark: datet
     `committed_watermark` is the checkpoint's de-duplication watermark (None before the first batch).
     """
     horizon = options.duration(config.dedup_horizon)
-    below = F.col("arrival_time") <= F.lit(committed_watermark) if committed_watermark else F.lit(False)
     rows = (
         files.mapInArrow(decode_batches, DECODED_DDL)
-        .observe("files", F.count(F.lit(1)).alias("files"), F.sum("file_bytes").alias("bytes"), F.count_if(below).alias("below_watermark"))
+        .observe("files", F.count(F.lit(1)).alias("files"), F.sum("file_bytes").alias("bytes"))
         .transform(parse_containers)
         .transform(normalize_records, config.run_id)
         .observe("records", F.count(F.lit(1)).alias("records"))
@@ -184,9 +208,11 @@ def transform(files: DataFrame, config: IngestConfig, committed_watermark: datet
 
 
 class BatchWriter:
-    """foreachBatch body: write quarantine then events, each exactly once per batch id."""
+    """foreachBatch body: write quarantine (with the rows it keeps from the quarantine files its
+    reads replace, jobs/quarantine.py) then events, each exactly once per batch id."""
 
     def __init__(self, spark: SparkSession, config: IngestConfig, report: RunReport) -> None:
+        self.spark, self.lake = spark, config.layout
         retention_ms = int(options.duration(config.table_log_retention).total_seconds() * 1000)
         self.events = ParquetSink(spark, str(config.layout.events), ["event_date"], retention_ms)
         self.quarantine = ParquetSink(spark, str(config.layout.quarantine), ["reason"], retention_ms)
@@ -194,23 +220,32 @@ class BatchWriter:
 
     def __call__(self, rows: DataFrame, batch_id: int) -> None:
         already_committed = self.events.is_committed(batch_id) and self.quarantine.is_committed(batch_id)
+        replacement = Replacement(self.spark, self.lake, batch_id, self.quarantine.is_committed(batch_id))
         rows = rows.persist(StorageLevel.MEMORY_AND_DISK)
         try:
             written: dict[str, int] = {}
             quarantined: dict[str, int] = {}
-            late = 0
-            counts = rows.groupBy("_reason", "event_date").agg(F.count(F.lit(1)).alias("rows"), F.count_if("_late").alias("late"))
+            late = implausible = 0
+            counts = rows.groupBy("_reason", "event_date").agg(
+                F.count(F.lit(1)).alias("rows"),
+                F.count_if("_late").alias("late"),
+                F.count_if(implausible_event_time(F.col("eventTime"), F.col("_arrival_time"))).alias("implausible"),
+            )
             for row in counts.collect():
                 late += row["late"]
+                implausible += row["implausible"]
                 if row["_reason"] is None:
                     written[str(row["event_date"])] = row["rows"]
                 else:
                     quarantined[row["_reason"]] = quarantined.get(row["_reason"], 0) + row["rows"]
-            self.quarantine.add_batch(batch_id, split_quarantine(rows))
+            self.quarantine.add_batch(batch_id, replacement.add_kept(split_quarantine(rows)))
+            replacement.finish()
             self.events.add_batch(batch_id, split_events(rows))
         finally:
             rows.unpersist()
-        self.report.batches.append(BatchStats(batch_id, written, quarantined, already_committed, late_events=late))
+        self.report.batches.append(
+            BatchStats(batch_id, written, quarantined, already_committed, late_events=late, implausible_event_times=implausible)
+        )
 
 
 def load(rows: DataFrame, config: IngestConfig, writer: BatchWriter) -> StreamingQuery:
@@ -262,9 +297,14 @@ def run(config: IngestConfig, session: Callable[[], SparkSession]) -> RunReport:
         dedup_horizon=config.dedup_horizon,
     )
     try:
-        sources = plan_sources(checkpoint, config.landing, options.duration(config.source_retention))
-        report.source_log = sources.summary()
-        if sources.new_files == 0 and checkpoint.settled:
+        replay = replay_entries(lake, config.replay) if config.replay else []
+        files = plan_files(
+            checkpoint, config.landing, options.duration(config.source_retention), options.duration(config.settle),
+            arrival_floor(options.duration(config.dedup_horizon), checkpoint.watermark),
+            config.max_files_per_trigger, config.max_bytes_per_trigger, replay,
+        )  # fmt: skip
+        report.ledger = files.summary()
+        if files.taken == 0 and files.pending == 0 and checkpoint.settled:
             # A streaming query would find nothing: skip Spark altogether.
             log.info("nothing new in %s since the last successful run; Spark not started", config.landing)
             report.swept_files = dict.fromkeys(TABLES, 0)
@@ -272,12 +312,12 @@ def run(config: IngestConfig, session: Callable[[], SparkSession]) -> RunReport:
             spark = session()
             # Debris of a crashed attempt is swept before a compaction can age its neighbours out of the log.
             swept_before = sweep_lake(spark, lake)
-            rows = transform(extract(spark, config, sources), config, checkpoint.watermark)
+            rows = transform(extract(spark, config), config, checkpoint.watermark)
             follow(load(rows, config, BatchWriter(spark, config, report)), report)
             # A successful run always leaves a clean table, whatever earlier crashed attempts left.
             swept_after = sweep_lake(spark, lake)
             report.swept_files = {table: swept_before[table] + swept_after[table] for table in swept_before}
-        record_success(lake.checkpoint, sources, last_commit(lake.checkpoint).batch_id)
+        record_success(lake.checkpoint, files, last_commit(lake.checkpoint).batch_id)
         report.status = "succeeded"
     except Exception as exc:
         report.status, report.error = "failed", str(exc).splitlines()[0][:2000]

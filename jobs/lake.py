@@ -5,8 +5,10 @@ Every path under the lake root is named here and nowhere else:
     <lake>/events/event_date=YYYY-MM-DD/   the table (its commit log in _spark_metadata/)
     <lake>/quarantine/reason=.../          what could not be read, with the reason
     <lake>/_checkpoints/ingest/            the stream's checkpoint, and last_success.json
+    <lake>/_checkpoints/ingest/manifests/  the file ledger: the landing files each batch reads
     <lake>/_checkpoints/ingest.lock        one writer at a time (flock)
     <lake>/_swept/<table>/<time>/          uncommitted files the sweep moved aside
+    <lake>/_replaced/<table>/<tag>/        files a later read replaced (quarantine rows read again)
     <lake>/reports/ingest/<run id>.json    run reports
     <lake>/reports/dq/<run id>.json        gate results
     <lake>/reports/data_docs/index.html    Great Expectations Data Docs
@@ -57,11 +59,23 @@ class Lake:
         return self.root / "_checkpoints" / "ingest"
 
     @property
+    def manifests(self) -> Path:
+        return self.checkpoint / "manifests"
+
+    @property
     def lock(self) -> Path:
         return self.root / "_checkpoints" / "ingest.lock"
 
     def swept(self, table: str, stamp: str) -> Path:
         return self.root / "_swept" / table / stamp
+
+    def replaced(self, table: str, tag: str) -> Path:
+        return self.root / "_replaced" / table / tag
+
+    @property
+    def replacements(self) -> Path:
+        """What a batch will move aside once its quarantine output is committed, one file per batch."""
+        return self.checkpoint / "replacements"
 
     @property
     def reports(self) -> Path:

@@ -27,25 +27,11 @@ def aws_logs(landing: str | Path) -> Path:
     return Path(landing) / "AWSLogs"
 
 
-def landing_glob(dates: str = ALL_DATES, extra: tuple[str, ...] = ()) -> str:
-    """The files under <landing>/ the stream lists: delivery folders matching `dates`, plus `extra` (relative to AWSLogs/)."""
+def landing_glob() -> str:
+    """Every log file under <landing>/ as one Hadoop glob, for Spark's batch readers (the benchmark's
+    baseline). The ingest job lists the landing zone itself (jobs/ledger.py): a glob cannot take every name."""
     levels = "{" + ",".join(ACCOUNT_LEVELS) + "}"
-    return "AWSLogs/{" + ",".join((f"{levels}/CloudTrail/*/{dates}/{FILE_PATTERN}", *extra)) + "}"
-
-
-def dates_from(first: date) -> str:
-    """A glob alternative matching the YYYY/MM/DD folders on or after `first`."""
-    year, month = f"{first.year:04d}", f"{first.month:02d}"
-    days = ",".join(f"{day:02d}" for day in range(first.day, 32))
-    alternatives = [f"{year}/{month}/{{{days}}}"]
-    if first.month < 12:
-        alternatives.append(f"{year}/{{{','.join(f'{m:02d}' for m in range(first.month + 1, 13))}}}/[0-9][0-9]")
-    # later years, digit by digit: 2026 -> 202[7-9], 20[3-9][0-9], 2[1-9][0-9][0-9]
-    for position in range(3, -1, -1):
-        digit = int(year[position])
-        if digit < 9:
-            alternatives.append(f"{year[:position]}[{digit + 1}-9]{'[0-9]' * (3 - position)}/[0-9][0-9]/[0-9][0-9]")
-    return "{" + ",".join(alternatives) + "}"
+    return f"AWSLogs/{levels}/CloudTrail/*/{ALL_DATES}/{FILE_PATTERN}"
 
 
 def delivery_date(path: str) -> date | None:

@@ -19,6 +19,8 @@ STATE_PARTITIONS = 4
 MAX_FILE_AGE = "3650d"
 TABLE_LOG_RETENTION = "2 days"
 SOURCE_RETENTION = "7 days"
+# A landing file written to this recently may still be being written: left for a later run.
+SETTLE = "1 minute"
 QUARANTINE_THRESHOLD = 0.01
 
 DURATION_PATTERN = r"^([0-9]+) +(second|minute|hour|day|week)s?$"

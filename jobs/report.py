@@ -27,7 +27,7 @@ class BatchStats:
     bytes_read: int = 0
     records_read: int = 0
     late_events: int = 0
-    files_below_watermark: int = 0
+    implausible_event_times: int = 0
     rows_dropped_by_watermark: int = 0
     watermark: str | None = None
 
@@ -46,7 +46,7 @@ class RunReport:
     error: str | None = None
     watermark_after: str | None = None
     swept_files: dict[str, int] = field(default_factory=dict)
-    source_log: dict[str, object] = field(default_factory=dict)
+    ledger: dict[str, object] = field(default_factory=dict)
     batches: list[BatchStats] = field(default_factory=list)
 
     def totals(self) -> dict[str, Any]:
@@ -70,7 +70,11 @@ class RunReport:
                 "what_happened": "written to the table, de-duplicated like any other event: the de-duplication "
                 "watermark runs on arrival time, not event time (docs/design.md)",
             },
-            "files_below_watermark": sum(b.files_below_watermark for b in self.batches),
+            "implausible_event_times": {
+                "count": sum(b.implausible_event_times for b in self.batches),
+                "what_happened": "written to the table as evidence: event times before CloudTrail existed (2013-11-13) "
+                "or more than a day after the record arrived; the warning suite reports them",
+            },
             "rows_dropped_by_watermark": sum(b.rows_dropped_by_watermark for b in self.batches),
             "quarantined_by_reason": dict(sorted(quarantined.items())),
             "quarantined": sum(quarantined.values()),
@@ -105,7 +109,6 @@ def apply_progress(report: RunReport, progress: dict[str, Any]) -> BatchStats | 
     batch.duration_ms = progress.get("durationMs", {}).get("triggerExecution")
     batch.files_read = int(files.get("files") or 0)
     batch.bytes_read = int(files.get("bytes") or 0)
-    batch.files_below_watermark = int(files.get("below_watermark") or 0)
     batch.records_read = int(records.get("records") or 0)
     batch.rows_dropped_by_watermark = sum(int(op.get("numRowsDroppedByWatermark", 0)) for op in progress.get("stateOperators", []))
     batch.watermark = progress.get("eventTime", {}).get("watermark")

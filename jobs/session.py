@@ -22,6 +22,9 @@ BASE_CONF = {
 STREAM_CONF = {
     # RocksDB keeps de-duplication state off the JVM heap, so it is bounded by disk, not memory.
     "spark.sql.streaming.stateStore.providerClass": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+    # A manifest is read in splits of this many bytes, some 10-20 landing files a task: its files
+    # are read and decoded on every core, with no shuffle (the only files this session reads).
+    "spark.sql.files.maxPartitionBytes": "4096",
     # Files per Arrow batch in the decode step: a few decompressed files at a time per task.
     "spark.sql.execution.arrow.maxRecordsPerBatch": "16",
     # The run report reads every batch's progress, not only the last 100.

@@ -71,6 +71,17 @@ def planned_batch_id(checkpoint: Path) -> int | None:
     return entry[0] if entry else None
 
 
+def source_offset(checkpoint: Path, batch_id: int | None) -> int | None:
+    """The file source's log offset that batch `batch_id` read up to (its offset log entry); None if unknown.
+
+    A query batch and the source's log count apart: a batch with no new file adds no source entry."""
+    path = checkpoint / "offsets" / str(batch_id)
+    if batch_id is None or not path.exists():
+        return None
+    lines = path.read_text().splitlines()
+    return int(json.loads(lines[2])["logOffset"]) if len(lines) > 2 and lines[2] != "-" else None
+
+
 def local_path(logged: str) -> str:
     """A file log entry's path ('file:///a%20b/x') as a local path ('/a b/x')."""
     return unquote(re.sub(r"^file:(//)?", "", logged))
@@ -80,11 +91,17 @@ def local_path(logged: str) -> str:
 class LogEntry:
     line: str  # as Spark wrote it
     path: str  # the file it names, as a local path
+    batch_id: int  # the source's log offset that took it (not the query's batch id: see source_offset)
+
+
+def _entry(line: str) -> LogEntry:
+    body = json.loads(line)
+    return LogEntry(line, local_path(body["path"]), int(body["batchId"]))
 
 
 def _read_entries(path: Path) -> tuple[str, list[LogEntry]]:
     version, *lines = path.read_text().splitlines()
-    return version, [LogEntry(line, local_path(json.loads(line)["path"])) for line in lines if line.strip()]
+    return version, [_entry(line) for line in lines if line.strip()]
 
 
 @dataclass(frozen=True)

@@ -67,15 +67,20 @@ def sweep_table(spark: SparkSession, lake: Lake, name: str, stamp: str) -> list[
     if not sink_log(table).is_dir():
         return []  # not written by the sink (yet): no log to tell committed files apart
     strays = uncommitted_files(spark, table)
-    for stray in strays:
-        target = lake.swept(name, stamp) / stray.relative_to(table)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.move(stray, target)
-        checksum = stray.with_name(f".{stray.name}.crc")  # Hadoop's checksum file travels with its data file
-        if checksum.exists():
-            shutil.move(checksum, target.with_name(checksum.name))
-        log.info("moved uncommitted %s -> %s", stray, target)
+    move_aside(table, strays, lake.swept(name, stamp))
     return strays
+
+
+def move_aside(table: Path, files: list[Path], target: Path) -> None:
+    """Move data files of `table` under `target`, keeping their relative paths (nothing is deleted)."""
+    for file in files:
+        moved = target / file.relative_to(table)
+        moved.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(file, moved)
+        checksum = file.with_name(f".{file.name}.crc")  # Hadoop's checksum file travels with its data file
+        if checksum.exists():
+            shutil.move(checksum, moved.with_name(checksum.name))
+        log.info("moved %s -> %s", file, moved)
 
 
 def sweep_lake(spark: SparkSession, lake: Lake) -> dict[str, int]:

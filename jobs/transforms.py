@@ -10,7 +10,7 @@ split_events / split_quarantine pick the two outputs apart after de-duplication.
 from __future__ import annotations
 
 import operator
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from functools import reduce
 from typing import cast
 
@@ -18,7 +18,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from jobs.decode import SHAPE_ARRAY, SHAPE_OBJECT
+from jobs.decode import SHAPE_ARRAY, SHAPE_OBJECT, salvage_records
 from jobs.schema import (
     EVENT_TIME_FORMAT,
     EVENTS_SCHEMA,
@@ -69,16 +69,27 @@ def _looks_like_record(keys: Column) -> Column:
     return F.coalesce(F.exists(keys, lambda key: key.isin(RECORD_MARKERS)), F.lit(False))
 
 
-def _item(text: Column, keys: Column) -> Column:
-    """A record's JSON text and its top-level keys (null when the text is not one JSON object)."""
-    return F.struct(text.alias("record"), keys.alias("record_keys"))
+def _item(text: Column, keys: Column, reason: Column | None = None, detail: Column | None = None) -> Column:
+    """A record's JSON text and its top-level keys (null when the text is not one JSON object), or why it is quarantined."""
+    return F.struct(
+        text.alias("record"),
+        keys.alias("record_keys"),
+        (reason if reason is not None else F.lit(None).cast("string")).alias("reason"),
+        (detail if detail is not None else F.lit(None).cast("string")).alias("detail"),
+    )
+
+
+# Python, on the few files whose container Spark's parser rejects (jobs/decode.py).
+SALVAGED = T.ArrayType(T.StructType([T.StructField(name, T.StringType()) for name in ("record", "reason", "detail")]))
+_salvage = F.udf(salvage_records, SALVAGED)
 
 
 def parse_containers(decoded: DataFrame) -> DataFrame:
     """Decoded files -> one row per record, or one row per file or line that cannot be read.
 
     Shapes: {"Records":[...]}, a bare JSON array of records, a single record object, and
-    JSON lines of records. Output columns: source_file, arrival_time, record_index,
+    JSON lines of records; a file with `only_records` set yields those positions only. Output
+    columns: source_file, arrival_time, record_index,
     record (the record's JSON text, or the bad line), record_keys (its top-level keys),
     _reason, _detail.
     """
@@ -110,6 +121,16 @@ def parse_containers(decoded: DataFrame) -> DataFrame:
         .when(_looks_like_record(F.col("single_keys")), F.array(_item(F.col("text"), F.col("single_keys"))))
         .when(first_line_ok, json_lines),
     )
+    # A container the parser rejected whole (a record too deep or with too long a string for Jackson,
+    # a NaN, a raw control character) is split record by record in Python: one bad record costs one
+    # record. Every other file hands the Python step a null.
+    unparsed = F.col("items").isNull() & F.col("file_error").isNull()
+    files = files.withColumn("salvaged", _salvage(F.when(unparsed, F.col("text"))))
+    salvaged = F.transform(
+        "salvaged",
+        lambda s: _item(s["record"], F.when(s["reason"].isNull(), F.json_object_keys(s["record"])), s["reason"], s["detail"]),
+    )
+    files = files.withColumn("items", F.coalesce(F.col("items"), salvaged))
     file_reason = F.coalesce(
         F.col("file_error"),
         F.when(
@@ -125,10 +146,15 @@ def parse_containers(decoded: DataFrame) -> DataFrame:
     exploded = files.select(
         "source_file",
         "arrival_time",
+        "only_records",
         file_reason.alias("_file_reason"),
         file_detail.alias("_file_detail"),
         F.posexplode_outer("items").alias("record_index", "item"),
     ).where(F.col("item").isNotNull() | F.col("_file_reason").isNotNull())
+    # A replay of quarantined records takes those positions only; the file's other records are in the table already.
+    exploded = exploded.where(
+        F.col("only_records").isNull() | F.col("_file_reason").isNotNull() | F.array_contains("only_records", F.col("record_index"))
+    )
     keys = F.col("item.record_keys")
     bad_item = F.col("item").isNotNull() & keys.isNull()
     return exploded.select(
@@ -137,8 +163,8 @@ def parse_containers(decoded: DataFrame) -> DataFrame:
         F.when(F.col("_file_reason").isNull(), F.col("record_index")).alias("record_index"),
         F.col("item.record").alias("record"),
         keys.alias("record_keys"),
-        F.coalesce(F.col("_file_reason"), F.when(bad_item, F.lit(MALFORMED_RECORD))).alias("_reason"),
-        F.coalesce(F.col("_file_detail"), F.when(bad_item, F.lit("not one JSON object"))).alias("_detail"),
+        F.coalesce(F.col("_file_reason"), F.col("item.reason"), F.when(bad_item, F.lit(MALFORMED_RECORD))).alias("_reason"),
+        F.coalesce(F.col("_file_detail"), F.col("item.detail"), F.when(bad_item, F.lit("not one JSON object"))).alias("_detail"),
     )
 
 
@@ -252,9 +278,11 @@ def raise_arrival_floor(rows: DataFrame, floor: datetime | None) -> DataFrame:
 
 
 def mark_dedup_key(rows: DataFrame) -> DataFrame:
-    """Good rows are de-duplicated on eventID; quarantined rows get a key of their own
-    (file + position) so they are never collapsed into each other."""
-    own_key = F.concat(F.lit("!"), F.col("_source_file"), F.lit("#"), F.coalesce(F.col("_record_index").cast("string"), F.lit("file")))
+    """Good rows are de-duplicated on eventID; quarantined rows get a key of their own (file,
+    position and run), so they are never collapsed into each other, nor into an earlier read of
+    their file (a replay), which they replace."""
+    position = F.coalesce(F.col("_record_index").cast("string"), F.lit("file"))
+    own_key = F.concat(F.lit("!"), F.col("_source_file"), F.lit("#"), position, F.lit("@"), F.col("_ingest_run_id"))
     return rows.withColumn("_dedup_key", F.when(F.col("_reason").isNull(), F.col("eventID")).otherwise(own_key))
 
 
@@ -279,6 +307,16 @@ def mark_late(rows: DataFrame, lateness: timedelta) -> DataFrame:
     watermark of that delay would have dropped them; this job keeps them)."""
     late = F.col("eventTime") < F.col("_arrival_time") - F.lit(lateness)
     return rows.withColumn("_late", F.coalesce(late & F.col("_reason").isNull(), F.lit(False)))
+
+
+# CloudTrail began on 13 November 2013; no event it delivers happened before.
+FIRST_EVENT_TIME = datetime(2013, 11, 13, tzinfo=UTC)
+
+
+def implausible_event_time(event_time: Column, seen: Column) -> Column:
+    """An event time CloudTrail cannot have written: before it existed, or more than a day after the
+    record was seen (`seen`: its arrival, or its ingest). Such events are kept, as evidence, and counted."""
+    return (event_time < F.lit(FIRST_EVENT_TIME)) | (event_time > seen + F.lit(timedelta(days=1)))
 
 
 def split_events(rows: DataFrame) -> DataFrame:

@@ -31,6 +31,7 @@ from jobs import options
 from jobs.lake import Lake
 from jobs.report import now_iso
 from jobs.session import spark_session
+from jobs.transforms import implausible_event_time
 
 log = logging.getLogger("validate_events")
 SUITES_DIR = Path(os.environ.get("CLOUDTRAIL_EXPECTATIONS", Path(__file__).resolve().parents[1] / "expectations"))
@@ -89,6 +90,7 @@ def with_check_columns(events: DataFrame) -> DataFrame:
         F.col("userIdentity.type").alias("user_identity_type"),
         F.col("tlsDetails.tlsVersion").alias("tls_version"),
         F.size(F.filter("resources", lambda r: r["ARN"].isNull())).alias("resources_without_arn"),
+        (~implausible_event_time(F.col("eventTime"), F.col("_ingest_time"))).alias("event_time_plausible"),
         "_ingest_run_id",
     )  # fmt: skip
 

@@ -23,7 +23,7 @@ from tools.generate_landing import generate
 
 PHASES = ["reading", "writing_data", "between_outputs", "committing_state"]
 # A 1-day source retention retires the folders of all but the newest delivery, so late files exercise that path too.
-JOB_OPTIONS = ["--max-files-per-trigger", "3", "--state-partitions", "2", "--source-retention", "1 day"]
+JOB_OPTIONS = ["--max-files-per-trigger", "3", "--state-partitions", "2", "--source-retention", "1 day", "--settle", "0 seconds"]
 
 
 @dataclass

@@ -32,6 +32,8 @@ os.environ.update(
         "CLOUDTRAIL_LANDING": str(_SCRATCH / "landing"),
         "CLOUDTRAIL_LAKE": str(_SCRATCH / "lake"),
         "CLOUDTRAIL_DRIVER_MEMORY": "1g",
+        # Tests deliver files and ingest them at once.
+        "CLOUDTRAIL_SETTLE": "0 seconds",
         "CLOUDTRAIL_JOBS_ZIP": str(_SCRATCH / "jobs.zip"),
         "SPARK_LOCAL_IP": "127.0.0.1",
         "PYSPARK_PYTHON": sys.executable,
@@ -47,9 +49,9 @@ sys.path[:0] = [str(ROOT), str(ROOT / "plugins")]
 def spark():
     from jobs.session import STREAM_CONF, spark_session
 
-    session = spark_session(
-        "cloudtrail-tests", {**STREAM_CONF, "spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"}, "local[2]"
-    )
+    # A driver as large as the job's default: the parser-limit test holds a 20 MB record.
+    conf = {**STREAM_CONF, "spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false", "spark.driver.memory": "2g"}
+    session = spark_session("cloudtrail-tests", conf, "local[2]")
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()

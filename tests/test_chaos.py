@@ -30,4 +30,4 @@ def test_killed_runs_leave_every_event_exactly_once(spark, landing, lake):
     assert duckdb_rows(lake) == expected
     assert uncommitted_files(lake) == []
     reports = [json.loads(path.read_text()) for path in (lake / "reports" / "ingest").glob("*.json")]
-    assert any(report["source_log"].get("stragglers") for report in reports), "some files should have landed in retired folders"
+    assert any(report["ledger"].get("stragglers") for report in reports), "some files should have landed in retired folders"

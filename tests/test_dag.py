@@ -76,6 +76,12 @@ def test_run_parameters_are_checked_before_spark_starts(tmp_path):
         plan_run({**base, "validate_from": "2024-03-02", "validate_to": "2024-03-01"}, settings, "r", day, day)
     with pytest.raises(InvalidRunParams, match="not a date"):
         plan_run({**base, "validate_from": "yesterday"}, settings, "r", day, day)
+    replay = {**base, "replay_quarantine": True, "replay_reason": "invalid_json", "replay_from": "2024-03-01"}
+    assert plan_run(replay, settings, "r", day, day)["ingest_args"][-5:-2] == [
+        "--replay-quarantine", "--replay-reason=invalid_json", "--replay-from=2024-03-01",
+    ]  # fmt: skip
+    with pytest.raises(InvalidRunParams, match="replay_from 2024-03-02 is after replay_to 2024-03-01"):
+        plan_run({**replay, "replay_from": "2024-03-02", "replay_to": "2024-03-01"}, settings, "r", day, day)
 
 
 def states(run) -> dict[str, str]:

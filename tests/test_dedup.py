@@ -14,11 +14,14 @@ from jobs.transforms import arrival_floor, dedup_delay, deduplicate, mark_late, 
 
 T = datetime(2024, 3, 1, tzinfo=UTC)
 HORIZON = timedelta(hours=10)
-ROWS = "eventID string, eventTime timestamp, _reason string, _source_file string, _record_index long, _arrival_time timestamp"
+ROWS = (
+    "eventID string, eventTime timestamp, _reason string, _source_file string, _record_index long, _arrival_time timestamp, "
+    "_ingest_run_id string"
+)
 
 
 def rows(spark, *values: tuple):
-    return spark.createDataFrame(list(values), ROWS)
+    return spark.createDataFrame([(*value, "run") for value in values], ROWS)
 
 
 def test_the_delay_is_half_the_horizon_and_the_floor_is_the_newest_committed_arrival():

@@ -16,7 +16,7 @@ def decoded(spark, files: dict[str, str]):
     rows = []
     for path, content in files.items():
         text, shape, error, detail = decode_file(content.encode())
-        rows.append((path, ARRIVAL, len(content), text.decode() if text is not None else None, shape, error, detail))
+        rows.append((path, ARRIVAL, len(content), text.decode() if text is not None else None, shape, error, detail, None))
     return spark.createDataFrame(rows, DECODED_DDL)
 
 
@@ -173,7 +173,7 @@ def test_records_without_id_or_usable_time_get_a_reason(spark):
 
 def test_dedup_key_is_event_id_for_good_rows_and_unique_for_quarantined_ones(spark):
     rows = mark_dedup_key(normalized(spark, record("a"), record(None), record(None))).select("_dedup_key")
-    assertDataFrameEqual(rows, [Row(_dedup_key="a"), Row(_dedup_key="!f.json#1"), Row(_dedup_key="!f.json#2")])
+    assertDataFrameEqual(rows, [Row(_dedup_key="a"), Row(_dedup_key="!f.json#1@run-1"), Row(_dedup_key="!f.json#2@run-1")])
 
 
 def test_split_sends_each_row_to_exactly_one_output(spark):
@@ -185,3 +185,35 @@ def test_split_sends_each_row_to_exactly_one_output(spark):
         [Row(record_index=1, reason="missing_event_id"), Row(record_index=2, reason="unparseable_event_time")],
     )
     assert json.loads(quarantine.where("record_index = 1").first().record)["eventSource"] == "s3.amazonaws.com"
+
+
+def test_a_record_the_parser_cannot_take_costs_that_record_alone(spark):
+    bad = {
+        "deep": '{"eventID":"deep","eventTime":"2024-01-01T10:00:00Z","requestParameters":' + '{"a":' * 1500 + "1" + "}" * 1501,
+        "large": json.dumps(record("large", requestParameters={"blob": "y" * 20_000_001})),
+        "nan": '{"eventID":"nan","eventTime":"2024-01-01T10:00:00Z","requestParameters":{"x":NaN}}',
+        "control": '{"eventID":"control","eventTime":"2024-01-01T10:00:00Z","userAgent":"a\x01b"}',
+    }
+    files = {
+        f"{name}.json": json.dumps({"Records": [record(f"{name}-1")]})[:-2] + f",{text},{json.dumps(record(f'{name}-2'))}]}}"
+        for name, text in bad.items()
+    }
+    files["cut.json"] = json.dumps({"Records": [record("cut-1")]})[:-2] + ',{"eventID":"cut-2","eventTime":'  # still being written
+    # One small collect: the 20 MB record's text stays in the JVM (the tests' driver has 1 GB).
+    rows = normalize_records(parse_containers(decoded(spark, files)), "run").select("_source_file", "eventID", "_reason", "_detail")
+    found = rows.collect()
+    expected = {
+        "deep.json": "record_too_deep",
+        "large.json": "record_too_large",
+        "nan.json": "invalid_json",
+        "control.json": "invalid_json",
+        "cut.json": "invalid_json",
+    }
+    kept = [(name, f"{name[:-5]}-{i}") for name in files for i in (1, 2) if name != "cut.json" or i == 1]
+    assert sorted((r._source_file, r.eventID or "", r._reason or "") for r in found) == sorted(
+        [(name, event_id, "") for name, event_id in kept] + [(name, "", reason) for name, reason in expected.items()]
+    )
+    details = {r._source_file: r._detail for r in found if r._reason}
+    assert details["deep.json"] == "nested 1501 levels; a record may nest 998"
+    assert details["large.json"] == "holds a string of 20000001 characters; a record's strings may hold 20000000"
+    assert details["nan.json"] == "NaN is not a JSON value" and details["control.json"].startswith("Invalid control character")

@@ -24,7 +24,7 @@ def good_row(index: int, **changes):
         eventVersion="1.08", eventID=f"id-{index}", eventTime=moment, eventSource="s3.amazonaws.com", eventName="GetObject",
         awsRegion="us-east-1", recipientAccountId="111122223333", userIdentity={"type": "IAMUser"},
         tlsDetails={"tlsVersion": "TLSv1.3"}, resources=[{"ARN": "arn:aws:s3:::b", "type": "AWS::S3::Bucket"}],
-        _ingest_run_id=RUN_ID, event_date=moment.date(),
+        _ingest_run_id=RUN_ID, _ingest_time=moment + timedelta(minutes=20), event_date=moment.date(),
     )  # fmt: skip
     row.update(changes)
     return row
@@ -99,6 +99,17 @@ def test_a_warning_only_violation_passes_with_a_warning(spark, lake):
         ("expect_column_values_to_match_regex", "awsRegion")
     ]
     assert "moon-base-1" in results["warnings"][0]["sample_unexpected"]
+
+
+def test_event_times_cloudtrail_cannot_have_written_are_kept_and_reported(spark, lake):
+    ingested = datetime(2024, 3, 1, 10)
+    odd = [datetime(1969, 12, 31, 23), datetime(2031, 1, 1)]
+    rows = [good_row(0)] + [good_row(i + 1, eventTime=t, event_date=t.date(), _ingest_time=ingested) for i, t in enumerate(odd)]
+    write_table(spark, lake, rows)
+    code, results = gate(lake, "--dates", "1969-12-31,2031-01-01")
+    assert code == 0 and results["rows_validated"] == 3
+    assert [w["kwargs"]["column"] for w in results["warnings"]] == ["event_time_plausible"]
+    assert results["warnings"][0]["unexpected_percent"] == pytest.approx(200 / 3)
 
 
 def test_nested_columns_are_checked(spark, lake):

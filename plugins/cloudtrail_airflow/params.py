@@ -54,6 +54,16 @@ def dag_params(settings: Settings) -> dict[str, Param]:
             format="date",
             description="Last event date the quality gate checks, besides the run's data interval (YYYY-MM-DD).",
         ),  # fmt: skip
+        "replay_quarantine": Param(
+            False,
+            type="boolean",
+            description="Also read again the quarantined files and records below (after a parser fix or a hand repair).",
+        ),  # fmt: skip
+        "replay_reason": Param(None, type=["null", "string"], description="Replay only rows quarantined for this reason."),
+        "replay_from": Param(
+            None, type=["null", "string"], format="date", description="Replay only files delivered on or after this date."
+        ),
+        "replay_to": Param(None, type=["null", "string"], format="date", description="Replay only files delivered on or before this date."),
         "landing": Param(str(settings.landing), type="string", description=f"Landing root, inside {settings.landing}."),
         "lake": Param(str(settings.lake), type="string", description=f"Lake root, inside {settings.lake}."),
         "quarantine_threshold": Param(
@@ -92,6 +102,22 @@ def _dedup_horizon(params: dict[str, Any]) -> str:
     return str(horizon)
 
 
+def _replay(params: dict[str, Any]) -> list[str]:
+    """The ingest job's replay arguments, when the run asks for a replay of the quarantine."""
+    if not params.get("replay_quarantine"):
+        return []
+    first, last = _date(params.get("replay_from"), "replay_from"), _date(params.get("replay_to"), "replay_to")
+    if first and last and first > last:
+        raise InvalidRunParams(f"replay_from {first} is after replay_to {last}")
+    reason = params.get("replay_reason")
+    return [
+        "--replay-quarantine",
+        *([f"--replay-reason={reason}"] if reason else []),
+        *([f"--replay-from={first}"] if first else []),
+        *([f"--replay-to={last}"] if last else []),
+    ]
+
+
 def plan_run(params: dict[str, Any], settings: Settings, run_id: str, interval_start: date, interval_end: date) -> dict[str, Any]:
     """Check the parameters and return the arguments of each Spark application of the run."""
     landing = _inside(params["landing"], settings.landing, "landing")
@@ -103,6 +129,7 @@ def plan_run(params: dict[str, Any], settings: Settings, run_id: str, interval_s
     if trigger not in ("availableNow", "once"):
         raise InvalidRunParams(f"param trigger={trigger!r} must be availableNow or once")
     ingest = ["--landing", landing, "--lake", lake, "--run-id", run_id, "--trigger", trigger, "--dedup-horizon", _dedup_horizon(params)]
+    ingest += ["--settle", settings.settle, *_replay(params)]
     if params.get("max_files_per_trigger"):
         ingest += ["--max-files-per-trigger", str(int(params["max_files_per_trigger"]))]
     elif params.get("max_bytes_per_trigger"):

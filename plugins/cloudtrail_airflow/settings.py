@@ -7,6 +7,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from jobs import options
 from jobs.lake import Lake
 
 PROJECT_ROOT = Path(os.environ.get("CLOUDTRAIL_HOME", Path(__file__).resolve().parents[2]))
@@ -19,6 +20,7 @@ class Settings:
     schedule: str | None
     python: str
     driver_memory: str
+    settle: str
 
     def job_app(self, job: str) -> str:
         return str(PROJECT_ROOT / "jobs" / f"{job}.py")
@@ -41,4 +43,5 @@ def load_settings() -> Settings:
         schedule=None if schedule.lower() in ("", "none") else schedule,
         python=os.environ.get("CLOUDTRAIL_SPARK_PYTHON", sys.executable),
         driver_memory=os.environ.get("CLOUDTRAIL_DRIVER_MEMORY", "2g"),
+        settle=os.environ.get("CLOUDTRAIL_SETTLE", options.SETTLE),
     )

@@ -1,0 +1,280 @@
+"""The file ledger: which landing files the job has taken, kept as the manifests the stream reads.
+
+The job lists the landing zone itself, in Python, where a file name is data: Hadoop cannot
+list a folder holding a name with a ':', and its globs read '[', '{', '*' and '?' as syntax.
+The files a batch takes go into a manifest, <checkpoint>/manifests/<time>-<n>.jsonl, one JSON
+line per file (path, size, mtime); the stream reads the manifests with Spark's text source,
+one per batch, and the decode step reads each file by its path. Spark's checkpoint fixes
+which manifest a batch holds, so a replayed batch reads the same files, and the manifests are
+the ledger: a file a manifest names is taken.
+
+- New: a file of an active delivery folder that no manifest names.
+- Changed: a file whose size or modification time differs from its newest manifest entry (a
+  copy tool that wrote in place, a hand repair) is read again; its events are de-duplicated
+  as usual, and the quarantine rows of the earlier read say which read they came from.
+- Settling: a file modified less than `settle` ago may still be being written; it is left
+  for a later run.
+- Retention: delivery folders more than `retention` before the newest one the ledger holds
+  are *retired*. A manifest is deleted once every file it names is in a retired folder, a
+  committed batch has read it, and a successful run has passed its files' inode change
+  time (ctime); Spark's log of read manifests forgets it too.
+- Stragglers: a file that lands in a retired folder later (a sync that lagged, history copied
+  in) has a ctime newer than the last successful run's check, set when it lands and kept by
+  no copy tool: retired folders whose ctime is newer are listed, and their new files taken.
+  A file a crashed run took stays in its manifest until a successful run has passed its
+  ctime, so the next run does not take it again.
+
+Checkpoints written before the ledger list landing files in Spark's source log directly;
+those entries count as taken until they retire.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+
+from jobs.checkpoint import STATE_FILE, CheckpointSnapshot, LastSuccess, write_last_success
+from jobs.landing import day_folders, delivery_date, log_files_in
+from jobs.spark_logs import CheckpointError, SourceLog, rewrite_compaction
+
+MANIFEST_DDL = "path string, size long, mtime_ms long, arrival_ms long, only_records array<long>, supersedes boolean"
+# Timestamps on some file systems are coarse; a file is "new" if it changed this close to the check.
+CLOCK_SLACK_NS = 60 * 10**9
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One landing file as a manifest names it."""
+
+    path: str
+    size: int | None
+    mtime_ms: int | None
+    # When the file counts as arrived, for de-duplication: its mtime, raised to the newest arrival
+    # taken before it, so arrivals never go back from batch to batch (docs/design.md).
+    arrival_ms: int | None = None
+    # Only these record positions are taken (a replay of quarantined records); None: all of them.
+    only_records: list[int] | None = None
+    # This read replaces the quarantine rows of earlier reads of the file (of `only_records` only, if set).
+    supersedes: bool = False
+
+    @classmethod
+    def of(cls, path: str, only_records: list[int] | None = None, supersedes: bool = False) -> Entry:
+        stat = os.stat(path)
+        return cls(path, stat.st_size, stat.st_mtime_ns // 1_000_000, None, only_records, supersedes)
+
+    def line(self) -> str:
+        return json.dumps(dataclasses.asdict(self))
+
+
+@dataclass(frozen=True)
+class Manifest:
+    path: Path
+    entries: tuple[Entry, ...]
+
+
+def read_manifest(path: Path) -> Manifest:
+    return Manifest(path, tuple(Entry(**json.loads(line)) for line in path.read_text().splitlines() if line.strip()))
+
+
+def read_manifests(folder: Path) -> list[Manifest]:
+    """Every complete manifest, oldest first (a partial one is hidden, and Spark skips it too)."""
+    return [read_manifest(path) for path in sorted(folder.glob("[0-9]*.jsonl"))] if folder.is_dir() else []
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one run takes, and what it let go of."""
+
+    written: tuple[Manifest, ...] = ()
+    new_files: int = 0
+    changed_files: int = 0
+    stragglers: int = 0
+    replayed_files: int = 0
+    settling_files: int = 0
+    # Taken files whose mtime is older than an arrival already taken: they arrive at that one instead.
+    raised_arrivals: int = 0
+    retired_before: date | None = None
+    manifests_dropped: int = 0
+    checked_at_ns: int = 0
+    # Manifests no batch has read yet, this run's included.
+    pending: int = 0
+
+    @property
+    def taken(self) -> int:
+        return self.new_files + self.changed_files + self.stragglers + self.replayed_files
+
+    def summary(self) -> dict[str, object]:
+        return {
+            "new_files": self.new_files,
+            "changed_files": self.changed_files,
+            "stragglers": self.stragglers,
+            "replayed_files": self.replayed_files,
+            "settling_files": self.settling_files,
+            "raised_arrivals": self.raised_arrivals,
+            "retired_before": self.retired_before.isoformat() if self.retired_before else None,
+            "manifests_written": len(self.written),
+            "manifests_dropped": self.manifests_dropped,
+        }
+
+
+def _ctime_ns(path: str) -> int | None:
+    """None for a file that is gone (deleted from the landing zone by a lifecycle rule, say)."""
+    try:
+        return os.stat(path).st_ctime_ns
+    except FileNotFoundError:
+        return None
+
+
+def _arrivals(files: list[Entry], floor_ms: int) -> list[Entry]:
+    """Files oldest first, each arriving at its mtime or at `floor_ms`, the newest arrival taken before, if later."""
+    ordered = sorted(files, key=lambda e: (e.mtime_ms or 0, e.path))
+    return [dataclasses.replace(e, arrival_ms=max(e.mtime_ms or 0, floor_ms)) for e in ordered]
+
+
+def _batches(files: list[Entry], max_files: int | None, max_bytes: int | None) -> Iterator[list[Entry]]:
+    """Files in order, cut into batches of at most `max_files` files or about `max_bytes` bytes (at least one file)."""
+    batch: list[Entry] = []
+    size = 0
+    for entry in files:
+        full = (max_files and len(batch) >= max_files) or (max_bytes and batch and size + (entry.size or 0) > max_bytes)
+        if full:
+            yield batch
+            batch, size = [], 0
+        batch.append(entry)
+        size += entry.size or 0
+    if batch:
+        yield batch
+
+
+def _write(folder: Path, batches: Iterable[list[Entry]], stamp_ns: int) -> tuple[Manifest, ...]:
+    """One manifest per batch, each written whole (hidden until renamed), mtimes 1 ms apart in batch order:
+    Spark's file source takes new files oldest first."""
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for index, batch in enumerate(batches):
+        path = folder / f"{stamp_ns}-{index:05d}.jsonl"
+        partial = folder / f".{path.name}.partial"
+        partial.write_text("".join(f"{entry.line()}\n" for entry in batch))
+        mtime_ns = stamp_ns + index * 1_000_000
+        os.utime(partial, ns=(mtime_ns, mtime_ns))
+        os.replace(partial, path)
+        written.append(Manifest(path, tuple(batch)))
+    return tuple(written)
+
+
+def plan_files(
+    checkpoint: CheckpointSnapshot,
+    landing: str,
+    retention: timedelta,
+    settle: timedelta,
+    floor: datetime | None = None,
+    max_files: int | None = None,
+    max_bytes: int | None = None,
+    replay: Sequence[Entry] = (),
+) -> Plan:
+    """List the landing zone against the ledger, write this run's manifests, and let go of retired ones.
+
+    `floor` is the newest arrival the checkpoint has committed (transforms.arrival_floor): no file
+    taken now arrives before it, or before any file already taken. `replay` files (or records)
+    are taken again, whatever the ledger says. Call it under the lake lock, before the stream starts."""
+    now_ns = time.time_ns()
+    settle_ns = int(settle.total_seconds() * 1e9)
+    previous_check_ns = checkpoint.last_success.checked_at_ns
+    # Every file that changed before this was listed by this run, or left settling for the next
+    # one to find; never backwards (a clock stepped back): files up to the previous check were listed then.
+    checked_at_ns = max(now_ns - max(CLOCK_SLACK_NS, settle_ns), previous_check_ns)
+    folder = checkpoint.path / "manifests"
+    manifests = read_manifests(folder)
+    read_by_spark = {entry.path: entry for entry in checkpoint.sources.entries}
+    legacy = [entry.path for entry in checkpoint.sources.entries if os.path.dirname(entry.path) != str(folder)]
+    half_done = checkpoint.planned_offset if checkpoint.planned_batch_id != checkpoint.commit.batch_id else None
+    if any(entry.batch_id == half_done for entry in checkpoint.sources.entries if entry.path in legacy):
+        raise CheckpointError(
+            f"{checkpoint.path} holds a batch the previous version planned and did not finish; this version reads "
+            "manifests, not landing files. Run the previous version once to finish it, then upgrade."
+        )
+    ledger = {path: Entry(path, None, None) for path in legacy}
+    ledger.update((entry.path, entry) for manifest in manifests for entry in manifest.entries)
+
+    dates = [d for d in (delivery_date(path) for path in ledger) if d is not None]
+    # A folder dated in the future (a skewed clock) must not retire today's folders.
+    newest = min(max(dates), datetime.now(tz=UTC).date() + timedelta(days=1)) if dates else None
+    retired_before = newest - timedelta(days=retention.days) if newest else None
+
+    replayed = {entry.path for entry in replay}  # taken as the replay asks, whatever the listing finds
+    new: list[Entry] = []
+    changed: list[Entry] = []
+    stragglers: list[Entry] = []
+    settling = 0
+    for day, day_folder in day_folders(landing):
+        retired = retired_before is not None and day < retired_before
+        if retired and day_folder.stat().st_ctime_ns <= previous_check_ns:
+            continue
+        for file in log_files_in(day_folder):
+            if file.path in replayed:
+                continue
+            ctime_ns = file.stat().st_ctime_ns
+            if retired and ctime_ns <= previous_check_ns:
+                continue
+            entry = Entry.of(file.path)
+            known = ledger.get(entry.path)
+            if known is not None and (known.size is None or (known.size, known.mtime_ms) == (entry.size, entry.mtime_ms)):
+                continue
+            if ctime_ns > now_ns - settle_ns:  # ctime moves with every write, and no clock skew puts it ahead
+                settling += 1
+                continue
+            if known is not None:
+                entry = dataclasses.replace(entry, supersedes=True)
+            (stragglers if retired else changed if known else new).append(entry)
+
+    if not (checkpoint.path / STATE_FILE).exists():
+        # Written before the first manifest is let go, so a checkpoint without it has never lost one.
+        write_last_success(checkpoint.path, LastSuccess(previous_check_ns, None))
+    taken = [entry.arrival_ms for manifest in manifests for entry in manifest.entries if entry.arrival_ms is not None]
+    floor_ms = max([int(floor.timestamp() * 1000) if floor else 0, *taken])
+    files = _arrivals(new + changed + stragglers + list(replay), floor_ms)
+    written = _write(folder, _batches(files, max_files, max_bytes), now_ns)
+
+    def done(path: str, files: Iterable[str]) -> bool:
+        """Read by a committed batch, every file retired and passed by a successful run's check."""
+        logged, committed = read_by_spark.get(path), checkpoint.committed_offset
+        return (
+            logged is not None
+            and committed is not None
+            and logged.batch_id <= committed
+            and retired_before is not None
+            and all(_retired(file, retired_before, previous_check_ns) for file in files)
+        )
+
+    dropped = [manifest for manifest in manifests if done(str(manifest.path), (entry.path for entry in manifest.entries))]
+    for manifest in dropped:
+        manifest.path.unlink()
+    gone = {str(manifest.path) for manifest in dropped} | {path for path in legacy if done(path, [path])}
+    _forget(checkpoint.sources, gone)
+    pending = len([m for m in manifests if str(m.path) not in read_by_spark]) + len(written)
+    raised = sum(1 for entry in files if entry.arrival_ms != entry.mtime_ms)
+    counts = (len(new), len(changed), len(stragglers), len(replay), settling, raised)
+    return Plan(written, *counts, retired_before, len(dropped), checked_at_ns, pending)
+
+
+def _retired(path: str, retired_before: date, checked_at_ns: int) -> bool:
+    folder_date = delivery_date(path)
+    return folder_date is not None and folder_date < retired_before and (_ctime_ns(path) or 0) <= checked_at_ns
+
+
+def _forget(log: SourceLog, gone: set[str]) -> None:
+    """Rewrite Spark's newest compaction of read files without the entries of `gone`: files it can never list again."""
+    kept = [entry for entry in log.compacted if entry.path not in gone]
+    if log.compact is not None and len(kept) < len(log.compacted):
+        rewrite_compaction(log, kept)
+
+
+def record_success(checkpoint: Path, plan: Plan, batch_id: int | None) -> None:
+    """After a successful run, swept: `plan.checked_at_ns` becomes the check time, `batch_id` the last clean batch."""
+    write_last_success(checkpoint, LastSuccess(plan.checked_at_ns, batch_id))

@@ -1,0 +1,198 @@
+"""The file ledger: new, changed and settling files, retention by delivery folder, stragglers, and names that are data."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from datetime import date, timedelta
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from jobs import ledger
+from jobs.checkpoint import STATE_FILE, CheckpointSnapshot
+from jobs.lake import Lake
+from jobs.landing import delivery_date, delivery_path
+from jobs.ledger import plan_files, read_manifests
+from jobs.spark_logs import CheckpointError, local_path, read_source_log
+from tests.helpers import DAY, deliver, duckdb_rows, events_of, ingest
+from tools.generate_landing import write_delivery
+
+ONE_FILE_PER_BATCH = {"max_files_per_trigger": 1, "max_bytes_per_trigger": None, "source_retention": "2 days"}
+
+
+def ledger_dates(lake: Path) -> set[date | None]:
+    """Delivery dates of the files the ledger's manifests name."""
+    return {delivery_date(entry.path) for manifest in read_manifests(Lake(lake).manifests) for entry in manifest.entries}
+
+
+def logged_manifests(lake: Path) -> set[str]:
+    """The manifests Spark's log of read files still lists."""
+    return {entry.path for entry in read_source_log(Lake(lake).checkpoint).entries}
+
+
+def deliver_days(landing: Path, days: range) -> None:
+    for day in days:
+        deliver(landing, events_of(3, DAY + timedelta(days=day), f"d{day}"), DAY + timedelta(days=day, minutes=10))
+
+
+def expected_rows(days: list[int], prefix: str | None = None) -> list[tuple[str, str]]:
+    """(eventID, event date) of the three events `events_of` made for each day, named d<day>-<i> or <prefix>-<i>."""
+    return [(f"{prefix or f'd{day}'}-{i}", str((DAY + timedelta(days=day, minutes=i)).date())) for day in days for i in range(3)]
+
+
+@pytest.fixture
+def exact_clock(monkeypatch):
+    # The slack guards coarse or skewed file-system clocks; the test's files are written well apart from its runs.
+    monkeypatch.setattr(ledger, "CLOCK_SLACK_NS", 0)
+
+
+def dates_of(numbers: range) -> set[date | None]:
+    return {(DAY + timedelta(days=d)).date() for d in numbers}
+
+
+def test_retired_folders_leave_the_ledger_and_are_not_read_again(spark, landing, lake, exact_clock):
+    deliver_days(landing, range(10))
+    first = ingest(spark, landing, lake, **ONE_FILE_PER_BATCH)  # a manifest, and a batch, per file
+    assert first.ledger["new_files"] == first.ledger["manifests_written"] == 10
+    assert ledger_dates(lake) == dates_of(range(10)) and len(logged_manifests(lake)) == 10
+
+    deliver_days(landing, range(10, 20))
+    report = ingest(spark, landing, lake, **ONE_FILE_PER_BATCH)  # newest taken so far: day 9, so days 0..6 retire
+    assert report.ledger["retired_before"] == str((DAY + timedelta(days=7)).date()) and report.ledger["manifests_dropped"] == 7
+    assert report.totals()["files_read"] == 10
+    assert ledger_dates(lake) == dates_of(range(7, 20))
+    # Spark's log forgets the dropped manifests (from its compaction at batch 9; the later ones are still batch files).
+    assert len(logged_manifests(lake)) == 20 - 7
+
+    again = ingest(spark, landing, lake, **ONE_FILE_PER_BATCH)
+    assert again.totals()["files_read"] == 0
+    assert again.ledger["retired_before"] == str((DAY + timedelta(days=17)).date())
+    assert ledger_dates(lake) == dates_of(range(17, 20))
+    assert duckdb_rows(lake) == sorted(expected_rows(list(range(20))))
+
+
+def test_files_landing_in_retired_folders_are_read_once(spark, landing, lake, exact_clock):
+    deliver_days(landing, range(12))
+    ingest(spark, landing, lake, **ONE_FILE_PER_BATCH)
+    ingest(spark, landing, lake, **ONE_FILE_PER_BATCH)  # retires days 0..8
+
+    # A lagging sync adds a file to a retired folder, with its original (old) modification time,
+    # and history is copied in: a whole folder of an account never seen before.
+    deliver(landing, events_of(3, DAY + timedelta(days=2), "late"), DAY + timedelta(days=2, minutes=30))
+    for part in "ab":
+        history = events_of(3, DAY + timedelta(days=4), f"hist{part}")
+        delivered = DAY + timedelta(days=4, hours=1)
+        write_delivery(delivery_path(landing, "444455556666", "eu-west-1", delivered, part), history, delivered)
+    deliver_days(landing, range(12, 18))  # enough batches that the compaction at batch 19 lists the late files
+    state = Lake(lake).checkpoint / STATE_FILE
+    before = state.read_text()
+    report = ingest(spark, landing, lake, **ONE_FILE_PER_BATCH)
+    assert report.ledger["stragglers"] == 3, "one file in a retired folder, a folder of two copied in"
+    assert report.totals()["files_read"] == 3 + 6
+
+    # Twice, as if a run died after its batches committed, before it recorded its success: the
+    # stragglers are found again but are still in the ledger (kept there until a run succeeds), so
+    # they are not read twice.
+    for _ in range(2):
+        state.write_text(before)
+        replay = ingest(spark, landing, lake, **ONE_FILE_PER_BATCH)
+        assert replay.totals()["files_read"] == 0 and replay.ledger["stragglers"] == 0
+    again = ingest(spark, landing, lake, **ONE_FILE_PER_BATCH)
+    assert again.totals()["files_read"] == 0 and again.ledger["stragglers"] == 0
+    late = expected_rows([2], "late") + expected_rows([4], "hista") + expected_rows([4], "histb")
+    assert duckdb_rows(lake) == sorted(expected_rows(list(range(18))) + late)
+
+
+def test_a_run_takes_exactly_the_files_no_manifest_names(spark, landing, lake, exact_clock):
+    deliver_days(landing, range(5))
+    ingest(spark, landing, lake, source_retention="7 days")
+    new_on_day_3 = deliver(landing, events_of(3, DAY + timedelta(days=3), "late3"), DAY + timedelta(days=3, hours=5))
+    new_on_day_5 = deliver(landing, events_of(3, DAY + timedelta(days=5), "d5"), DAY + timedelta(days=5, minutes=1))
+
+    plan = plan_files(CheckpointSnapshot.read(Lake(lake).checkpoint), str(landing), timedelta(days=7), timedelta(0))
+    assert (plan.new_files, plan.pending) == (2, 1)
+    # in arrival order, in one manifest (the default byte limit holds both)
+    assert [entry.path for entry in plan.written[0].entries] == [str(new_on_day_3), str(new_on_day_5)]
+    report = ingest(spark, landing, lake, source_retention="7 days")  # the pending manifest is read, nothing taken twice
+    assert report.ledger["new_files"] == 0 and report.totals()["files_read"] == 2
+    assert duckdb_rows(lake) == sorted(expected_rows(list(range(5))) + expected_rows([3], "late3") + expected_rows([5], "d5"))
+
+
+# Every character a POSIX file name may hold that Hadoop paths or globs read as syntax, and then some.
+ODD_NAMES = ["a:b", "sp ace", "per%25cent%", "hash#", "what?", "[br]", "{cu,rly}", "st*r", "back\\slash", "comma,", "é日本-🦆"]
+ODD_NAMES.append("x" * 180)  # a 240-byte name in all: ext4 takes 255
+
+
+def test_file_names_are_data(spark, landing, lake):
+    """Odd names are read, reported and queryable, in the table and in quarantine, and retire like any other."""
+    expected = []
+    for index, odd in enumerate(ODD_NAMES):
+        path = delivery_path(landing, "111122223333", "us-east-1", DAY + timedelta(minutes=index), f"{index}_{odd}")
+        write_delivery(path, events_of(2, DAY, f"odd{index}"), DAY + timedelta(minutes=index))
+        expected += [(f"odd{index}-{i}", str(DAY.date())) for i in range(2)]
+    broken = delivery_path(landing, "111122223333", "us-east-1", DAY + timedelta(hours=1), "b:roken [1]", ".json")
+    broken.write_text('{"Records": [')
+    report = ingest(spark, landing, lake)
+    assert report.status == "succeeded" and report.totals()["files_read"] == len(ODD_NAMES) + 1
+    assert duckdb_rows(lake) == sorted(expected)
+    sources = duckdb.connect().execute(f"select distinct _source_file from read_parquet('{Lake(lake).events}/*/*.parquet')").fetchall()
+    assert {source for (source,) in sources} == {f"file:{path}" for path in landing.rglob("*.json.gz")}
+    quarantined = (
+        duckdb.connect().execute(f"select source_file, reason from read_parquet('{Lake(lake).quarantine}/*/*.parquet')").fetchall()
+    )
+    assert quarantined == [(f"file:{broken}", "not_json")]
+    assert ingest(spark, landing, lake).totals()["files_read"] == 0
+
+
+def test_a_changed_file_is_read_again_once(spark, landing, lake):
+    """A file quarantined while it was being written is read again once it is complete."""
+    records = events_of(4, DAY, "slow")
+    path = delivery_path(landing, "111122223333", "us-east-1", DAY, "slow")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    whole = gzip.compress(json.dumps({"Records": records}).encode())
+    path.write_bytes(whole[: len(whole) // 2])  # a copy tool has written half of it
+    first = ingest(spark, landing, lake)
+    assert first.totals()["quarantined_by_reason"] == {"truncated_gzip": 1} and duckdb_rows(lake) == []
+
+    path.write_bytes(whole)
+    again = ingest(spark, landing, lake)
+    assert again.ledger["changed_files"] == 1 and again.totals()["rows_written"] == 4
+    assert ingest(spark, landing, lake).totals()["files_read"] == 0
+    assert duckdb_rows(lake) == sorted((f"slow-{i}", str(DAY.date())) for i in range(4))
+    # its truncated_gzip row has left the quarantine, kept aside
+    assert not any(Lake(lake).quarantine.glob("*/*.parquet")) and list((lake / "_replaced" / "quarantine").rglob("*.parquet"))
+
+
+def test_a_file_written_to_within_the_settle_time_waits_for_a_later_run(spark, landing, lake):
+    path = deliver(landing, events_of(2, DAY, "fresh"), DAY)  # its ctime is now
+    waiting = ingest(spark, landing, lake, settle="1 hour")
+    assert waiting.ledger["settling_files"] == 1 and waiting.totals()["files_read"] == 0
+    taken = ingest(spark, landing, lake, settle="0 seconds")
+    assert taken.ledger["new_files"] == 1 and len(duckdb_rows(lake)) == 2
+    assert path.exists()
+
+
+def test_a_checkpoint_from_before_the_ledger_keeps_its_files_taken(landing, lake):
+    """Spark's log of a checkpoint written by the binaryFile source lists landing files: those are taken."""
+    old = deliver(landing, events_of(1, DAY, "old"), DAY)
+    new = deliver(landing, events_of(1, DAY, "new"), DAY + timedelta(minutes=5))
+    source_log = Lake(lake).checkpoint / "sources" / "0"
+    source_log.mkdir(parents=True)
+    (source_log / "0").write_text("v1\n" + json.dumps({"path": old.as_uri(), "timestamp": 0, "batchId": 0}))
+    plan = plan_files(CheckpointSnapshot.read(Lake(lake).checkpoint), str(landing), timedelta(days=7), timedelta(0))
+    assert [entry.path for manifest in plan.written for entry in manifest.entries] == [str(new)]
+    assert local_path(old.as_uri()) == str(old) and os.path.exists(old)
+
+
+def test_a_batch_the_previous_version_left_half_done_stops_the_run_with_what_to_do(landing, lake):
+    old = deliver(landing, events_of(1, DAY, "old"), DAY)
+    checkpoint = Lake(lake).checkpoint
+    (checkpoint / "sources" / "0").mkdir(parents=True)
+    (checkpoint / "sources" / "0" / "0").write_text("v1\n" + json.dumps({"path": old.as_uri(), "timestamp": 0, "batchId": 0}))
+    (checkpoint / "offsets").mkdir()
+    (checkpoint / "offsets" / "0").write_text('v1\n{"batchWatermarkMs":0,"batchTimestampMs":0,"conf":{}}\n{"logOffset":0}')
+    with pytest.raises(CheckpointError, match="Run the previous version once to finish it"):
+        plan_files(CheckpointSnapshot.read(checkpoint), str(landing), timedelta(days=7), timedelta(0))
