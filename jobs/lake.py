@@ -69,8 +69,9 @@ class Lake:
     def swept(self, table: str, stamp: str) -> Path:
         return self.root / "_swept" / table / stamp
 
-    def replaced(self, table: str, tag: str) -> Path:
-        return self.root / "_replaced" / table / tag
+    def replaced(self, table: Path, tag: str) -> Path:
+        """Where files of `table` (one of this lake's) that a later write replaced are kept."""
+        return self.root / "_replaced" / table.name / tag
 
     @property
     def replacements(self) -> Path:

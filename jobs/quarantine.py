@@ -123,5 +123,6 @@ class Replacement:
 
     def finish(self) -> None:
         """After the batch's quarantine output is committed: move the replaced files aside."""
-        move_aside(self.lake.quarantine, [f for f in self.files if f.exists()], self.lake.replaced("quarantine", f"batch-{self.batch_id}"))
+        quarantine = self.lake.quarantine
+        move_aside(quarantine, [f for f in self.files if f.exists()], self.lake.replaced(quarantine, f"batch-{self.batch_id}"))
         self.record.unlink(missing_ok=True)
