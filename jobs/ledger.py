@@ -64,8 +64,9 @@ class Entry:
     supersedes: bool = False
 
     @classmethod
-    def of(cls, path: str, only_records: list[int] | None = None, supersedes: bool = False) -> Entry:
-        stat = os.stat(path)
+    def of(cls, path: str, only_records: list[int] | None = None, supersedes: bool = False, stat: os.stat_result | None = None) -> Entry:
+        """The file at `path` as it is now (`stat`, when the caller has it already)."""
+        stat = stat or os.stat(path)
         return cls(path, stat.st_size, stat.st_mtime_ns // 1_000_000, None, only_records, supersedes)
 
     def line(self) -> str:
@@ -219,10 +220,11 @@ def plan_files(
         for file in log_files_in(day_folder):
             if file.path in replayed:
                 continue
-            ctime_ns = file.stat().st_ctime_ns
+            stat = file.stat()  # one stat a file, cached by the directory listing
+            ctime_ns = stat.st_ctime_ns
             if retired and ctime_ns <= previous_check_ns:
                 continue
-            entry = Entry.of(file.path)
+            entry = Entry.of(file.path, stat=stat)
             known = ledger.get(entry.path)
             if known is not None and (known.size is None or (known.size, known.mtime_ms) == (entry.size, entry.mtime_ms)):
                 continue
