@@ -299,7 +299,7 @@ def run(config: IngestConfig, session: Callable[[], SparkSession]) -> RunReport:
     try:
         replay = replay_entries(lake, config.replay) if config.replay else []
         files = plan_files(
-            checkpoint, config.landing, options.duration(config.source_retention), options.duration(config.settle),
+            checkpoint, lake.manifests, config.landing, options.duration(config.source_retention), options.duration(config.settle),
             arrival_floor(options.duration(config.dedup_horizon), checkpoint.watermark),
             config.max_files_per_trigger, config.max_bytes_per_trigger, replay,
         )  # fmt: skip

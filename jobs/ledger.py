@@ -171,6 +171,7 @@ def _write(folder: Path, batches: Iterable[list[Entry]], stamp_ns: int) -> tuple
 
 def plan_files(
     checkpoint: CheckpointSnapshot,
+    folder: Path,
     landing: str,
     retention: timedelta,
     settle: timedelta,
@@ -179,7 +180,7 @@ def plan_files(
     max_bytes: int | None = None,
     replay: Sequence[Entry] = (),
 ) -> Plan:
-    """List the landing zone against the ledger, write this run's manifests, and let go of retired ones.
+    """List the landing zone against the ledger (the manifests in `folder`), write this run's manifests, and let go of retired ones.
 
     `floor` is the newest arrival the checkpoint has committed (transforms.arrival_floor): no file
     taken now arrives before it, or before any file already taken. `replay` files (or records)
@@ -190,7 +191,6 @@ def plan_files(
     # Every file that changed before this was listed by this run, or left settling for the next
     # one to find; never backwards (a clock stepped back): files up to the previous check were listed then.
     checked_at_ns = max(now_ns - max(CLOCK_SLACK_NS, settle_ns), previous_check_ns)
-    folder = checkpoint.path / "manifests"
     manifests = read_manifests(folder)
     read_by_spark = {entry.path: entry for entry in checkpoint.sources.entries}
     legacy = [entry.path for entry in checkpoint.sources.entries if os.path.dirname(entry.path) != str(folder)]

@@ -112,7 +112,7 @@ def test_a_run_takes_exactly_the_files_no_manifest_names(spark, landing, lake, e
     new_on_day_3 = deliver(landing, events_of(3, DAY + timedelta(days=3), "late3"), DAY + timedelta(days=3, hours=5))
     new_on_day_5 = deliver(landing, events_of(3, DAY + timedelta(days=5), "d5"), DAY + timedelta(days=5, minutes=1))
 
-    plan = plan_files(CheckpointSnapshot.read(Lake(lake).checkpoint), str(landing), timedelta(days=7), timedelta(0))
+    plan = plan_files(CheckpointSnapshot.read(Lake(lake).checkpoint), Lake(lake).manifests, str(landing), timedelta(days=7), timedelta(0))
     assert (plan.new_files, plan.pending) == (2, 1)
     # in arrival order, in one manifest (the default byte limit holds both)
     assert [entry.path for entry in plan.written[0].entries] == [str(new_on_day_3), str(new_on_day_5)]
@@ -182,7 +182,7 @@ def test_a_checkpoint_from_before_the_ledger_keeps_its_files_taken(landing, lake
     source_log = Lake(lake).checkpoint / "sources" / "0"
     source_log.mkdir(parents=True)
     (source_log / "0").write_text("v1\n" + json.dumps({"path": old.as_uri(), "timestamp": 0, "batchId": 0}))
-    plan = plan_files(CheckpointSnapshot.read(Lake(lake).checkpoint), str(landing), timedelta(days=7), timedelta(0))
+    plan = plan_files(CheckpointSnapshot.read(Lake(lake).checkpoint), Lake(lake).manifests, str(landing), timedelta(days=7), timedelta(0))
     assert [entry.path for manifest in plan.written for entry in manifest.entries] == [str(new)]
     assert local_path(old.as_uri()) == str(old) and os.path.exists(old)
 
@@ -195,4 +195,4 @@ def test_a_batch_the_previous_version_left_half_done_stops_the_run_with_what_to_
     (checkpoint / "offsets").mkdir()
     (checkpoint / "offsets" / "0").write_text('v1\n{"batchWatermarkMs":0,"batchTimestampMs":0,"conf":{}}\n{"logOffset":0}')
     with pytest.raises(CheckpointError, match="Run the previous version once to finish it"):
-        plan_files(CheckpointSnapshot.read(checkpoint), str(landing), timedelta(days=7), timedelta(0))
+        plan_files(CheckpointSnapshot.read(checkpoint), Lake(lake).manifests, str(landing), timedelta(days=7), timedelta(0))
