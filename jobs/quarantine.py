@@ -7,8 +7,8 @@ file sink, its own quarantine rows plus the rows it keeps from every quarantine 
 holding a replaced row; once that is committed, those data files move to
 <lake>/_replaced/quarantine/batch-<id>/. What the batch will move is written down first
 (<checkpoint>/replacements/<batch id>.json), so a run that dies in between finishes the move
-when the batch is replayed or the next run starts: a reader sees replaced rows only between
-the commit and the move, never a row lost.
+when Spark replays the batch (its commit log does not hold it yet): a reader sees replaced
+rows only between the commit and the move, never a row lost.
 """
 
 from __future__ import annotations
