@@ -7,8 +7,11 @@ partitioned Parquet table, then checks the table before anyone downstream uses i
 | task | what it does |
 | --- | --- |
 | `plan` | checks the run parameters (fails before Spark starts when one is wrong) |
+| `rebuild_dry_run` | with `dry_run`: lists per date the files and bytes a rebuild would read (XCom); writes nothing |
 | `ingest` | `spark-submit jobs/cloudtrail_ingest.py`: Trigger.AvailableNow over new files, exactly once |
 | `sweep` | moves aside data files no committed batch lists (left by crashed attempts) |
+| `rebuild` | with `mode=rebuild`: `spark-submit jobs/rebuild.py`, the interval's event dates from the landing files, swapped in whole |
+| `rebuild_summary` | per rebuilt partition: rows before and after, files read, duplicates dropped, quarantined (XCom) |
 | `dq_gate` | Great Expectations suite on the partitions this run wrote and its data interval |
 | `publish` | updates the `cloudtrail_events` Asset, so downstream DAGs can schedule on it |
 
@@ -17,9 +20,12 @@ ingest at the same time as another run (`max_active_tis_per_dag=1` on the writin
 and the job itself refuses a second writer).
 A run with `replay_quarantine` checked also reads the quarantined files and records of
 `replay_reason` and `replay_from`..`replay_to` again (after a parser fix or a hand repair).
-Scheduled runs, manual runs ("Trigger DAG w/ config") and backfills all run the same
-tasks: each ingests every file not yet ingested, so a backfill over past dates makes sure
-the files delivered then are in the table, and re-validates those dates' partitions.
+Scheduled runs, manual runs ("Trigger DAG w/ config") and backfills all ingest every file
+not yet ingested. With `mode=incremental` (the default) a backfill over past dates makes
+sure the files delivered then are in the table and re-validates those dates' partitions;
+with `mode=rebuild` (Backfill dialog -> Run Parameters) each run also rebuilds the event
+dates its data interval ends (a daily backfill: one date per run), to repair a damaged
+partition or apply a parser fix. A rebuild that fails the gate leaves the old partitions.
 Reports: `<lake>/reports/`. See README.md for configuration.
 """
 
@@ -58,6 +64,36 @@ with DAG(
 
     run_plan = plan()
 
+    @task.branch
+    def choose_start(dry_run: bool) -> str:
+        """A dry run only lists; every other run ingests first, so a rebuild sees a settled ledger."""
+        return "rebuild_dry_run" if dry_run else "ingest"
+
+    @task
+    def rebuild_dry_run(rebuild_args: list[str] | None) -> dict:
+        """What a rebuild of this run's dates would read, per date, and how long it would take."""
+        from dataclasses import asdict
+
+        from jobs import rebuild
+
+        if not rebuild_args:
+            return {"dates": {}, "note": "mode is not rebuild, or no event date ends in this data interval"}
+        return asdict(rebuild.run(rebuild.parse_args([*rebuild_args, "--dry-run"]), None))
+
+    @task.branch
+    def choose_mode(rebuild_args: list[str] | None) -> str:
+        return "rebuild" if rebuild_args else "dq_gate"
+
+    @task
+    def rebuild_summary(lake: str) -> dict:
+        """The rebuild's report, per partition, as this task's XCom."""
+        import json
+
+        from jobs.lake import Lake
+
+        reports = Lake.at(lake).rebuild_reports(get_current_context()["run_id"])
+        return json.loads(reports[-1].read_text())
+
     ingest = spark_job(
         settings,
         "ingest",
@@ -72,11 +108,17 @@ with DAG(
         max_retry_delay=timedelta(minutes=15),
     )
     sweep = spark_job(settings, "sweep", "sweep", run_plan["sweep_args"], max_active_tis_per_dag=1)
-    dq_gate = spark_job(settings, "dq_gate", "validate_events", run_plan["validate_args"])
+    # Waits for the lake lock (--lock-wait) rather than failing when another run writes.
+    rebuild = spark_job(settings, "rebuild", "rebuild", run_plan["rebuild_args"], max_active_tis_per_dag=1)
+    dq_gate = spark_job(settings, "dq_gate", "validate_events", run_plan["validate_args"], trigger_rule="none_failed_min_one_success")
 
     @task(outlets=[events_asset])
     def publish() -> str:
         """Mark the events table as updated and checked."""
         return settings.events_uri
 
-    run_plan >> ingest >> sweep >> dq_gate >> publish()
+    start = choose_start(run_plan["dry_run"])
+    run_plan >> start >> [rebuild_dry_run(run_plan["rebuild_args"]), ingest]
+    mode = choose_mode(run_plan["rebuild_args"])
+    ingest >> sweep >> mode >> [rebuild, dq_gate]
+    rebuild >> rebuild_summary(run_plan["lake"]) >> dq_gate >> publish()

@@ -31,11 +31,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from jobs import options
+from jobs import options, partitions
 from jobs.checkpoint import CheckpointSnapshot
 from jobs.decode import DECODED_DDL, decode_batches
 from jobs.lake import TABLES, Lake, LakeBusyError, LakeLock
-from jobs.ledger import MANIFEST_DDL, plan_files, record_success
+from jobs.ledger import MANIFEST_DDL, plan_files, record_late_files, record_success
 from jobs.quarantine import Replacement, Replay, replay_entries
 from jobs.report import BatchStats, RunReport, apply_progress, log_batch, now_iso
 from jobs.session import STREAM_CONF, spark_session
@@ -226,20 +226,25 @@ class BatchWriter:
             written: dict[str, int] = {}
             quarantined: dict[str, int] = {}
             late = implausible = 0
+            late_files: dict[str, list[str]] = {}
             counts = rows.groupBy("_reason", "event_date").agg(
                 F.count(F.lit(1)).alias("rows"),
                 F.count_if("_late").alias("late"),
+                F.collect_set(F.when(F.col("_late"), F.col("_source_file"))).alias("late_files"),
                 F.count_if(implausible_event_time(F.col("eventTime"), F.col("_arrival_time"))).alias("implausible"),
             )
             for row in counts.collect():
                 late += row["late"]
                 implausible += row["implausible"]
+                if row["late_files"]:
+                    late_files[str(row["event_date"])] = row["late_files"]
                 if row["_reason"] is None:
                     written[str(row["event_date"])] = row["rows"]
                 else:
                     quarantined[row["_reason"]] = quarantined.get(row["_reason"], 0) + row["rows"]
             self.quarantine.add_batch(batch_id, replacement.add_kept(split_quarantine(rows)))
             replacement.finish()
+            record_late_files(self.lake.late_files, batch_id, late_files)
             self.events.add_batch(batch_id, split_events(rows))
         finally:
             rows.unpersist()
@@ -285,6 +290,7 @@ def follow(query: StreamingQuery, report: RunReport) -> None:
 def run(config: IngestConfig, session: Callable[[], SparkSession]) -> RunReport:
     """One ingest run; `session` is called for the SparkSession only if there is work to do."""
     lake = config.layout
+    partitions.recover(lake)  # a rebuild that died mid-swap is finished before anything reads the table
     checkpoint = CheckpointSnapshot.read(lake.checkpoint)
     checkpoint.check_matches(lake.events)
     report = RunReport(

@@ -6,10 +6,15 @@ Every path under the lake root is named here and nowhere else:
     <lake>/quarantine/reason=.../          what could not be read, with the reason
     <lake>/_checkpoints/ingest/            the stream's checkpoint, and last_success.json
     <lake>/_checkpoints/ingest/manifests/  the file ledger: the landing files each batch reads
+    <lake>/_checkpoints/ingest/late_files/ landing files that held late events, by event date
     <lake>/_checkpoints/ingest.lock        one writer at a time (flock)
+    <lake>/_checkpoints/rebuilds/<run>.json  a rebuild's swap, written before its first partition is swapped
+    <lake>/_staging/<run>/<table>/         partitions a rebuild is writing, hidden from every reader
     <lake>/_swept/<table>/<time>/          uncommitted files the sweep moved aside
-    <lake>/_replaced/<table>/<tag>/        files a later read replaced (quarantine rows read again)
+    <lake>/_replaced/<table>/<tag>/        files a later read replaced (quarantine rows read again),
+                                           partitions a rebuild replaced (<tag>: its run id)
     <lake>/reports/ingest/<run id>.json    run reports
+    <lake>/reports/rebuild/<run id>.json   rebuild reports
     <lake>/reports/dq/<run id>.json        gate results
     <lake>/reports/data_docs/index.html    Great Expectations Data Docs
     <lake>/reports/gx/                     the Great Expectations file context
@@ -30,9 +35,13 @@ from typing import IO
 TABLES = ("events", "quarantine")
 
 
+def _safe(run_id: str) -> str:
+    """A run id as a file or folder name: Airflow's run ids hold ':' and '+'."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", run_id)
+
+
 def _file_name(run_id: str) -> str:
-    """A run id as a file name: Airflow's run ids hold ':' and '+'."""
-    return f"{re.sub(r'[^A-Za-z0-9._-]', '_', run_id)}.json"
+    return f"{_safe(run_id)}.json"
 
 
 @dataclass(frozen=True)
@@ -63,6 +72,11 @@ class Lake:
         return self.checkpoint / "manifests"
 
     @property
+    def late_files(self) -> Path:
+        """Per batch, the landing files that held late events and their event dates (a rebuild reads them too)."""
+        return self.checkpoint / "late_files"
+
+    @property
     def lock(self) -> Path:
         return self.root / "_checkpoints" / "ingest.lock"
 
@@ -72,6 +86,30 @@ class Lake:
     def replaced(self, table: Path, tag: str) -> Path:
         """Where files of `table` (one of this lake's) that a later write replaced are kept."""
         return self.root / "_replaced" / table.name / tag
+
+    def replaced_by_run(self, table: Path, run_id: str) -> Path:
+        """Where a rebuild run keeps the partitions of `table` it replaced."""
+        return self.replaced(table, _safe(run_id))
+
+    def staging(self, run_id: str) -> Path:
+        """Where a rebuild run writes its partitions, outside every table folder (same file system, so a rename moves them)."""
+        return self.root / "_staging" / _safe(run_id)
+
+    @property
+    def rebuilds(self) -> Path:
+        return self.root / "_checkpoints" / "rebuilds"
+
+    def rebuild_journal(self, run_id: str) -> Path:
+        return self.rebuilds / _file_name(run_id)
+
+    def rebuild_report(self, tag: str) -> Path:
+        return self.reports / "rebuild" / _file_name(tag)
+
+    def rebuild_reports(self, run_id: str) -> list[Path]:
+        """The reports of every rebuild run `run_id` made (its retries have suffixed tags), oldest first."""
+        folder, name = self.reports / "rebuild", _safe(run_id)
+        found = [folder / f"{name}.json", *folder.glob(f"{name}.[0-9]*.json")] if folder.is_dir() else []
+        return sorted((p for p in found if p.exists()), key=lambda p: p.stat().st_mtime_ns)
 
     @property
     def replacements(self) -> Path:

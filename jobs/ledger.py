@@ -203,10 +203,7 @@ def plan_files(
     ledger = {path: Entry(path, None, None) for path in legacy}
     ledger.update((entry.path, entry) for manifest in manifests for entry in manifest.entries)
 
-    dates = [d for d in (delivery_date(path) for path in ledger) if d is not None]
-    # A folder dated in the future (a skewed clock) must not retire today's folders.
-    newest = min(max(dates), datetime.now(tz=UTC).date() + timedelta(days=1)) if dates else None
-    retired_before = newest - timedelta(days=retention.days) if newest else None
+    retired_before = _retired_before(ledger, retention)
 
     replayed = {entry.path for entry in replay}  # taken as the replay asks, whatever the listing finds
     new: list[Entry] = []
@@ -265,6 +262,40 @@ def plan_files(
     return Plan(written, *counts, retired_before, len(dropped), checked_at_ns, pending)
 
 
+def _retired_before(paths: Iterable[str], retention: timedelta) -> date | None:
+    """Delivery folders before this date are retired: `retention` before the newest folder the ledger names."""
+    dates = [d for d in (delivery_date(path) for path in paths) if d is not None]
+    # A folder dated in the future (a skewed clock) must not retire today's folders.
+    newest = min(max(dates), datetime.now(tz=UTC).date() + timedelta(days=1)) if dates else None
+    return newest - timedelta(days=retention.days) if newest else None
+
+
+def read_files(checkpoint: CheckpointSnapshot, folder: Path, landing: str, retention: timedelta) -> dict[str, Entry]:
+    """Every landing file a committed batch has read, as it was read (newest read), by path.
+
+    A file in a retired folder that a successful run has passed counts as read (its manifest
+    may be gone). A file that changed since its read, and a new one, are not here: the
+    stream reads them next. Call it under the lake lock, on a settled checkpoint."""
+    committed = checkpoint.committed_offset
+    logged = {e.path for e in checkpoint.sources.entries if committed is not None and e.batch_id <= committed}
+    read: dict[str, Entry] = {path: Entry(path, None, None) for path in logged if os.path.dirname(path) != str(folder)}
+    for manifest in read_manifests(folder):
+        if str(manifest.path) in logged:
+            read.update((entry.path, entry) for entry in manifest.entries if entry.only_records is None)
+    retired_before = _retired_before(read, retention)
+    checked_at_ns = checkpoint.last_success.checked_at_ns
+    for day, day_folder in day_folders(landing):
+        for file in log_files_in(day_folder):
+            stat = file.stat()
+            known = read.get(file.path)
+            if known is None:
+                if retired_before is not None and day < retired_before and stat.st_ctime_ns <= checked_at_ns:
+                    read[file.path] = Entry.of(file.path, stat=stat)
+            elif known.size is not None and (known.size, known.mtime_ms) != (stat.st_size, stat.st_mtime_ns // 1_000_000):
+                del read[file.path]  # changed: the stream reads it again
+    return {path: entry for path, entry in read.items() if os.path.exists(path)}
+
+
 def _retired(path: str, retired_before: date, checked_at_ns: int) -> bool:
     folder_date = delivery_date(path)
     return folder_date is not None and folder_date < retired_before and (_ctime_ns(path) or 0) <= checked_at_ns
@@ -280,3 +311,23 @@ def _forget(log: SourceLog, gone: set[str]) -> None:
 def record_success(checkpoint: Path, plan: Plan, batch_id: int | None) -> None:
     """After a successful run, swept: `plan.checked_at_ns` becomes the check time, `batch_id` the last clean batch."""
     write_last_success(checkpoint, LastSuccess(plan.checked_at_ns, batch_id))
+
+
+def record_late_files(folder: Path, batch_id: int, late: dict[str, list[str]]) -> None:
+    """Write down which landing files held late events of which event dates (one file per batch, rewritten on replay):
+    a late file sits in a delivery folder long after its events' dates, where a rebuild of those dates would not look."""
+    if not late:
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    partial = folder / f".{batch_id}.json.partial"
+    partial.write_text(json.dumps({day: sorted(files) for day, files in sorted(late.items())}) + "\n")
+    os.replace(partial, folder / f"{batch_id}.json")
+
+
+def late_files(folder: Path) -> dict[date, set[str]]:
+    """Every landing file that held late events, by event date (paths as the table's _source_file names them)."""
+    found: dict[date, set[str]] = {}
+    for path in folder.glob("[0-9]*.json") if folder.is_dir() else []:
+        for day, files in json.loads(path.read_text()).items():
+            found.setdefault(date.fromisoformat(day), set()).update(files)
+    return found

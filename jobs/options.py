@@ -22,6 +22,12 @@ SOURCE_RETENTION = "7 days"
 # A landing file written to this recently may still be being written: left for a later run.
 SETTLE = "1 minute"
 QUARANTINE_THRESHOLD = 0.01
+# How long the partitions a rebuild replaced stay under <lake>/_replaced/, for a rollback.
+KEEP_REPLACED = "30 days"
+# How long a writer waits for the lake lock before giving up: a second writer queues, it does not fail.
+LOCK_WAIT_SECONDS = 900
+# Run modes: ingest what is new, or rebuild the event dates of the run's data interval from the landing files.
+MODES = ("incremental", "rebuild")
 
 DURATION_PATTERN = r"^([0-9]+) +(second|minute|hour|day|week)s?$"
 SIZE_PATTERN = r"^([0-9]+) *([kmgKMG]?)[bB]?$"

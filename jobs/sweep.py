@@ -13,7 +13,8 @@ The log keeps entries for its retention only, so "not in the log" alone does not
 "uncommitted". A file is swept only if it is also at least as new as the oldest entry the
 log still holds (or, with no entries, newer than the newest log file): a committed file
 that aged out is older than every retained entry, while debris of a crashed batch is
-newer than every committed one. The ingest job sweeps before its first batch, when no
+newer than every committed one. Files a rebuild swapped in are listed in their partition's
+marker (jobs/partitions.py) and stay. The ingest job sweeps before its first batch, when no
 compaction has yet moved that horizon past the debris, and again after its last.
 Exit codes: 0 done, 75 an ingest run holds the lake.
 """
@@ -31,6 +32,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from jobs.lake import TABLES, Lake, LakeBusyError, LakeLock
+from jobs.partitions import rebuilt_files
 from jobs.session import spark_session
 from jobs.sinks import ParquetSink
 from jobs.spark_logs import sink_log, sink_log_files
@@ -44,13 +46,14 @@ def modified_ms(path: Path) -> int:
 
 
 def uncommitted_files(spark: SparkSession, table: Path) -> list[Path]:
-    """Data files that no committed batch wrote (see the module docstring for the horizon)."""
+    """Data files that no committed batch, and no rebuild, wrote (see the module docstring for the horizon)."""
     logged = ParquetSink(spark, str(table), []).logged_files()
     if logged:
         horizon = min(logged.values())
     else:
         horizon = max((modified_ms(p) for p in sink_log_files(table)), default=-1) + 1
-    return sorted(p for p in data_files(table) if p not in logged and modified_ms(p) >= horizon)
+    committed = logged.keys() | rebuilt_files(table)
+    return sorted(p for p in data_files(table) if p not in committed and modified_ms(p) >= horizon)
 
 
 def data_files(table: Path) -> set[Path]:

@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from functools import reduce
 from typing import cast
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -300,6 +300,16 @@ def deduplicate(rows: DataFrame, horizon: timedelta, committed_watermark: dateti
         .withWatermark("_arrival_time", f"{delay_ms} milliseconds")
         .dropDuplicatesWithinWatermark(["_dedup_key"])
     )
+
+
+def keep_first_copy(events: DataFrame) -> DataFrame:
+    """Each event once, on a static frame (a rebuild): of the rows sharing an eventID, the
+    first to arrive, then by file and position. Copies share their eventTime, hence their
+    event date, so a rebuild of whole dates sees every copy."""
+    first = Window.partitionBy("eventID").orderBy(
+        F.col("_arrival_time").asc_nulls_last(), F.col("_source_file"), F.col("_record_index").asc_nulls_last()
+    )
+    return events.withColumn("_copy", F.row_number().over(first)).where(F.col("_copy") == 1).drop("_copy")
 
 
 def mark_late(rows: DataFrame, lateness: timedelta) -> DataFrame:

@@ -59,29 +59,36 @@ def test_policies(dag):
 
 
 def test_run_parameters_are_checked_before_spark_starts(tmp_path):
-    from cloudtrail_airflow.params import InvalidRunParams, plan_run
+    from cloudtrail_airflow.params import InvalidRunParams, plan_run, rebuild_dates
     from cloudtrail_airflow.settings import load_settings
 
     settings = load_settings()
     base = {"landing": str(settings.landing), "lake": str(settings.lake), "dedup_horizon": "2 days", "max_bytes_per_trigger": "64m"}
-    day = DAY.date()
-    plan = plan_run(base, settings, "manual__1", day, day)
+    plan = plan_run(base, settings, "manual__1", DAY, DAY)
+    assert plan["rebuild_args"] is None, "incremental is the default"
     assert plan["ingest_args"][-2:] == ["--max-bytes-per-trigger", "64m"]
-    assert plan_run({**base, "max_files_per_trigger": 10}, settings, "r", day, day)["ingest_args"][-2:] == ["--max-files-per-trigger", "10"]
+    assert plan_run({**base, "max_files_per_trigger": 10}, settings, "r", DAY, DAY)["ingest_args"][-2:] == ["--max-files-per-trigger", "10"]
     with pytest.raises(InvalidRunParams, match="lake='/etc' is outside"):
-        plan_run({**base, "lake": "/etc"}, settings, "r", day, day)
+        plan_run({**base, "lake": "/etc"}, settings, "r", DAY, DAY)
     with pytest.raises(InvalidRunParams, match="outside"):
-        plan_run({**base, "landing": str(settings.landing / ".." / "elsewhere")}, settings, "r", day, day)
+        plan_run({**base, "landing": str(settings.landing / ".." / "elsewhere")}, settings, "r", DAY, DAY)
     with pytest.raises(InvalidRunParams, match="after validate_to"):
-        plan_run({**base, "validate_from": "2024-03-02", "validate_to": "2024-03-01"}, settings, "r", day, day)
+        plan_run({**base, "validate_from": "2024-03-02", "validate_to": "2024-03-01"}, settings, "r", DAY, DAY)
     with pytest.raises(InvalidRunParams, match="not a date"):
-        plan_run({**base, "validate_from": "yesterday"}, settings, "r", day, day)
+        plan_run({**base, "validate_from": "yesterday"}, settings, "r", DAY, DAY)
     replay = {**base, "replay_quarantine": True, "replay_reason": "invalid_json", "replay_from": "2024-03-01"}
-    assert plan_run(replay, settings, "r", day, day)["ingest_args"][-5:-2] == [
+    assert plan_run(replay, settings, "r", DAY, DAY)["ingest_args"][-5:-2] == [
         "--replay-quarantine", "--replay-reason=invalid_json", "--replay-from=2024-03-01",
     ]  # fmt: skip
+    daily = plan_run({**base, "mode": "rebuild"}, settings, "r", DAY, DAY + timedelta(days=1))["rebuild_args"]
+    assert daily[daily.index("--from-date") :][:4] == ["--from-date", "2024-03-01", "--to-date", "2024-03-01"]
+    assert plan_run({**base, "mode": "rebuild"}, settings, "r", DAY, DAY + timedelta(hours=1))["rebuild_args"] is None
+    assert rebuild_dates(DAY + timedelta(hours=23), DAY + timedelta(days=1)) == [DAY.date()], "the hourly run that ends the day"
+    assert rebuild_dates(DAY, DAY + timedelta(days=3)) == [DAY.date() + timedelta(days=n) for n in range(3)]
+    with pytest.raises(InvalidRunParams, match="mode='repair' must be one of incremental, rebuild"):
+        plan_run({**base, "mode": "repair"}, settings, "r", DAY, DAY)
     with pytest.raises(InvalidRunParams, match="replay_from 2024-03-02 is after replay_to 2024-03-01"):
-        plan_run({**replay, "replay_from": "2024-03-02", "replay_to": "2024-03-01"}, settings, "r", day, day)
+        plan_run({**replay, "replay_from": "2024-03-02", "replay_to": "2024-03-01"}, settings, "r", DAY, DAY)
 
 
 def states(run) -> dict[str, str]:

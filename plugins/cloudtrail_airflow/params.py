@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
-from datetime import date
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,15 @@ class InvalidRunParams(ValueError):
 
 def dag_params(settings: Settings) -> dict[str, Param]:
     return {
+        "mode": Param(
+            "incremental",
+            enum=list(options.MODES),
+            description="incremental: ingest what is new. rebuild: also rebuild the event dates of the run's data interval "
+            "from the landing files, replacing their partitions atomically (a backfill over past dates repairs them).",
+        ),  # fmt: skip
+        "dry_run": Param(
+            False, type="boolean", description="With mode=rebuild: list per date the files and bytes a rebuild would read; write nothing."
+        ),
         "trigger": Param("availableNow", enum=["availableNow", "once"], description="availableNow: rate-limited batches; once: one batch."),
         "max_files_per_trigger": Param(None, type=["null", "integer"], minimum=1, description="Files per batch (large backlogs)."),
         "max_bytes_per_trigger": Param(
@@ -118,7 +127,30 @@ def _replay(params: dict[str, Any]) -> list[str]:
     ]
 
 
-def plan_run(params: dict[str, Any], settings: Settings, run_id: str, interval_start: date, interval_end: date) -> dict[str, Any]:
+def rebuild_dates(start: datetime, end: datetime) -> list[date]:
+    """The event dates a rebuild run owns: those whose last instant lies in its data interval
+    (a daily run: its day; an hourly run: the day it ends, if it ends one; a zero-length
+    interval, a manual run's: the day it starts)."""
+    if start >= end:
+        return [start.date()]
+    first, last = start.date(), end.date() - timedelta(days=1)
+    return [first + timedelta(days=n) for n in range((last - first).days + 1)]
+
+
+def _rebuild(params: dict[str, Any], landing: str, lake: str, run_id: str, dates: list[date], horizon: str) -> list[str] | None:
+    """The rebuild job's arguments; None when the run is incremental or no event date ends in its interval."""
+    mode = params.get("mode") or "incremental"
+    if mode not in options.MODES:
+        raise InvalidRunParams(f"param mode={mode!r} must be one of {', '.join(options.MODES)}")
+    if mode != "rebuild" or not dates:
+        return None
+    return [
+        "--landing", landing, "--lake", lake, "--run-id", run_id, "--from-date", dates[0].isoformat(),
+        "--to-date", dates[-1].isoformat(), "--dedup-horizon", horizon, "--lock-wait", str(options.LOCK_WAIT_SECONDS),
+    ]  # fmt: skip
+
+
+def plan_run(params: dict[str, Any], settings: Settings, run_id: str, interval_start: datetime, interval_end: datetime) -> dict[str, Any]:
     """Check the parameters and return the arguments of each Spark application of the run."""
     landing = _inside(params["landing"], settings.landing, "landing")
     lake = _inside(params["lake"], settings.lake, "lake")
@@ -128,17 +160,28 @@ def plan_run(params: dict[str, Any], settings: Settings, run_id: str, interval_s
     trigger = params.get("trigger", "availableNow")
     if trigger not in ("availableNow", "once"):
         raise InvalidRunParams(f"param trigger={trigger!r} must be availableNow or once")
-    ingest = ["--landing", landing, "--lake", lake, "--run-id", run_id, "--trigger", trigger, "--dedup-horizon", _dedup_horizon(params)]
+    horizon = _dedup_horizon(params)
+    ingest = ["--landing", landing, "--lake", lake, "--run-id", run_id, "--trigger", trigger, "--dedup-horizon", horizon]
     ingest += ["--settle", settings.settle, *_replay(params)]
     if params.get("max_files_per_trigger"):
         ingest += ["--max-files-per-trigger", str(int(params["max_files_per_trigger"]))]
     elif params.get("max_bytes_per_trigger"):
         ingest += ["--max-bytes-per-trigger", str(params["max_bytes_per_trigger"])]
+    rebuild = _rebuild(params, landing, lake, run_id, rebuild_dates(interval_start, interval_end), horizon)
+    if params.get("mode") == "rebuild" and rebuild is None:
+        log.info("no event date ends in this run's data interval %s..%s: nothing to rebuild", interval_start, interval_end)
     # The gate checks what this run wrote, the run's data interval, and the dates asked for.
-    first = min(d for d in (interval_start, validate_from) if d)
-    last = max(d for d in (interval_end, validate_to) if d)
+    first = min(d for d in (interval_start.date(), validate_from) if d)
+    last = max(d for d in (interval_end.date(), validate_to) if d)
     validate = [
         "--lake", lake, "--run-id", run_id, "--from-date", first.isoformat(), "--to-date", last.isoformat(),
         "--quarantine-threshold", str(params.get("quarantine_threshold", options.QUARANTINE_THRESHOLD)),
     ]  # fmt: skip
-    return {"ingest_args": ingest, "validate_args": validate, "sweep_args": ["--lake", lake, "--wait-seconds", "900"], "lake": lake}
+    return {
+        "ingest_args": ingest,
+        "validate_args": validate,
+        "sweep_args": ["--lake", lake, "--wait-seconds", str(options.LOCK_WAIT_SECONDS)],
+        "rebuild_args": rebuild,
+        "dry_run": bool(params.get("dry_run")),
+        "lake": lake,
+    }

@@ -1,0 +1,434 @@
+"""Rebuild event-date partitions from the landing files, and swap them in atomically.
+
+Run it with either of:
+
+    spark-submit --py-files build/jobs.zip jobs/rebuild.py --landing DIR --lake DIR --from-date YYYY-MM-DD --to-date YYYY-MM-DD
+    python -m jobs.rebuild --landing DIR --lake DIR --from-date YYYY-MM-DD --to-date YYYY-MM-DD [--dry-run]
+    python -m jobs.rebuild --lake DIR --rollback TAG
+
+For each date, the files that may hold its events are those the table's partition names in
+_source_file, those delivered in that day's folder and the de-duplication horizon's folders
+after it, and those the ingest job found late events of that date in. Of these, the files
+the stream has read (jobs/ledger.py) are read again with the ingest transforms; files it has
+not read yet are left to it, and rows of files that cannot be read again (deleted from the
+landing zone, or changed and waiting for the stream) are kept from the old partition. Each
+eventID is kept once. The quarantine rows of the files read are rebuilt with them.
+
+The new partitions pass the critical quality suite before anything is swapped; then each
+replaces the live one atomically (jobs/partitions.py) and the old one stays under
+<lake>/_replaced/<table>/<tag>/ for --keep-replaced. The tag is the run id (with a suffix when
+the same run rebuilds again); --rollback TAG puts the old partitions back. Runs under the lake
+lock, waiting for it (--lock-wait). --dry-run lists per date the files and bytes it would
+read and an estimate of the time, and writes nothing.
+Report: <lake>/reports/rebuild/<tag>.json. Exit codes: 0 done, 1 the gate failed (nothing
+swapped) or the run failed, 2 bad arguments or an unsettled checkpoint, 75 the lake stayed busy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import os
+import shutil
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import date, timedelta
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from jobs import options, partitions
+from jobs.checkpoint import CheckpointSnapshot
+from jobs.decode import DECODED_DDL, decode_batches
+from jobs.lake import Lake, LakeBusyError, LakeLock
+from jobs.landing import day_folders, log_files_in
+from jobs.ledger import MANIFEST_DDL, Entry, late_files, read_files
+from jobs.partitions import Swap
+from jobs.report import now_iso
+from jobs.schema import EVENTS_SCHEMA, QUARANTINE_SCHEMA
+from jobs.session import STREAM_CONF, spark_session
+from jobs.spark_logs import CheckpointError, local_path
+from jobs.transforms import keep_first_copy, normalize_records, parse_containers, split_quarantine
+
+log = logging.getLogger("rebuild")
+
+# Compressed landing bytes a one-core-pair machine rebuilds per second, and the fixed cost of a
+# run (JVM, quality suite): measured on this project's reference machine (docs/design.md, "Rebuilds").
+BYTES_PER_SECOND = 2_000_000
+FIXED_SECONDS = 40
+
+
+@dataclass(frozen=True)
+class RebuildConfig:
+    landing: str
+    lake: str
+    dates: tuple[date, ...]
+    run_id: str
+    dedup_horizon: str = options.DEDUP_HORIZON
+    source_retention: str = options.SOURCE_RETENTION
+    keep_replaced: str = options.KEEP_REPLACED
+    lock_wait: float = options.LOCK_WAIT_SECONDS
+    dry_run: bool = False
+    # The tag of a rebuild to undo instead (--rollback).
+    rollback: str | None = None
+
+    @property
+    def layout(self) -> Lake:
+        return Lake.at(self.lake)
+
+
+@dataclass(frozen=True)
+class DatePlan:
+    """The landing files one event date is rebuilt from."""
+
+    event_date: date
+    files: tuple[Entry, ...]
+    # Files whose rows the partition holds but which cannot be read again: their rows are kept.
+    unreadable: tuple[str, ...]
+
+    @property
+    def bytes(self) -> int:
+        return sum(entry.size or 0 for entry in self.files)
+
+
+@dataclass
+class PartitionStats:
+    rows_before: int = 0
+    rows_after: int = 0
+    files_read: int = 0
+    duplicates_dropped: int = 0
+    quarantined: int = 0
+    rows_kept_from_unreadable_files: int = 0
+
+
+@dataclass
+class RebuildReport:
+    run_id: str
+    tag: str
+    started_at: str
+    dates: list[str]
+    status: str = "running"
+    dry_run: bool = False
+    partitions: dict[str, Any] = field(default_factory=dict)
+    quarantine_partitions_replaced: list[str] = field(default_factory=list)
+    gate: str | None = None
+    seconds: float | None = None
+    error: str | None = None
+
+
+def date_range(first: date, last: date) -> tuple[date, ...]:
+    return tuple(first + timedelta(days=n) for n in range((last - first).days + 1))
+
+
+def parse_args(argv: list[str] | None = None) -> RebuildConfig:
+    parser = argparse.ArgumentParser(prog="rebuild", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--landing", default=os.environ.get("CLOUDTRAIL_LANDING"), help="root holding AWSLogs/ [$CLOUDTRAIL_LANDING]")
+    parser.add_argument("--lake", default=os.environ.get("CLOUDTRAIL_LAKE"), help="the lake [$CLOUDTRAIL_LAKE]")
+    parser.add_argument("--from-date", type=date.fromisoformat, help="first event date to rebuild")
+    parser.add_argument("--to-date", type=date.fromisoformat, help="last event date to rebuild")
+    parser.add_argument("--dedup-horizon", default=options.DEDUP_HORIZON, help="the ingest job's: how long after a date its files arrive")
+    parser.add_argument("--source-retention", default=options.SOURCE_RETENTION, help="the ingest job's --source-retention")
+    parser.add_argument("--keep-replaced", default=options.KEEP_REPLACED, help="how long replaced partitions are kept for a rollback")
+    parser.add_argument("--lock-wait", type=float, default=options.LOCK_WAIT_SECONDS, help="seconds to wait for another writer")
+    parser.add_argument("--dry-run", action="store_true", help="list what would be read, write nothing")
+    parser.add_argument("--rollback", metavar="TAG", help="put back the partitions the rebuild TAG replaced")
+    parser.add_argument("--run-id", help="id of this run; None: manual__<UTC time>")
+    args = parser.parse_args(argv)
+    if not args.lake:
+        parser.error("--lake (or CLOUDTRAIL_LAKE) is required")
+    if args.rollback:
+        return RebuildConfig(landing="", lake=os.path.abspath(args.lake), dates=(), run_id=args.rollback, rollback=args.rollback)
+    if not args.landing or not args.from_date or not args.to_date:
+        parser.error("--landing, --from-date and --to-date are required")
+    if args.from_date > args.to_date:
+        parser.error(f"--from-date {args.from_date} is after --to-date {args.to_date}")
+    for name in ("dedup_horizon", "source_retention", "keep_replaced"):
+        try:
+            options.duration(getattr(args, name))
+        except ValueError as exc:
+            parser.error(f"--{name.replace('_', '-')}: {exc}")
+    return RebuildConfig(
+        landing=os.path.abspath(args.landing),
+        lake=os.path.abspath(args.lake),
+        dates=date_range(args.from_date, args.to_date),
+        run_id=args.run_id or f"manual__{now_iso()}",
+        dedup_horizon=args.dedup_horizon,
+        source_retention=args.source_retention,
+        keep_replaced=args.keep_replaced,
+        lock_wait=args.lock_wait,
+        dry_run=args.dry_run,
+    )
+
+
+def partition(table: Path, column: str, value: object) -> Path:
+    return table / f"{column}={value}"
+
+
+def source_files(folder: Path) -> set[str]:
+    """The landing files (local paths) a partition folder's rows came from."""
+    found: set[str] = set()
+    for file in partitions.data_files(folder):
+        column = pq.read_table(file, columns=["_source_file"]).column("_source_file")
+        found.update(local_path(path) for path in column.unique().to_pylist() if path)
+    return found
+
+
+def plan(config: RebuildConfig) -> list[DatePlan]:
+    """Which files each date is rebuilt from (reads metadata only: the ledger, folder listings, one column)."""
+    lake = config.layout
+    checkpoint = CheckpointSnapshot.read(lake.checkpoint)
+    if checkpoint.commit.batch_id is not None and not checkpoint.settled:
+        raise CheckpointError(
+            f"an ingest run on {lake.root} has not finished (batch {checkpoint.planned_batch_id} is planned, not settled): "
+            "run an incremental ingest first, so the rebuild knows which files the stream has read"
+        )
+    read = read_files(checkpoint, lake.manifests, config.landing, options.duration(config.source_retention))
+    horizon_days = math.ceil(options.duration(config.dedup_horizon) / timedelta(days=1))
+    folders = dict(day_folders(config.landing))
+    late = late_files(lake.late_files)
+    plans = []
+    for day in config.dates:
+        named = source_files(partition(lake.events, "event_date", day))
+        delivered = {f.path for d in date_range(day, day + timedelta(days=horizon_days)) if d in folders for f in log_files_in(folders[d])}
+        wanted = named | delivered | {local_path(path) for path in late.get(day, ())}
+        files = tuple(sorted((read[path] for path in wanted if path in read), key=lambda e: e.path))
+        plans.append(DatePlan(day, files, tuple(sorted(named - read.keys()))))
+    return plans
+
+
+def dry_run_summary(plans: list[DatePlan]) -> dict[str, Any]:
+    """Per date: files and bytes a rebuild would read, and an estimate of its time on this machine."""
+    total = len({entry.path for p in plans for entry in p.files})
+    size = sum({entry.path: entry.size or 0 for p in plans for entry in p.files}.values())
+    return {
+        "dates": {
+            p.event_date.isoformat(): {
+                "files": len(p.files),
+                "bytes": p.bytes,
+                "files_kept_from_old_partition": len(p.unreadable),
+                "estimated_seconds": round(p.bytes / BYTES_PER_SECOND),
+            }
+            for p in plans
+        },
+        "files": total,
+        "bytes": size,
+        "estimated_seconds": round(FIXED_SECONDS + size / BYTES_PER_SECOND),
+    }
+
+
+def read_records(spark: SparkSession, files: list[Entry], run_id: str) -> DataFrame:
+    """The files' records, through the ingest job's own decode, parse and normalize steps."""
+    rows = [{**asdict(e), "arrival_ms": e.arrival_ms or e.mtime_ms, "only_records": None, "supersedes": False} for e in files]
+    manifest = spark.createDataFrame(rows, MANIFEST_DDL).repartition(max(1, min(len(rows) // 8, 64)))
+    return manifest.mapInArrow(decode_batches, DECODED_DDL).transform(parse_containers).transform(normalize_records, run_id)
+
+
+def old_events(spark: SparkSession, lake: Lake, dates: tuple[date, ...]) -> DataFrame | None:
+    folders = [str(p) for p in (partition(lake.events, "event_date", d) for d in dates) if partitions.data_files(p)]
+    if not folders:
+        return None
+    return spark.read.schema(EVENTS_SCHEMA).option("basePath", str(lake.events)).parquet(*folders)
+
+
+def rebuilt_events(records: DataFrame, old: DataFrame | None, plans: list[DatePlan]) -> tuple[DataFrame, DataFrame]:
+    """(candidates, events): rows of the dates from the files read plus the rows kept from unreadable
+    files, before and after de-duplication on eventID."""
+    dates = [p.event_date for p in plans]
+    fresh = records.where(F.col("_reason").isNull() & F.col("event_date").isin(dates))
+    candidates = fresh.select(*EVENTS_SCHEMA.fieldNames(), "_arrival_time", "_record_index")
+    unreadable = sorted({f"file:{path}" for p in plans for path in p.unreadable})
+    if old is not None and unreadable:
+        kept = old.where(F.col("_source_file").isin(unreadable))
+        candidates = candidates.unionByName(
+            kept.withColumn("_arrival_time", F.lit(None).cast("timestamp")).withColumn("_record_index", F.lit(None).cast("long"))
+        )
+    return candidates, candidates.transform(keep_first_copy).select(*EVENTS_SCHEMA.fieldNames())
+
+
+def rebuilt_quarantine(spark: SparkSession, lake: Lake, records: DataFrame, dates: list[date]) -> tuple[DataFrame | None, set[str]]:
+    """The quarantine partitions that change, rebuilt; and the reasons they are.
+
+    An old quarantine row of a file read goes when the new read accounts for its record: in
+    quarantine again, or an event of a rebuilt date (a whole-file row: when every record of
+    the file is accounted for). A new quarantine row comes in unless its record is dated
+    outside the rebuilt dates, whose partitions still hold what they held."""
+    in_dates = F.col("event_date").isNull() | F.col("event_date").isin(dates)
+    new = split_quarantine(records.where(F.col("_reason").isNotNull() & in_dates))
+    accounted = records.select(
+        F.col("_source_file").alias("source_file"),
+        F.col("_record_index").cast("int").alias("record_index"),
+        (F.col("_reason").isNotNull() & in_dates | F.col("_reason").isNull() & F.col("event_date").isin(dates)).alias("accounted"),
+    )
+    new_reasons = {row.reason for row in new.select("reason").distinct().collect()}
+    if not partitions.data_files(lake.quarantine) and not any(lake.quarantine.glob("reason=*/*.parquet")):
+        return (new if new_reasons else None), new_reasons
+    old = spark.read.schema(QUARANTINE_SCHEMA).option("basePath", str(lake.quarantine)).parquet(str(lake.quarantine))
+    positions = accounted.where("accounted").select("source_file", "record_index").distinct().withColumn("_position", F.lit(True))
+    whole = accounted.groupBy("source_file").agg(F.bool_and("accounted").alias("_whole"))
+    marked = old.join(positions, ["source_file", "record_index"], "left").join(whole, ["source_file"], "left")
+    goes = F.coalesce(F.when(F.col("record_index").isNull(), F.col("_whole")).otherwise(F.col("_position")), F.lit(False))
+    marked = marked.withColumn("_goes", goes)
+    gone_reasons = {row.reason for row in marked.where("_goes").select("reason").distinct().collect()}
+    reasons = new_reasons | gone_reasons
+    if not reasons:
+        return None, set()
+    kept = marked.where(~F.col("_goes") & F.col("reason").isin(sorted(reasons))).select(*QUARANTINE_SCHEMA.fieldNames())
+    return kept.unionByName(new), reasons
+
+
+def purge_replaced(lake: Lake, keep: timedelta) -> None:
+    """Delete replaced partitions older than `keep` (a rollback is possible until then)."""
+    cutoff = time.time() - keep.total_seconds()
+    for folder in (lake.root / "_replaced").glob("*/*"):
+        if folder.is_dir() and folder.stat().st_mtime < cutoff:
+            shutil.rmtree(folder)
+            log.info("deleted %s (older than --keep-replaced)", folder)
+
+
+def free_tag(lake: Lake, run_id: str) -> str:
+    """The run id, or the run id with a suffix when that run has rebuilt before (an Airflow retry)."""
+    tags = (run_id, *(f"{run_id}.{n}" for n in range(1, 1000)))
+    return next(t for t in tags if not any(lake.replaced_by_run(lake.table(name), t).exists() for name in ("events", "quarantine")))
+
+
+def rebuild(config: RebuildConfig, spark: SparkSession, plans: list[DatePlan], report: RebuildReport) -> bool:
+    """Build, check and swap in the partitions of `plans`; False when the gate failed (nothing swapped)."""
+    from jobs import validate_events  # imports GX only when a rebuild gets this far
+
+    lake, tag = config.layout, report.tag
+    staging = lake.staging(tag)
+    files = sorted({entry.path: entry for p in plans for entry in p.files}.values(), key=lambda e: e.path)
+    dates = [p.event_date for p in plans]
+    records = read_records(spark, files, tag).persist()
+    old = old_events(spark, lake, config.dates)
+    candidates, events = rebuilt_events(records, old, plans)
+    events.write.partitionBy("event_date").parquet(str(staging / "events"))
+    quarantine, reasons = rebuilt_quarantine(spark, lake, records, dates)
+    if quarantine is not None:
+        quarantine.write.partitionBy("reason").parquet(str(staging / "quarantine"))
+
+    counts = {
+        "rows_before": old.groupBy("event_date").count() if old is not None else None,
+        "candidates": candidates.groupBy("event_date").count(),
+        "rows_after": spark.read.parquet(str(staging / "events")).groupBy("event_date").count() if dates else None,
+    }
+    figures = {name: {str(r[0]): r[1] for r in frame.collect()} if frame is not None else {} for name, frame in counts.items()}
+    quarantined = records.where(F.col("_reason").isNotNull()).groupBy("_source_file").count().collect()
+    per_file = {local_path(r[0]): r[1] for r in quarantined}
+    kept_unreadable = (
+        old.where(F.col("_source_file").isin(sorted({f"file:{p}" for d in plans for p in d.unreadable}))).groupBy("event_date").count()
+        if old is not None
+        else None
+    )
+    kept = {str(r[0]): r[1] for r in kept_unreadable.collect()} if kept_unreadable is not None else {}
+    for p in plans:
+        day = p.event_date.isoformat()
+        report.partitions[day] = asdict(
+            PartitionStats(
+                rows_before=figures["rows_before"].get(day, 0),
+                rows_after=figures["rows_after"].get(day, 0),
+                files_read=len(p.files),
+                duplicates_dropped=figures["candidates"].get(day, 0) - figures["rows_after"].get(day, 0),
+                quarantined=sum(per_file.get(entry.path, 0) for entry in p.files),
+                rows_kept_from_unreadable_files=kept.get(day, 0),
+            )
+        )
+    records.unpersist()
+
+    staged_events = spark.read.parquet(str(staging / "events")) if any((staging / "events").glob("event_date=*")) else None
+    if staged_events is not None:
+        gate = validate_events.ValidateConfig(lake, tag, config.dates, options.QUARANTINE_THRESHOLD, lake.gate_report(f"{tag}.rebuild"))
+        checks = validate_events.with_check_columns(staged_events)
+        outcome = validate_events.validate({"cloudtrail_events.critical": checks, "cloudtrail_events.warning": checks}, gate)
+        report.gate = "failed" if outcome["failed_critical"] else "passed"
+        gate.results_path.parent.mkdir(parents=True, exist_ok=True)
+        gate.results_path.write_text(json.dumps({"run_id": tag, "event_dates": [str(d) for d in dates], **outcome}, default=str) + "\n")
+        if outcome["failed_critical"]:
+            for failure in outcome["failed_critical"]:
+                log.error("CRITICAL %s %s failed on the rebuilt partitions", failure["expectation"], failure["kwargs"])
+            partitions.discard(lake, tag)
+            return False
+
+    swaps: list[Swap] = []
+    for table, column, values in ((lake.events, "event_date", dates), (lake.quarantine, "reason", sorted(reasons))):
+        for value in values:
+            staged = partition(staging / table.name, column, value)
+            if staged.is_dir():
+                partitions.write_marker(staged, tag)
+            live = partition(table, column, value)
+            if staged.is_dir() or live.exists():
+                swaps.append(Swap(str(live), str(staged) if staged.is_dir() else None, str(lake.replaced_by_run(table, tag) / live.name)))
+    report.quarantine_partitions_replaced = sorted(reasons)
+    partitions.replace(lake, tag, swaps)
+    return True
+
+
+def run(config: RebuildConfig, session: Any) -> RebuildReport:
+    lake = config.layout
+    started = time.monotonic()
+    dates = [d.isoformat() for d in config.dates]
+    report = RebuildReport(config.run_id, free_tag(lake, config.run_id), now_iso(), dates, dry_run=config.dry_run)
+    try:
+        partitions.recover(lake)
+        plans = plan(config)
+        summary = dry_run_summary(plans)
+        if config.dry_run:
+            report.partitions = summary["dates"]
+            report.status = "dry_run"
+            return report
+        log.info(
+            "rebuilding %d dates from %d files (%d bytes), about %d s",
+            len(plans), summary["files"], summary["bytes"], summary["estimated_seconds"],
+        )  # fmt: skip
+        report.status = "succeeded" if rebuild(config, session(), plans, report) else "gate_failed"
+        purge_replaced(lake, options.duration(config.keep_replaced))
+    except Exception as exc:
+        report.status, report.error = "failed", str(exc).splitlines()[0][:2000]
+        raise
+    finally:
+        report.seconds = round(time.monotonic() - started, 1)
+        if not config.dry_run:
+            path = lake.rebuild_report(report.tag)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(asdict(report), indent=2) + "\n")
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    config = parse_args(argv)
+    try:
+        if config.rollback:
+            lake = config.layout
+            with LakeLock(lake, wait_seconds=config.lock_wait):
+                partitions.recover(lake)
+                restored = partitions.rollback(lake, config.rollback, [lake.events, lake.quarantine])
+            log.info("rolled back %d partitions to their versions before %s: %s", len(restored), config.rollback, restored)
+            return 0
+        if config.dry_run:
+            report = run(config, None)
+        else:
+            with LakeLock(config.layout, wait_seconds=config.lock_wait):
+                report = run(config, lambda: spark_session("cloudtrail_rebuild", STREAM_CONF))
+    except LakeBusyError as exc:
+        log.error("%s", exc)
+        return 75
+    except CheckpointError as exc:
+        log.error("%s", exc)
+        return 2
+    print(json.dumps(asdict(report), indent=2))
+    if report.status == "gate_failed":
+        log.error("the rebuilt partitions failed the critical suite: nothing was swapped; the old partitions stay")
+        return 1
+    log.info("rebuild %s %s in %.1f s: %s", report.tag, report.status, report.seconds, report.partitions)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

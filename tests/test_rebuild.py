@@ -1,0 +1,235 @@
+"""Rebuilds: damaged partitions repaired from the landing files, swapped in whole, and the stream goes on."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from datetime import date, timedelta
+from pathlib import Path
+
+import pytest
+
+from jobs import partitions, rebuild, validate_events
+from jobs.lake import Lake
+from jobs.rebuild import RebuildConfig
+from tests.helpers import DAY, deliver, duckdb_rows, event, events_of, ingest
+
+DATES = (date(2024, 3, 1), date(2024, 3, 2), date(2024, 3, 3))
+# A directory reader counting one partition's rows in a loop. A query whose listing predates a
+# swap can find a listed file gone when it opens it: it fails (and a reader retries), it never counts.
+COUNT_LOOP = """
+import sys, duckdb
+db = duckdb.connect()
+while True:
+    try:
+        print("count", db.execute(f"select count(*) from read_parquet('{sys.argv[1]}/*.parquet')").fetchone()[0], flush=True)
+    except duckdb.Error as exc:
+        print("error", type(exc).__name__, flush=True)
+"""
+
+
+def spark_rows(spark, lake: Path) -> list[tuple[str, str]]:
+    """The table as Spark reads its folder (every session of the lake ignores the sink log)."""
+    rows = spark.read.parquet(str(Lake(lake).events)).select("eventID", "event_date").collect()
+    return sorted((r.eventID, str(r.event_date)) for r in rows)
+
+
+def config(landing: Path, lake: Path, **options) -> RebuildConfig:
+    return RebuildConfig(landing=str(landing), lake=str(lake), dates=DATES, run_id="backfill__test", **options)
+
+
+def deliver_three_days(landing: Path) -> None:
+    for offset in range(3):
+        for hour in (2, 13):
+            delivered = DAY + timedelta(days=offset, hours=hour)
+            deliver(landing, events_of(20, delivered - timedelta(hours=1), f"d{offset}h{hour}"), delivered)
+    # late on the next day: the 2nd's last events, delivered in the 3rd's folder
+    deliver(landing, events_of(5, DAY + timedelta(days=1, hours=23, minutes=50), "edge"), DAY + timedelta(days=2, hours=0, minutes=5))
+    # a copy of a file's events, re-delivered an hour later
+    deliver(landing, events_of(20, DAY + timedelta(hours=1), "d0h2"), DAY + timedelta(hours=3))
+    # late beyond the horizon: the 1st's events delivered 5 days later
+    deliver(landing, events_of(4, DAY + timedelta(hours=6), "late"), DAY + timedelta(days=5))
+    # a record the parser quarantines
+    deliver(landing, [event("", DAY + timedelta(hours=8))], DAY + timedelta(hours=9))
+
+
+def damage(lake: Path) -> None:
+    """One partition deleted, one with a Parquet file removed, one with a Parquet file copied in."""
+    events = Lake(lake).events
+    shutil.rmtree(events / "event_date=2024-03-01")
+    min(partitions.data_files(events / "event_date=2024-03-02")).unlink()
+    third = min(partitions.data_files(events / "event_date=2024-03-03"))
+    shutil.copyfile(third, third.with_name(f"copy-{third.name}"))
+
+
+@pytest.fixture
+def ingested(spark, landing, lake) -> list[tuple[str, str]]:
+    deliver_three_days(landing)
+    ingest(spark, landing, lake)
+    oracle = duckdb_rows(lake)
+    assert len(oracle) == 3 * 40 + 5 + 4 and len({r[0] for r in oracle}) == len(oracle)
+    return oracle
+
+
+def test_a_rebuild_repairs_three_damaged_partitions_and_the_stream_goes_on(spark, landing, lake, ingested):
+    damage(lake)
+    damaged = duckdb_rows(lake)
+    assert damaged != ingested
+    second = Lake(lake).events / "event_date=2024-03-02"
+    seen_by_reader = lake.parent / "reader.txt"
+    with seen_by_reader.open("w") as out:
+        reader = subprocess.Popen([sys.executable, "-c", COUNT_LOOP, str(second)], stdout=out)
+
+    report = rebuild.run(config(landing, lake), lambda: spark)
+    time.sleep(1)
+    reader.terminate()
+    reader.wait()
+    counts = [line.split() for line in seen_by_reader.read_text().splitlines()]
+
+    assert report.status == "succeeded" and report.gate == "passed"
+    assert duckdb_rows(lake) == ingested, "the three partitions equal the oracle again (DuckDB)"
+    old, new = (sum(1 for _, d in rows if d == "2024-03-02") for rows in (damaged, ingested))
+    seen = {int(c[1]) for c in counts if c[0] == "count"}
+    assert seen == {old, new}, f"a reader in a loop saw {seen}, only ever the old ({old}) or the new ({new}) count"
+    assert spark_rows(spark, lake) == ingested, "and as Spark reads them"
+    first = report.partitions["2024-03-01"]
+    assert first["rows_before"] == 0 and first["rows_after"] == 44 and first["duplicates_dropped"] == 20
+    for day in ("2024-03-02", "2024-03-03"):
+        figures = report.partitions[day]
+        assert figures["rows_before"] == sum(1 for _, d in damaged if d == day)
+        assert figures["rows_after"] == sum(1 for _, d in ingested if d == day)
+    assert json.loads(Lake(lake).rebuild_report("backfill__test").read_text())["partitions"] == report.partitions
+    old = Lake(lake).replaced_by_run(Lake(lake).events, "backfill__test")
+    assert sorted(p.name for p in old.iterdir()) == ["event_date=2024-03-02", "event_date=2024-03-03"], "old versions kept aside"
+
+    # the stream afterwards: new files once, nothing read twice, the sweep keeps the rebuilt files
+    # (after the newest arrival so far, the late file's: the de-duplication horizon runs on arrival time)
+    deliver(landing, events_of(6, DAY + timedelta(days=2, hours=20), "new"), DAY + timedelta(days=5, hours=1))
+    deliver(landing, events_of(4, DAY + timedelta(hours=6), "late"), DAY + timedelta(days=5, hours=2))  # a copy
+    after = ingest(spark, landing, lake)
+    assert after.totals()["files_read"] == 2 and after.swept_files == {"events": 0, "quarantine": 0}
+    expected = sorted(ingested + [(f"new-{i}", "2024-03-03") for i in range(6)])
+    assert duckdb_rows(lake) == expected
+    assert spark_rows(spark, lake) == expected
+
+
+def test_a_rebuild_keeps_the_quarantine_of_the_files_it_reads_once(spark, landing, lake, ingested):
+    quarantine = Lake(lake).quarantine
+    before = sorted(p.name for p in quarantine.glob("reason=*"))
+    rebuild.run(config(landing, lake), lambda: spark)
+    rows = spark.read.parquet(str(quarantine)).select("source_file", "reason").collect()
+    assert [r.reason for r in rows] == ["missing_event_id"], "the quarantined record once, not twice"
+    assert sorted(p.name for p in quarantine.glob("reason=*")) == before
+
+
+def test_a_dry_run_lists_files_and_bytes_per_date_and_writes_nothing(spark, landing, lake, ingested):
+    listing = sorted(str(p) for p in lake.rglob("*"))
+    report = rebuild.run(config(landing, lake, dry_run=True), lambda: pytest.fail("a dry run starts no Spark"))
+    assert report.status == "dry_run"
+    assert sorted(str(p) for p in lake.rglob("*")) == listing, "nothing written"
+    first = report.partitions["2024-03-01"]
+    # the 1st: its two files, the copy, the quarantined record's file, the late file; the 2nd's files (folders within the horizon)
+    assert first["files"] == 2 + 1 + 1 + 1 + 2 + 2 + 1 and first["bytes"] > 0 and first["estimated_seconds"] >= 0
+
+
+def test_a_failing_gate_leaves_the_old_partitions(spark, landing, lake, ingested, tmp_path, monkeypatch):
+    suites = tmp_path / "suites"
+    suites.mkdir()
+    for name in ("cloudtrail_events.critical", "cloudtrail_events.warning"):
+        failing = {"name": name, "expectations": [{"type": "expect_table_row_count_to_equal", "kwargs": {"value": 0}}]}
+        (suites / f"{name}.json").write_text(json.dumps(failing))
+    monkeypatch.setattr(validate_events, "SUITES_DIR", suites)
+    damage(lake)
+    damaged = sorted(str(p) for p in Lake(lake).events.rglob("*.parquet"))
+
+    report = rebuild.run(config(landing, lake), lambda: spark)
+
+    assert report.status == "gate_failed"
+    assert sorted(str(p) for p in Lake(lake).events.rglob("*.parquet")) == damaged, "nothing swapped"
+    assert not (lake / "_staging").exists() and not (lake / "_replaced").exists()
+    usage = subprocess.run([sys.executable, "-m", "jobs.rebuild", "--lake", str(lake), "--landing", "x"], capture_output=True, text=True)
+    assert usage.returncode == 2 and "--from-date" in usage.stderr
+
+
+def test_a_rollback_puts_the_old_partitions_back(spark, landing, lake, ingested):
+    damage(lake)
+    damaged = duckdb_rows(lake)
+    rebuild.run(config(landing, lake), lambda: spark)
+    assert duckdb_rows(lake) == ingested
+    events = Lake(lake).events
+    partitions.rollback(Lake(lake), "backfill__test", [events, Lake(lake).quarantine])
+    # the 2nd and 3rd as damaged; the 1st had no old version (it was deleted), so the rebuilt one stays
+    assert duckdb_rows(lake) == sorted(damaged + [r for r in ingested if r[1] == "2024-03-01"])
+    assert partitions.rollback(Lake(lake), "backfill__test", [events]) == [], "a second rollback changes nothing"
+
+
+def crash_after(step, calls: dict[str, int]):
+    """`step`, dying like a SIGKILL (no clean-up runs) once calls["limit"] file-system steps have run."""
+
+    def wrapped(*args):
+        if calls["n"] == calls["limit"]:
+            raise KeyboardInterrupt("killed")
+        calls["n"] += 1
+        return step(*args)
+
+    return wrapped
+
+
+def test_a_swap_stopped_at_any_step_is_finished_by_the_next_run(tmp_path, monkeypatch):
+    """Kill the swap after each of its file-system steps, in turn: every partition is old or new, whole, and recover() finishes."""
+    steps = 0
+    while True:
+        lake = Lake.at(tmp_path / f"lake{steps}")
+        swaps = []
+        for day, (old, new) in {"a": (2, 3), "b": (1, 0), "c": (0, 2)}.items():
+            live, staged = lake.events / f"event_date={day}", lake.staging("r") / "events" / f"event_date={day}"
+            for folder, count in ((live, old), (staged, new)):
+                if count:
+                    folder.mkdir(parents=True)
+                    for n in range(count):
+                        (folder / f"{folder.parent.parent.name}-{n}.parquet").write_text(str(count))
+            if new:
+                partitions.write_marker(staged, "r")
+            swaps.append(partitions.Swap(str(live), str(staged) if new else None, str(lake.replaced_by_run(lake.events, "r") / live.name)))
+        calls = {"n": 0, "limit": steps}
+        monkeypatch.setattr(partitions.os, "rename", crash_after(os.rename, calls))
+        monkeypatch.setattr(partitions, "exchange", crash_after(partitions.exchange, calls))
+        try:
+            partitions.replace(lake, "r", swaps)
+            finished = True
+        except KeyboardInterrupt:
+            finished = False
+        monkeypatch.undo()
+        for day, versions in (("a", (2, 3)), ("c", (0, 2))):
+            assert len(partitions.data_files(lake.events / f"event_date={day}")) in versions, f"step {steps}: {day} is half swapped"
+        partitions.recover(lake)
+        assert [len(partitions.data_files(lake.events / f"event_date={d}")) for d in "abc"] == [3, 0, 2]
+        assert not (lake.root / "_staging").exists() and not lake.rebuild_journal("r").exists()
+        assert sorted(p.name for p in lake.replaced_by_run(lake.events, "r").iterdir()) == ["event_date=a", "event_date=b"]
+        if finished:
+            break
+        steps += 1
+    assert steps == 4, "three partitions: exchange and aside, aside, rename"
+
+
+def test_a_rebuild_killed_while_writing_leaves_the_old_partitions_and_the_next_run_cleans_up(spark, landing, lake, ingested):
+    damage(lake)
+    damaged = duckdb_rows(lake)
+    command = [sys.executable, "-m", "jobs.rebuild", "--landing", str(landing), "--lake", str(lake), "--from-date", "2024-03-01"]
+    job = subprocess.Popen([*command, "--to-date", "2024-03-03"], start_new_session=True, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not any((lake / "_staging").glob("*/events/_temporary")) and not any((lake / "_staging").glob("*/events/event_date=*")):
+        assert job.poll() is None and time.monotonic() < deadline, "the rebuild ended before it wrote"
+        time.sleep(0.05)
+    os.killpg(job.pid, signal.SIGKILL)
+    job.wait()
+    assert duckdb_rows(lake) == damaged, "the old partitions, whole"
+    ingest(spark, landing, lake)
+    assert not (lake / "_staging").exists(), "the next run deleted the staging folder"
+    assert rebuild.run(config(landing, lake), lambda: spark).status == "succeeded"
+    assert duckdb_rows(lake) == ingested
