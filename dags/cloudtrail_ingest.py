@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.sdk import DAG, Asset, get_current_context, task
 
 from cloudtrail_airflow.callbacks import log_failure
@@ -60,7 +61,7 @@ with DAG(
         """Check the run parameters; return each Spark application's arguments."""
         context = get_current_context()
         start, end = context["data_interval_start"], context["data_interval_end"]
-        return plan_run(context["params"], settings, context["run_id"], start.date(), end.date())
+        return plan_run(context["params"], settings, context["run_id"], start, end)
 
     run_plan = plan()
 
@@ -82,7 +83,7 @@ with DAG(
 
     @task.branch
     def choose_mode(rebuild_args: list[str] | None) -> str:
-        return "rebuild" if rebuild_args else "dq_gate"
+        return "rebuild" if rebuild_args else "ready_to_gate"
 
     @task
     def rebuild_summary(lake: str) -> dict:
@@ -110,7 +111,10 @@ with DAG(
     sweep = spark_job(settings, "sweep", "sweep", run_plan["sweep_args"], max_active_tis_per_dag=1)
     # Waits for the lake lock (--lock-wait) rather than failing when another run writes.
     rebuild = spark_job(settings, "rebuild", "rebuild", run_plan["rebuild_args"], max_active_tis_per_dag=1)
-    dq_gate = spark_job(settings, "dq_gate", "validate_events", run_plan["validate_args"], trigger_rule="none_failed_min_one_success")
+    # The two paths meet here: after the rebuild, or straight from the branch (the rebuild skipped).
+    # A dry run skipped both, so this, the gate and publish are skipped too.
+    ready_to_gate = EmptyOperator(task_id="ready_to_gate", trigger_rule="none_failed_min_one_success")
+    dq_gate = spark_job(settings, "dq_gate", "validate_events", run_plan["validate_args"])
 
     @task(outlets=[events_asset])
     def publish() -> str:
@@ -120,5 +124,5 @@ with DAG(
     start = choose_start(run_plan["dry_run"])
     run_plan >> start >> [rebuild_dry_run(run_plan["rebuild_args"]), ingest]
     mode = choose_mode(run_plan["rebuild_args"])
-    ingest >> sweep >> mode >> [rebuild, dq_gate]
-    rebuild >> rebuild_summary(run_plan["lake"]) >> dq_gate >> publish()
+    ingest >> sweep >> mode >> [rebuild, ready_to_gate]
+    rebuild >> rebuild_summary(run_plan["lake"]) >> ready_to_gate >> dq_gate >> publish()

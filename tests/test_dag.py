@@ -49,7 +49,13 @@ def test_policies(dag):
     assert dag.max_active_runs == 1
     assert {"cloudtrail", "ingest"} <= set(dag.tags)
     assert dag.doc_md and "### CloudTrail ingest" in dag.doc_md
-    assert [t.task_id for t in dag.topological_sort()] == ["plan", "ingest", "sweep", "dq_gate", "publish"]
+    assert [t.task_id for t in dag.topological_sort()][:2] == ["plan", "choose_start"]
+    assert dag.get_task("choose_start").downstream_task_ids == {"rebuild_dry_run", "ingest"}
+    assert dag.get_task("choose_mode").upstream_task_ids == {"sweep", "plan"}
+    assert dag.get_task("choose_mode").downstream_task_ids == {"rebuild", "ready_to_gate"}
+    assert dag.get_task("ready_to_gate").upstream_task_ids == {"choose_mode", "rebuild_summary"}
+    assert dag.get_task("dq_gate").upstream_task_ids == {"plan", "ready_to_gate"}
+    assert dag.get_task("rebuild").max_active_tis_per_dag == 1
     ingest = dag.get_task("ingest")
     assert ingest.retries >= 2 and ingest.retry_exponential_backoff
     assert ingest.max_active_tis_per_dag == 1 and dag.get_task("sweep").max_active_tis_per_dag == 1
@@ -111,6 +117,21 @@ def test_dag_run_end_to_end_with_real_spark(dag, dag_roots):
     assert report["run_id"] == run.run_id and report["rows_written"] == 50 and report["duplicates_dropped"] == 5
     gate = json.loads(next((lake / "reports" / "dq").glob("*.json")).read_text())
     assert gate["verdict"] == "passed" and gate["event_dates"] == ["2024-03-01"]
+
+
+def test_a_dry_run_lists_and_writes_nothing(dag_roots):
+    from airflow.dag_processing.dagbag import DagBag
+
+    # a DAG object of its own: dag.test() leaves the run's conf in the params of the DAG it ran
+    dag = DagBag(dag_folder=str(ROOT / "dags")).dags["cloudtrail_ingest"]
+    landing, lake = dag_roots
+    deliver(landing, events_of(5, DAY, "dry"), DAY + timedelta(minutes=20))
+    conf = {"landing": str(landing), "lake": str(lake), "mode": "rebuild", "dry_run": True}
+    run = dag.test(logical_date=datetime(2024, 3, 9, tzinfo=UTC), run_conf=conf)
+    assert str(run.state) == "success", states(run)
+    assert states(run)["rebuild_dry_run"] == "success" and states(run)["ingest"] == "skipped"
+    assert states(run)["dq_gate"] == "skipped" and states(run)["publish"] == "skipped"
+    assert not lake.exists(), "a dry run writes nothing"
 
 
 def test_a_failing_gate_fails_the_run(dag, dag_roots):
