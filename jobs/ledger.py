@@ -284,8 +284,10 @@ def read_files(checkpoint: CheckpointSnapshot, folder: Path, landing: str, reten
             read.update((entry.path, entry) for entry in manifest.entries if entry.only_records is None)
     retired_before = _retired_before(read, retention)
     checked_at_ns = checkpoint.last_success.checked_at_ns
+    present: set[str] = set()
     for day, day_folder in day_folders(landing):
         for file in log_files_in(day_folder):
+            present.add(file.path)
             stat = file.stat()
             known = read.get(file.path)
             if known is None:
@@ -293,7 +295,7 @@ def read_files(checkpoint: CheckpointSnapshot, folder: Path, landing: str, reten
                     read[file.path] = Entry.of(file.path, stat=stat)
             elif known.size is not None and (known.size, known.mtime_ms) != (stat.st_size, stat.st_mtime_ns // 1_000_000):
                 del read[file.path]  # changed: the stream reads it again
-    return {path: entry for path, entry in read.items() if os.path.exists(path)}
+    return {path: entry for path, entry in read.items() if path in present}  # not one deleted from the landing zone
 
 
 def _retired(path: str, retired_before: date, checked_at_ns: int) -> bool:

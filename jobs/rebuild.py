@@ -46,7 +46,7 @@ from pyspark.sql import functions as F
 from jobs import options, partitions
 from jobs.checkpoint import CheckpointSnapshot
 from jobs.decode import DECODED_DDL, decode_batches
-from jobs.lake import Lake, LakeBusyError, LakeLock
+from jobs.lake import TABLES, Lake, LakeBusyError, LakeLock
 from jobs.landing import day_folders, log_files_in
 from jobs.ledger import MANIFEST_DDL, Entry, late_files, read_files
 from jobs.partitions import Swap
@@ -95,6 +95,11 @@ class DatePlan:
     @property
     def bytes(self) -> int:
         return sum(entry.size or 0 for entry in self.files)
+
+
+def unreadable_sources(plans: list[DatePlan]) -> list[str]:
+    """The files whose rows are kept from the old partitions, as the table's _source_file names them."""
+    return sorted({f"file:{path}" for p in plans for path in p.unreadable})
 
 
 @dataclass
@@ -242,7 +247,7 @@ def rebuilt_events(records: DataFrame, old: DataFrame | None, plans: list[DatePl
     dates = [p.event_date for p in plans]
     fresh = records.where(F.col("_reason").isNull() & F.col("event_date").isin(dates))
     candidates = fresh.select(*EVENTS_SCHEMA.fieldNames(), "_arrival_time", "_record_index")
-    unreadable = sorted({f"file:{path}" for p in plans for path in p.unreadable})
+    unreadable = unreadable_sources(plans)
     if old is not None and unreadable:
         kept = old.where(F.col("_source_file").isin(unreadable))
         candidates = candidates.unionByName(
@@ -266,7 +271,7 @@ def rebuilt_quarantine(spark: SparkSession, lake: Lake, records: DataFrame, date
         (F.col("_reason").isNotNull() & in_dates | F.col("_reason").isNull() & F.col("event_date").isin(dates)).alias("accounted"),
     )
     new_reasons = {row.reason for row in new.select("reason").distinct().collect()}
-    if not partitions.data_files(lake.quarantine) and not any(lake.quarantine.glob("reason=*/*.parquet")):
+    if not any(lake.quarantine.glob("reason=*/*.parquet")):
         return (new if new_reasons else None), new_reasons
     old = spark.read.schema(QUARANTINE_SCHEMA).option("basePath", str(lake.quarantine)).parquet(str(lake.quarantine))
     positions = accounted.where("accounted").select("source_file", "record_index").distinct().withColumn("_position", F.lit(True))
@@ -294,7 +299,7 @@ def purge_replaced(lake: Lake, keep: timedelta) -> None:
 def free_tag(lake: Lake, run_id: str) -> str:
     """The run id, or the run id with a suffix when that run has rebuilt before (an Airflow retry)."""
     tags = (run_id, *(f"{run_id}.{n}" for n in range(1, 1000)))
-    return next(t for t in tags if not any(lake.replaced_by_run(lake.table(name), t).exists() for name in ("events", "quarantine")))
+    return next(t for t in tags if not any(lake.replaced_by_run(lake.table(name), t).exists() for name in TABLES))
 
 
 def rebuild(config: RebuildConfig, spark: SparkSession, plans: list[DatePlan], report: RebuildReport) -> bool:
@@ -322,12 +327,8 @@ def rebuild(config: RebuildConfig, spark: SparkSession, plans: list[DatePlan], r
     figures = {name: {str(r[0]): r[1] for r in frame.collect()} if frame is not None else {} for name, frame in counts.items()}
     quarantined = records.where(F.col("_reason").isNotNull()).groupBy("_source_file").count().collect()
     per_file = {local_path(r[0]): r[1] for r in quarantined}
-    kept_unreadable = (
-        old.where(F.col("_source_file").isin(sorted({f"file:{p}" for d in plans for p in d.unreadable}))).groupBy("event_date").count()
-        if old is not None
-        else None
-    )
-    kept = {str(r[0]): r[1] for r in kept_unreadable.collect()} if kept_unreadable is not None else {}
+    kept_unreadable = old.where(F.col("_source_file").isin(unreadable_sources(plans))) if old is not None else None
+    kept = {str(r[0]): r[1] for r in kept_unreadable.groupBy("event_date").count().collect()} if kept_unreadable is not None else {}
     for p in plans:
         day = p.event_date.isoformat()
         report.partitions[day] = asdict(
@@ -409,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
             lake = config.layout
             with LakeLock(lake, wait_seconds=config.lock_wait):
                 partitions.recover(lake)
-                restored = partitions.rollback(lake, config.rollback, [lake.events, lake.quarantine])
+                restored = partitions.rollback(lake, config.rollback, [lake.table(name) for name in TABLES])
             log.info("rolled back %d partitions to their versions before %s: %s", len(restored), config.rollback, restored)
             return 0
         if config.dry_run:
