@@ -1,12 +1,22 @@
-# One image for the Airflow services and the Spark master/worker: same Python, same pyspark.
-FROM python:3.11-slim-bookworm
-RUN apt-get update && apt-get install -y --no-install-recommends openjdk-17-jre-headless procps make \
-    && rm -rf /var/lib/apt/lists/*
+# One image for the Airflow services and the Spark master and workers: same Python, same pyspark.
+# Runtime only (requirements.lock): no compilers, no test tools; runs as an unprivileged user.
+FROM python:3.11.11-slim-bookworm
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends openjdk-17-jre-headless procps \
+    && rm -rf /var/lib/apt/lists/* \
+    && useradd --uid 50000 --create-home cloudtrail \
+    && mkdir -p /opt/airflow /data/landing /data/lake \
+    && chown cloudtrail /opt/airflow /data/landing /data/lake
 WORKDIR /opt/cloudtrail
 COPY requirements.lock .
 RUN pip install --no-cache-dir -r requirements.lock
-COPY . .
-RUN make build/jobs.zip PY=python STAMP=
+COPY dags dags
+COPY jobs jobs
+COPY plugins plugins
+COPY expectations expectations
+COPY tools tools
+RUN python -m tools.package build/jobs.zip
 ENV PYTHONPATH=/opt/cloudtrail:/opt/cloudtrail/plugins \
     CLOUDTRAIL_HOME=/opt/cloudtrail \
     PYSPARK_PYTHON=/usr/local/bin/python
+USER cloudtrail

@@ -60,7 +60,7 @@ build/jobs.zip: $(wildcard jobs/*.py)
 
 $(AIRFLOW_HOME)/airflow.db: $(STAMP)
 	@mkdir -p $(AIRFLOW_HOME)
-	@airflow db migrate >/dev/null
+	@airflow db migrate >/dev/null && airflow pools set cloudtrail_lake 1 "tasks that write the CloudTrail lake" >/dev/null
 
 run: setup build/jobs.zip $(AIRFLOW_HOME)/airflow.db
 	@mkdir -p $(CLOUDTRAIL_LAKE)

@@ -15,9 +15,9 @@ partitioned Parquet table, then checks the table before anyone downstream uses i
 | `dq_gate` | Great Expectations suite on the partitions this run wrote and its data interval |
 | `publish` | updates the `cloudtrail_events` Asset, so downstream DAGs can schedule on it |
 
-One run at a time (`max_active_runs=1`); backfill runs, which Airflow counts apart, never
-ingest at the same time as another run (`max_active_tis_per_dag=1` on the writing tasks,
-and the job itself refuses a second writer).
+One run at a time (`max_active_runs=1`); the tasks that write the lake (`ingest`, `sweep`,
+`rebuild`) take the one slot of the `cloudtrail_lake` pool, so a scheduled run waits for a
+backfill's writer instead of failing on the lake lock (which stays, for writers outside Airflow).
 A run with `replay_quarantine` checked also reads the quarantined files and records of
 `replay_reason` and `replay_from`..`replay_to` again (after a parser fix or a hand repair).
 Scheduled runs, manual runs ("Trigger DAG w/ config") and backfills all ingest every file
@@ -100,17 +100,14 @@ with DAG(
         "ingest",
         "cloudtrail_ingest",
         run_plan["ingest_args"],
-        # One ingest at a time across scheduled, manual and backfill runs: Airflow 3 counts
-        # backfill runs apart from max_active_runs, and the job would refuse a second writer.
-        max_active_tis_per_dag=1,
+        pool=settings.lake_pool,
         retries=2,
         retry_delay=timedelta(minutes=1),
         retry_exponential_backoff=True,
         max_retry_delay=timedelta(minutes=15),
     )
-    sweep = spark_job(settings, "sweep", "sweep", run_plan["sweep_args"], max_active_tis_per_dag=1)
-    # Waits for the lake lock (--lock-wait) rather than failing when another run writes.
-    rebuild = spark_job(settings, "rebuild", "rebuild", run_plan["rebuild_args"], max_active_tis_per_dag=1)
+    sweep = spark_job(settings, "sweep", "sweep", run_plan["sweep_args"], pool=settings.lake_pool)
+    rebuild = spark_job(settings, "rebuild", "rebuild", run_plan["rebuild_args"], pool=settings.lake_pool)
     # The two paths meet here: after the rebuild, or straight from the branch (the rebuild skipped).
     # A dry run skipped both, so this, the gate and publish are skipped too.
     ready_to_gate = EmptyOperator(task_id="ready_to_gate", trigger_rule="none_failed_min_one_success")

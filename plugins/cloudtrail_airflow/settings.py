@@ -21,6 +21,8 @@ class Settings:
     python: str
     driver_memory: str
     settle: str
+    # One slot: the tasks that write the lake queue for it (scheduled, manual and backfill runs alike).
+    lake_pool: str = "cloudtrail_lake"
 
     def job_app(self, job: str) -> str:
         return str(PROJECT_ROOT / "jobs" / f"{job}.py")

@@ -1,0 +1,169 @@
+"""The production stack, run by `make test-stack` (not part of `make test`).
+
+Every service of docker-compose.yml started natively from that file (tools/stack.py):
+PostgreSQL, the Airflow API server, scheduler (LocalExecutor), DAG processor and triggerer,
+a Spark master and two workers. The DAG is unpaused and driven through the REST API with the
+admin's credentials, as the UI does: a scheduled run and a backfill at the same time, then a
+`mode=rebuild` backfill over 3 damaged partitions. The tables are checked against the oracle."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jobs.lake import Lake
+from tests.helpers import DAY, deliver, duckdb_rows, events_of
+from tools.stack import Stack, write_env_file
+
+pytestmark = pytest.mark.stack
+
+DAG_ID = "cloudtrail_ingest"
+DATES = ["2024-03-01", "2024-03-02", "2024-03-03"]
+
+
+@pytest.fixture
+def stack(tmp_path: Path) -> Iterator[Stack]:
+    env_file = tmp_path / "stack.env"
+    write_env_file(env_file)
+    env_file.write_text(env_file.read_text().replace("CLOUDTRAIL_SCHEDULE=@hourly", "CLOUDTRAIL_SCHEDULE=@daily"))
+    running = Stack(home=tmp_path / "stack", env_file=env_file, fixed_ports=False)
+    try:
+        running.up()
+        yield running
+    finally:
+        running.down()
+
+
+class Api:
+    """The API server's public REST API, called as the UI calls it: with the admin's token."""
+
+    def __init__(self, stack: Stack) -> None:
+        self.base = stack.url("airflow-api", 8080)
+        login = {"username": "admin", "password": stack.admin_password()}
+        self.token = self.call("POST", "/auth/token", login, token=None)["access_token"]
+
+    def call(self, method: str, path: str, body: dict | None = None, token: str | None = "") -> Any:
+        headers = {"Content-Type": "application/json"}
+        if token is not None:
+            headers["Authorization"] = f"Bearer {token or self.token}"
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(f"{self.base}{path}", method=method, data=data, headers=headers)
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return json.loads(response.read())
+
+    def unpause(self) -> None:
+        """Once the DAG processor has registered the DAG (it is paused at creation, as for a user)."""
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                self.call("PATCH", f"/api/v2/dags/{DAG_ID}", {"is_paused": False})
+                return
+            except urllib.error.HTTPError as missing:
+                assert missing.code == 404 and time.monotonic() < deadline, f"{DAG_ID} was not registered: {missing}"
+                time.sleep(3)
+
+    def backfill(self, conf: dict | None = None) -> dict:
+        body = {"dag_id": DAG_ID, "from_date": f"{DATES[0]}T00:00:00Z", "to_date": f"{DATES[-1]}T00:00:00Z", "max_active_runs": 1}
+        return dict(self.call("POST", "/api/v2/backfills", {**body, "dag_run_conf": conf or {}}))
+
+    def finished_runs(self, expected: int, timeout: float) -> list[dict]:
+        deadline = time.monotonic() + timeout
+        while True:
+            runs = self.call("GET", f"/api/v2/dags/{DAG_ID}/dagRuns?limit=100")["dag_runs"]
+            if len(runs) >= expected and all(r["state"] in ("success", "failed") for r in runs):
+                return list(runs)
+            assert time.monotonic() < deadline, f"runs did not finish: {[(r['dag_run_id'], r['state']) for r in runs]}"
+            time.sleep(10)
+
+
+def spark_applications(stack: Stack) -> list[dict]:
+    with urllib.request.urlopen(f"{stack.url('spark-master', 8081)}/json/", timeout=10) as response:
+        state = json.loads(response.read())
+    assert not state["activeapps"]
+    return list(state["completedapps"])
+
+
+def test_the_api_refuses_a_request_without_credentials(stack: Stack):
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(f"{stack.url('airflow-api', 8080)}/api/v2/dags", timeout=30)
+    assert refused.value.code in (401, 403)
+
+
+def test_a_scheduled_run_and_a_backfill_at_the_same_time_on_postgres_and_the_spark_cluster(stack: Stack):
+    landing, lake = stack.home / "volumes" / "landing", stack.home / "volumes" / "lake"
+    for offset in range(len(DATES)):
+        delivered = DAY + timedelta(days=offset, hours=12)
+        deliver(landing, events_of(30, delivered - timedelta(hours=1), f"d{offset}"), delivered)
+    deliver(landing, events_of(5, DAY - timedelta(days=5), "late"), DAY + timedelta(days=2, hours=13))  # late delivery
+    deliver(landing, events_of(10, DAY + timedelta(hours=11), "d0"), DAY + timedelta(days=1, hours=13))  # re-delivered
+
+    api = Api(stack)
+    api.unpause()  # the scheduler creates the latest daily run at once (catchup is off)
+    api.backfill()
+    runs = api.finished_runs(expected=4, timeout=1200)
+
+    assert sorted(r["run_type"] for r in runs) == ["backfill", "backfill", "backfill", "scheduled"]
+    assert {r["dag_run_id"]: r["state"] for r in runs} == {r["dag_run_id"]: "success" for r in runs}
+    for run in runs:
+        ingest = api.call("GET", f"/api/v2/dags/{DAG_ID}/dagRuns/{run['dag_run_id']}/taskInstances/ingest")
+        assert ingest["try_number"] == 1, "writers queue for the pool, they never fail on the lake lock and retry"
+    expected = sorted([(f"d{o}-{i}", d) for o, d in enumerate(DATES) for i in range(30)] + [(f"late-{i}", "2024-02-25") for i in range(5)])
+    assert duckdb_rows(lake) == expected, "every event once, nothing duplicated by the backfill"
+    for run in runs:
+        gate = json.loads(Lake(lake).gate_report(run["dag_run_id"]).read_text())
+        assert gate["verdict"] == "passed"
+        if run["run_type"] == "backfill":
+            assert run["logical_date"][:10] in gate["event_dates"], "the backfilled interval's partition was re-validated"
+
+    applications = spark_applications(stack)
+    assert {app["state"] for app in applications} == {"FINISHED"}
+    assert sum(app["name"] == "cloudtrail_ingest" for app in applications) == 4, "every ingest ran on the cluster"
+
+
+def test_a_rebuild_backfill_from_the_rest_api_repairs_three_damaged_partitions(stack: Stack, spark):
+    landing, lake = stack.home / "volumes" / "landing", stack.home / "volumes" / "lake"
+    for offset in range(len(DATES)):
+        for hour in (3, 15):
+            delivered = DAY + timedelta(days=offset, hours=hour)
+            deliver(landing, events_of(20, delivered - timedelta(hours=1), f"d{offset}h{hour}"), delivered)
+    deliver(landing, events_of(20, DAY + timedelta(hours=2), "d0h3"), DAY + timedelta(hours=5))  # a copy
+    ingest = [sys.executable, "-m", "jobs.cloudtrail_ingest", "--landing", str(landing), "--lake", str(lake), "--settle", "0 seconds"]
+    scheduler_env = stack.env("airflow-scheduler")
+    subprocess.run(ingest, env=scheduler_env, check=True, capture_output=True, timeout=300)
+    oracle = duckdb_rows(lake)
+    assert len(oracle) == 120
+    events = Lake(lake).events
+    shutil.rmtree(events / "event_date=2024-03-01")
+    min((events / "event_date=2024-03-02").glob("*.parquet")).unlink()
+    third = min((events / "event_date=2024-03-03").glob("*.parquet"))
+    shutil.copyfile(third, third.with_name(f"copy-{third.name}"))
+
+    api = Api(stack)
+    api.unpause()
+    assert api.backfill({"mode": "rebuild"})["dag_run_conf"] == {"mode": "rebuild"}
+    runs = [r for r in api.finished_runs(expected=4, timeout=1500) if r["run_type"] == "backfill"]
+    assert sorted(r["state"] for r in runs) == ["success"] * 3, runs
+
+    assert duckdb_rows(lake) == oracle, "the table equals the oracle again, read by DuckDB"
+    read = spark.read.parquet(str(events)).select("eventID", "event_date").collect()
+    assert sorted((r.eventID, str(r.event_date)) for r in read) == oracle, "and by Spark"
+    for run in runs:
+        (report,) = Lake(lake).rebuild_reports(run["dag_run_id"])
+        assert list(json.loads(report.read_text())["partitions"]) == [run["logical_date"][:10]], "one date per daily run"
+    assert sum(app["name"] == "cloudtrail_rebuild" for app in spark_applications(stack)) == 3, "the rebuilds ran on the cluster"
+
+    deliver(landing, events_of(5, DAY + timedelta(days=2, hours=20), "new"), DAY + timedelta(days=2, hours=21))
+    deliver(landing, events_of(20, DAY + timedelta(days=2, hours=14), "d2h15"), DAY + timedelta(days=2, hours=22))  # a copy
+    subprocess.run(ingest, env=scheduler_env, check=True, capture_output=True, timeout=300)
+    assert duckdb_rows(lake) == sorted(oracle + [(f"new-{i}", "2024-03-03") for i in range(5)]), "new files once, nothing twice"

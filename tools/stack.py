@@ -1,0 +1,377 @@
+"""The services of docker-compose.yml, started natively: no Docker engine needed.
+
+    python -m tools.stack up     [--home .stack] [--env-file .env]
+    python -m tools.stack status [--home .stack]
+    python -m tools.stack down   [--home .stack]
+
+`docker-compose config` resolves the file (variables from the env file, anchors, merges); each
+service then runs as a local process group from its own `command`, `environment` and
+`healthcheck`, in the order its `depends_on` conditions give. What a container would get from
+its image and its network is mapped, and nothing else of the caller's environment gets in:
+
+- service host names become 127.0.0.1, and every port a service publishes or exposes a local
+  port (the same one when it is free, unless `fixed_ports` is off); a `host:port` reference,
+  and the service's own port in its command, follow;
+- named volumes become folders under the home, the container-private AIRFLOW_HOME one folder
+  per service, the image's code and Python (Dockerfile `WORKDIR`, `ENV`) this checkout and its
+  virtualenv;
+- `postgres:15` runs Debian's PostgreSQL 15 (as the `postgres` user when started by root).
+
+So a secret or URL the services need to share must be in the compose file, as with containers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import re
+import secrets
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tools.package import build_jobs_zip
+
+ROOT = Path(__file__).resolve().parents[1]
+PG_BIN = Path("/usr/lib/postgresql/15/bin")
+IMAGE_ROOT, IMAGE_PYTHON, PRIVATE_HOME = "/opt/cloudtrail", "/usr/local/bin/python", "/opt/airflow"
+# On one host, loopback plays the part of the containers' private network.
+LOOPBACK = {"AIRFLOW__API__HOST": "127.0.0.1", "SPARK_LOCAL_IP": "127.0.0.1"}
+START_TIMEOUT = 300.0
+
+
+class StackError(RuntimeError):
+    """A service did not start, or a tool the stack needs is missing."""
+
+
+def resolve(compose: Path, env_file: Path) -> dict[str, Any]:
+    """The compose file as a real compose parser reads it, with the env file's values."""
+    clean = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/root")}
+    try:
+        done = subprocess.run(["docker-compose", "--env-file", str(env_file), "-f", str(compose), "config"],
+                              env=clean, capture_output=True, text=True, check=False)  # fmt: skip
+    except FileNotFoundError as missing:
+        raise StackError("docker-compose is not installed (Debian: apt-get install docker-compose; `make stack-up` does)") from missing
+    if done.returncode != 0:
+        raise StackError(f"docker-compose config failed: {done.stderr.strip()}")
+    return yaml.safe_load(done.stdout)
+
+
+def write_env_file(target: Path, example: Path = ROOT / ".env.example") -> None:
+    """`.env.example` with every empty secret filled in with a fresh random value."""
+    lines = []
+    for line in example.read_text().splitlines():
+        name, _, value = line.partition("=")
+        if not line.startswith("#") and _ and not value:
+            value = base64.urlsafe_b64encode(os.urandom(32)).decode() if name.endswith("FERNET_KEY") else secrets.token_urlsafe(24)
+        lines.append(f"{name}={value}" if _ else line)
+    target.write_text("\n".join(lines) + "\n")
+    target.chmod(0o600)
+
+
+def image_env(dockerfile: Path = ROOT / "Dockerfile") -> dict[str, str]:
+    """The Dockerfile's ENV values (KEY=VALUE form, continued lines joined)."""
+    text = dockerfile.read_text().replace("\\\n", " ")
+    pairs = [pair for line in text.splitlines() if line.startswith("ENV ") for pair in shlex.split(line[4:])]
+    return dict(pair.split("=", 1) for pair in pairs)
+
+
+def free_port(preferred: int | None = None) -> int:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", preferred or 0))
+        except OSError:
+            probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@dataclass
+class Stack:
+    """The compose services as local processes under `home` (state in `home/stack.json`)."""
+
+    home: Path
+    env_file: Path
+    compose: Path = ROOT / "docker-compose.yml"
+    fixed_ports: bool = True
+    ports: dict[str, int] = field(default_factory=dict)  # "service:port" -> local port
+    processes: dict[str, int] = field(default_factory=dict)  # process name -> process group id
+    children: dict[str, subprocess.Popen] = field(default_factory=dict, repr=False)  # started by this object
+
+    @property
+    def state(self) -> Path:
+        return self.home / "stack.json"
+
+    @classmethod
+    def load(cls, home: Path) -> Stack:
+        saved = json.loads((home / "stack.json").read_text())
+        stack = cls(home=home, env_file=Path(saved["env_file"]), compose=Path(saved["compose"]))
+        stack.ports, stack.processes = saved["ports"], saved["processes"]
+        return stack
+
+    def save(self) -> None:
+        saved = {"env_file": str(self.env_file), "compose": str(self.compose), "ports": self.ports, "processes": self.processes}
+        self.state.write_text(json.dumps(saved, indent=2))
+
+    # -- mapping a container's view onto this host -------------------------------------------
+
+    def config(self) -> dict[str, Any]:
+        return resolve(self.compose, self.env_file)
+
+    def assign_ports(self, services: dict[str, Any]) -> None:
+        for name, service in services.items():
+            published = [str(p).split("/")[0].rsplit(":", 1)[-1] for p in service.get("ports", [])]
+            for port in [*map(str, service.get("expose", [])), *published]:
+                self.ports.setdefault(f"{name}:{port}", free_port(int(port) if self.fixed_ports else None))
+
+    def url(self, service: str, port: int) -> str:
+        return f"http://127.0.0.1:{self.ports[f'{service}:{port}']}"
+
+    def localize(self, text: str, service: str, services: dict[str, Any]) -> str:
+        for reference, local in self.ports.items():
+            text = re.sub(rf"(?<![\w.-]){re.escape(reference)}(?!\d)", f"127.0.0.1:{local}", text)
+            owner, port = reference.split(":")
+            if owner == service:
+                text = re.sub(rf"(?<![\d.:]){port}(?!\d)", str(local), text)
+        for name in services:
+            text = re.sub(rf"(?<![\w.-]){re.escape(name)}(?![\w-])", "127.0.0.1", text)
+        for volume, folder in self.volumes(service, services).items():
+            text = re.sub(rf"(?<![\w/]){re.escape(volume)}(?![\w-])", str(folder), text)
+        replaced = {IMAGE_ROOT: str(ROOT), IMAGE_PYTHON: sys.executable, PRIVATE_HOME: str(self.home / service / "airflow")}
+        for image_path, local_path in replaced.items():
+            text = text.replace(image_path, local_path)
+        return text
+
+    def volumes(self, service: str, services: dict[str, Any]) -> dict[str, Path]:
+        """Container path -> the named volume's folder under the home."""
+        mounts = [str(volume).split(":") for volume in services[service].get("volumes", [])]
+        return {target: self.home / "volumes" / source for source, target, *_ in mounts}
+
+    def environment(self, service: str, services: dict[str, Any]) -> dict[str, str]:
+        local_bin = f"{Path(sys.executable).parent}:{PG_BIN}:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
+        base = {"PATH": local_bin, "HOME": os.environ.get("HOME", "/root"), "LANG": "C.UTF-8"}
+        if "JAVA_HOME" in os.environ:
+            base["JAVA_HOME"] = os.environ["JAVA_HOME"]
+        ours = {s.get("image") for s in services.values() if "build" in s}
+        inherited = image_env() if services[service].get("image") in ours else {}
+        declared = {**inherited, **{k: str(v) for k, v in (services[service].get("environment") or {}).items()}}
+        return {**base, **{k: self.localize(v, service, services) for k, v in declared.items()}, **LOOPBACK}
+
+    def env(self, service: str) -> dict[str, str]:
+        """The environment the service's processes get: for running a client as that service would."""
+        return self.environment(service, self.config()["services"])
+
+    def command(self, service: str, services: dict[str, Any], argv: str | list[str]) -> list[str]:
+        words = shlex.split(argv) if isinstance(argv, str) else [str(word) for word in argv]
+        return [self.localize(word, service, services) for word in words]
+
+    # -- starting and stopping ----------------------------------------------------------------
+
+    def up(self) -> None:
+        self.home.mkdir(parents=True, exist_ok=True)
+        build_jobs_zip(ROOT / "build" / "jobs.zip")  # the image's build step
+        services = self.config()["services"]
+        self.assign_ports(services)
+        self.save()
+        for name in start_order(services):
+            self.wait_for_dependencies(name, services)
+            replicas = int((services[name].get("deploy") or {}).get("replicas", 1))
+            for replica in range(1, replicas + 1):
+                self.start(name, services, f"{name}-{replica}" if replicas > 1 else name)
+        for name, service in services.items():
+            if "healthcheck" in service:
+                self.wait_healthy(name, services)
+
+    def start(self, service: str, services: dict[str, Any], process: str) -> None:
+        for folder in self.volumes(service, services).values():
+            folder.mkdir(parents=True, exist_ok=True)
+        env = self.environment(service, services)
+        workdir = self.home / process
+        workdir.mkdir(parents=True, exist_ok=True)
+        if services[service].get("image", "").startswith("postgres:"):
+            argv = self.postgres(service, services, env)
+        else:
+            argv = self.command(service, services, services[service]["command"])
+            env["SPARK_WORKER_DIR"] = str(workdir / "spark-work")
+        log = (self.home / f"{process}.log").open("a")
+        started = subprocess.Popen(argv, env=env, cwd=workdir, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.processes[process] = started.pid
+        self.children[process] = started
+        self.save()
+
+    def postgres(self, service: str, services: dict[str, Any], env: dict[str, str]) -> list[str]:
+        """Debian's PostgreSQL 15 in the volume's folder, initialised the way the postgres image does."""
+        data = self.volumes(service, services)["/var/lib/postgresql/data"]
+        as_postgres = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        if not (PG_BIN / "initdb").exists():
+            raise StackError(f"{PG_BIN / 'initdb'} is missing (Debian: apt-get install postgresql-15; `make stack-up` does)")
+        if not (data / "PG_VERSION").exists():
+            if as_postgres:
+                subprocess.run(["chown", "-R", "postgres", str(self.home / "volumes")], check=True)
+                os.chmod(self.home, 0o755)
+            password = data.parent / ".pgpass-init"
+            password.write_text(env["POSTGRES_PASSWORD"])
+            if as_postgres:
+                subprocess.run(["chown", "postgres", str(password)], check=True)
+            subprocess.run([*as_postgres, str(PG_BIN / "initdb"), "-D", str(data), "-U", env["POSTGRES_USER"], f"--pwfile={password}",
+                            "--auth-local=scram-sha-256", "--auth-host=scram-sha-256"], check=True, capture_output=True)  # fmt: skip
+            password.unlink()
+            create = f'CREATE DATABASE "{env.get("POSTGRES_DB", env["POSTGRES_USER"])}" OWNER "{env["POSTGRES_USER"]}";\n'
+            single_user = [*as_postgres, str(PG_BIN / "postgres"), "--single", "-D", str(data), "postgres"]
+            subprocess.run(single_user, input=create, text=True, check=True, capture_output=True)
+        port = self.ports[f"{service}:5432"]
+        return [*as_postgres, str(PG_BIN / "postgres"), "-D", str(data), "-p", str(port), "-c", "listen_addresses=127.0.0.1",
+                "-c", f"unix_socket_directories={data}"]  # fmt: skip
+
+    def wait_for_dependencies(self, service: str, services: dict[str, Any]) -> None:
+        for dependency, rule in depends_on(services[service]).items():
+            if rule == "service_healthy":
+                self.wait_healthy(dependency, services)
+            elif rule == "service_completed_successfully":
+                self.wait_completed(dependency)
+
+    def wait_healthy(self, service: str, services: dict[str, Any]) -> None:
+        test = services[service]["healthcheck"]["test"]
+        argv = self.command(service, services, test[1:] if test[0] in ("CMD", "CMD-SHELL") else test)
+        if test[0] == "CMD-SHELL":
+            argv = ["sh", "-c", " ".join(argv)]
+        env = self.environment(service, services)
+        deadline = time.monotonic() + START_TIMEOUT
+        while subprocess.run(argv, env=env, capture_output=True, check=False).returncode != 0:
+            self.check_running(service)
+            if time.monotonic() > deadline:
+                raise StackError(f"{service} is not healthy after {START_TIMEOUT:.0f} s: {self.log_tail(service)}")
+            time.sleep(1)
+
+    def wait_completed(self, service: str) -> None:
+        try:
+            status = self.children[service].wait(timeout=START_TIMEOUT)
+        except subprocess.TimeoutExpired as slow:
+            raise StackError(f"{service} did not finish in {START_TIMEOUT:.0f} s: {self.log_tail(service)}") from slow
+        if status != 0:
+            raise StackError(f"{service} failed (exit {status}): {self.log_tail(service)}")
+
+    def check_running(self, service: str) -> None:
+        if self.children[service].poll() is not None:
+            raise StackError(f"{service} exited: {self.log_tail(service)}")
+
+    def log_tail(self, process: str, chars: int = 3000) -> str:
+        return (self.home / f"{process}.log").read_text(errors="replace")[-chars:]
+
+    def down(self) -> None:
+        """Stop every process group this stack started, clients first, the database last."""
+        for group in reversed(list(self.processes.values())):
+            stop_group(group)
+        self.processes = {}
+        self.save()
+
+    def admin_password(self) -> str | None:
+        generated = self.home / "airflow-api" / "airflow" / "simple_auth_manager_passwords.json.generated"
+        return json.loads(generated.read_text()).get("admin") if generated.exists() else None
+
+    def status(self) -> dict[str, str]:
+        return {process: "running" if alive(group) else "stopped" for process, group in self.processes.items()}
+
+
+def depends_on(service: dict[str, Any]) -> dict[str, str]:
+    declared = service.get("depends_on") or {}
+    if isinstance(declared, list):
+        return {name: "service_started" for name in declared}
+    return {name: rule.get("condition", "service_started") for name, rule in declared.items()}
+
+
+def start_order(services: dict[str, Any]) -> list[str]:
+    order: list[str] = []
+
+    def visit(name: str) -> None:
+        if name not in order:
+            for dependency in depends_on(services[name]):
+                visit(dependency)
+            order.append(name)
+
+    for name in services:
+        visit(name)
+    return order
+
+
+def alive(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def stop_group(group: int, grace: float = 30.0) -> None:
+    """SIGTERM to the process group, SIGKILL when it is still there after `grace` seconds."""
+    try:
+        os.killpg(group, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace
+    while alive(group) and time.monotonic() < deadline:
+        reap()
+        time.sleep(0.2)
+    if alive(group):
+        os.killpg(group, signal.SIGKILL)
+
+
+def reap() -> None:
+    """Collect exited children, so a stopped group stops counting as alive."""
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+    except ChildProcessError:
+        pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.stack", description=__doc__.split("\n\n")[0])
+    parser.add_argument("action", choices=["up", "status", "down"])
+    parser.add_argument("--home", type=Path, default=ROOT / ".stack")
+    parser.add_argument("--env-file", type=Path, default=ROOT / ".env")
+    args = parser.parse_args(argv)
+    home = args.home.absolute()
+    if args.action == "up":
+        if not args.env_file.exists():
+            write_env_file(args.env_file)
+            print(f"wrote {args.env_file} with fresh secrets")
+        if (home / "stack.json").exists() and any(Stack.load(home).status().values()):
+            print("already running (make stack-status; make stack-down)")
+            return 1
+        stack = Stack(home=home, env_file=args.env_file.absolute())
+        try:
+            stack.up()
+        except StackError as failed:
+            print(f"stack-up failed: {failed}", file=sys.stderr)
+            stack.down()
+            return 1
+    if not (home / "stack.json").exists():
+        print(f"no stack under {home}")
+        return 0 if args.action == "down" else 1
+    stack = Stack.load(home)
+    if args.action == "down":
+        stack.down()
+        print("stopped")
+        return 0
+    for process, state in stack.status().items():
+        print(f"{process:24} {state:8} log: {home / process}.log")
+    print(f"Airflow UI    {stack.url('airflow-api', 8080)}  user admin, password {stack.admin_password()}")
+    print(f"Spark master  {stack.url('spark-master', 8081)}")
+    print(f"lake          {stack.home / 'volumes' / 'lake'}   landing: {stack.home / 'volumes' / 'landing'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
