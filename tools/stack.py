@@ -217,17 +217,21 @@ class Stack:
         if not (data / "PG_VERSION").exists():
             if as_postgres:
                 subprocess.run(["chown", "-R", "postgres", str(self.home / "volumes")], check=True)
-                os.chmod(self.home, 0o755)
+                for folder in [self.home, *self.home.parents]:  # postgres must reach its folder
+                    folder.chmod(folder.stat().st_mode | 0o001)
             password = data.parent / ".pgpass-init"
             password.write_text(env["POSTGRES_PASSWORD"])
             if as_postgres:
                 subprocess.run(["chown", "postgres", str(password)], check=True)
-            subprocess.run([*as_postgres, str(PG_BIN / "initdb"), "-D", str(data), "-U", env["POSTGRES_USER"], f"--pwfile={password}",
-                            "--auth-local=scram-sha-256", "--auth-host=scram-sha-256"], check=True, capture_output=True)  # fmt: skip
-            password.unlink()
+            initdb = [*as_postgres, str(PG_BIN / "initdb"), "-D", str(data), "-U", env["POSTGRES_USER"], f"--pwfile={password}",
+                      "--auth-local=scram-sha-256", "--auth-host=scram-sha-256"]  # fmt: skip
             create = f'CREATE DATABASE "{env.get("POSTGRES_DB", env["POSTGRES_USER"])}" OWNER "{env["POSTGRES_USER"]}";\n'
             single_user = [*as_postgres, str(PG_BIN / "postgres"), "--single", "-D", str(data), "postgres"]
-            subprocess.run(single_user, input=create, text=True, check=True, capture_output=True)
+            for argv, stdin in ((initdb, None), (single_user, create)):
+                done = subprocess.run(argv, input=stdin, text=True, capture_output=True, check=False)
+                if done.returncode != 0:
+                    raise StackError(f"{argv[len(as_postgres)]} failed: {done.stdout[-2000:]}{done.stderr[-2000:]}")
+            password.unlink()
         port = self.ports[f"{service}:5432"]
         return [*as_postgres, str(PG_BIN / "postgres"), "-D", str(data), "-p", str(port), "-c", "listen_addresses=127.0.0.1",
                 "-c", f"unix_socket_directories={data}"]  # fmt: skip

@@ -1,0 +1,69 @@
+"""docker-compose.yml, as a real compose parser reads it, and its native mapping (tools/stack.py).
+The services themselves run in `make test-stack` (tests/test_stack.py)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tools.stack import ROOT, Stack, StackError, image_env, resolve, write_env_file
+
+AIRFLOW_SERVICES = ["airflow-init", "airflow-api", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer"]
+
+
+@pytest.fixture
+def env_file(tmp_path: Path) -> Path:
+    target = tmp_path / ".env"
+    write_env_file(target)
+    return target
+
+
+def test_the_compose_file_passes_the_compose_validator(env_file: Path):
+    checked = subprocess.run(["docker-compose", "--env-file", str(env_file), "-f", str(ROOT / "docker-compose.yml"), "config", "-q"],
+                             capture_output=True, text=True, check=False)  # fmt: skip
+    assert checked.returncode == 0, checked.stderr
+
+
+def test_no_secret_is_committed_the_file_refuses_to_start_without_them(tmp_path: Path):
+    example = (ROOT / ".env.example").read_text()
+    for secret in ("POSTGRES_PASSWORD=", "AIRFLOW_JWT_SECRET=", "AIRFLOW_FERNET_KEY="):
+        assert f"\n{secret}\n" in example, f"{secret} must be empty in .env.example"
+    (tmp_path / "empty.env").write_text(example)
+    with pytest.raises(StackError, match="set it in .env"):
+        resolve(ROOT / "docker-compose.yml", tmp_path / "empty.env")
+
+
+def test_every_airflow_service_shares_what_the_execution_api_needs(env_file: Path):
+    services = resolve(ROOT / "docker-compose.yml", env_file)["services"]
+    shared = {"AIRFLOW__API_AUTH__JWT_SECRET", "AIRFLOW__CORE__EXECUTION_API_SERVER_URL", "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"}
+    values = {name: {key: services[name]["environment"][key] for key in shared} for name in AIRFLOW_SERVICES}
+    assert len({tuple(sorted(v.items())) for v in values.values()}) == 1, values
+    assert values["airflow-api"]["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].startswith("postgresql+psycopg2://")
+    assert services["airflow-api"]["ports"] == ["127.0.0.1:8080:8080/tcp"], "the UI is published on loopback unless .env says otherwise"
+    assert "cloudtrail_lake 1" in services["airflow-init"]["command"][-1], "the writers' pool is created with the DB"
+
+
+def test_the_native_stack_maps_host_names_ports_volumes_and_the_image(env_file: Path, tmp_path: Path):
+    stack = Stack(home=tmp_path / "stack", env_file=env_file, fixed_ports=False)
+    services = stack.config()["services"]
+    stack.assign_ports(services)
+    scheduler = stack.environment("airflow-scheduler", services)
+    master = stack.ports["spark-master:7077"]
+    assert scheduler["AIRFLOW_CONN_SPARK_DEFAULT"] == f"spark://127.0.0.1:{master}"
+    assert f"@127.0.0.1:{stack.ports['postgres:5432']}/airflow" in scheduler["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]
+    assert scheduler["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] == f"{stack.url('airflow-api', 8080)}/execution/"
+    assert scheduler["CLOUDTRAIL_LAKE"] == str(tmp_path / "stack" / "volumes" / "lake")
+    assert scheduler["AIRFLOW_HOME"] == str(tmp_path / "stack" / "airflow-scheduler" / "airflow"), "each container's home is its own"
+    assert scheduler["PYTHONPATH"] == image_env()["PYTHONPATH"].replace("/opt/cloudtrail", str(ROOT))
+    api = stack.command("airflow-api", services, services["airflow-api"]["command"])
+    assert api == ["airflow", "api-server", "--port", str(stack.ports["airflow-api:8080"])]
+    assert "CLOUDTRAIL_SETTLE" not in scheduler, "nothing of the caller's environment (the tests set it)"
+
+
+def test_the_image_runs_as_an_unprivileged_user_without_dev_tools():
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert dockerfile.splitlines()[-1].startswith("USER ") and "USER root" not in dockerfile
+    assert "requirements-dev" not in dockerfile and "COPY tests" not in dockerfile
+    assert "openjdk-17-jre-headless" in dockerfile
