@@ -24,7 +24,10 @@ export PATH := $(VENV)/bin:$(PATH)
 export PYTHONPATH := $(CURDIR):$(CURDIR)/plugins
 RUN_DATE ?= $(shell date -u +%Y-%m-%d)
 
-.PHONY: help setup demo run test test-stack lint bench chaos fuzz metadata-growth clean
+STACK_HOME ?= $(CURDIR)/.stack
+PG_BIN := /usr/lib/postgresql/15/bin
+
+.PHONY: help setup debian-deps demo run test test-stack stack-up stack-status stack-down lint bench chaos fuzz metadata-growth clean
 
 help:
 	@echo "make setup           - create .venv with the pinned dependencies, runtime and dev (needs Java 17+)"
@@ -32,7 +35,10 @@ help:
 	@echo "make run             - one run of the DAG on \$$CLOUDTRAIL_LANDING into \$$CLOUDTRAIL_LAKE"
 	@echo "make test            - ruff, mypy and pytest"
 	@echo "make lint            - ruff and mypy only"
-	@echo "make test-stack      - the backfill test with scheduler, API server and DAG processor running"
+	@echo "make test-stack      - docker-compose.yml's services natively (PostgreSQL, Airflow, Spark cluster): schedule, backfills, rebuild"
+	@echo "make stack-up        - start those services on this machine (no Docker needed); prints the UI URL and admin password"
+	@echo "make stack-status    - what runs, where, and the UI's credentials"
+	@echo "make stack-down      - stop everything stack-up started"
 	@echo "make chaos           - 20 random SIGKILLs of the ingest job, then the table against the oracle"
 	@echo "make fuzz            - the property-based test with \$$FUZZ_EXAMPLES (300) generated landing zones"
 	@echo "make bench           - the product against plain Spark and DuckDB; writes BENCHMARKS.md"
@@ -53,6 +59,12 @@ $(STAMP): requirements.lock requirements-dev.lock
 	fi
 	@rm -f $(VENV)/.installed-*; touch $@
 	@echo "installed: $$($(PY) -c 'import pyspark, airflow, great_expectations as gx; print("pyspark", pyspark.__version__, "airflow", airflow.__version__, "gx", gx.__version__)')"
+
+# What the compose tests and the native stack need from Debian: a compose parser, PostgreSQL 15.
+debian-deps:
+	@if ! command -v docker-compose >/dev/null || [ ! -x $(PG_BIN)/initdb ]; then \
+		apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends docker-compose postgresql-15 >/dev/null; \
+	fi
 
 # The job code shipped to Spark executors (--py-files).
 build/jobs.zip: $(wildcard jobs/*.py)
@@ -77,12 +89,21 @@ lint: setup
 	mypy jobs plugins tools
 
 # The tests build their own jobs.zip from the working tree (tests/conftest.py).
-test: lint
+test: lint debian-deps
 	$(PY) -m pytest -q
 
 # Longer runs, outside `make test`.
-test-stack: setup
+test-stack: setup debian-deps
 	$(PY) -m pytest -q -m stack
+
+stack-up: setup debian-deps
+	$(PY) -m tools.stack up --home $(STACK_HOME)
+
+stack-status: setup
+	$(PY) -m tools.stack status --home $(STACK_HOME)
+
+stack-down: setup
+	$(PY) -m tools.stack down --home $(STACK_HOME)
 
 
 chaos: setup

@@ -9,15 +9,16 @@ partitioned Parquet table, then checks the table before anyone downstream uses i
 | `plan` | checks the run parameters (fails before Spark starts when one is wrong) |
 | `rebuild_dry_run` | with `dry_run`: lists per date the files and bytes a rebuild would read (XCom); writes nothing |
 | `ingest` | `spark-submit jobs/cloudtrail_ingest.py`: Trigger.AvailableNow over new files, exactly once |
-| `sweep` | moves aside data files no committed batch lists (left by crashed attempts) |
 | `rebuild` | with `mode=rebuild`: `spark-submit jobs/rebuild.py`, the interval's event dates from the landing files, swapped in whole |
 | `rebuild_summary` | per rebuilt partition: rows before and after, files read, duplicates dropped, quarantined (XCom) |
+| `choose_gate` | skips the gate (a report says why) when nothing changed since a gate passed |
 | `dq_gate` | Great Expectations suite on the partitions this run wrote and its data interval |
 | `publish` | updates the `cloudtrail_events` Asset, so downstream DAGs can schedule on it |
 
-One run at a time (`max_active_runs=1`); the tasks that write the lake (`ingest`, `sweep`,
-`rebuild`) take the one slot of the `cloudtrail_lake` pool, so a scheduled run waits for a
-backfill's writer instead of failing on the lake lock (which stays, for writers outside Airflow).
+The ingest sweeps crashed attempts' files aside before and after its batches, and starts no
+Spark when nothing is new. One run at a time (`max_active_runs=1`); the tasks that write the
+lake (`ingest`, `rebuild`) take the one slot of the `cloudtrail_lake` pool, so a scheduled run
+waits for a backfill's writer instead of failing on the lake lock (kept for other writers).
 A run with `replay_quarantine` checked also reads the quarantined files and records of
 `replay_reason` and `replay_from`..`replay_to` again (after a parser fix or a hand repair).
 Scheduled runs, manual runs ("Trigger DAG w/ config") and backfills all ingest every file
@@ -33,7 +34,6 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.sdk import DAG, Asset, get_current_context, task
 
 from cloudtrail_airflow.callbacks import log_failure
@@ -83,7 +83,20 @@ with DAG(
 
     @task.branch
     def choose_mode(rebuild_args: list[str] | None) -> str:
-        return "rebuild" if rebuild_args else "ready_to_gate"
+        return "rebuild" if rebuild_args else "choose_gate"
+
+    @task.branch(trigger_rule="none_failed_min_one_success")
+    def choose_gate(lake: str, dates: list[str], dry_run: bool) -> str | None:
+        """The two paths meet here (after the rebuild, or with it skipped); a dry run stops here."""
+        from jobs import gate
+        from jobs.lake import Lake
+
+        run_id = get_current_context()["run_id"]
+        reason = None if dry_run else gate.skip_reason(Lake.at(lake), run_id, dates)
+        if reason is None:
+            return None if dry_run else "dq_gate"
+        print(f"gate skipped: {reason}; report {gate.record_skip(Lake.at(lake), run_id, dates, reason)}")
+        return None
 
     @task
     def rebuild_summary(lake: str) -> dict:
@@ -106,11 +119,7 @@ with DAG(
         retry_exponential_backoff=True,
         max_retry_delay=timedelta(minutes=15),
     )
-    sweep = spark_job(settings, "sweep", "sweep", run_plan["sweep_args"], pool=settings.lake_pool)
     rebuild = spark_job(settings, "rebuild", "rebuild", run_plan["rebuild_args"], pool=settings.lake_pool)
-    # The two paths meet here: after the rebuild, or straight from the branch (the rebuild skipped).
-    # A dry run skipped both, so this, the gate and publish are skipped too.
-    ready_to_gate = EmptyOperator(task_id="ready_to_gate", trigger_rule="none_failed_min_one_success")
     dq_gate = spark_job(settings, "dq_gate", "validate_events", run_plan["validate_args"])
 
     @task(outlets=[events_asset])
@@ -121,5 +130,6 @@ with DAG(
     start = choose_start(run_plan["dry_run"])
     run_plan >> start >> [rebuild_dry_run(run_plan["rebuild_args"]), ingest]
     mode = choose_mode(run_plan["rebuild_args"])
-    ingest >> sweep >> mode >> [rebuild, ready_to_gate]
-    rebuild >> rebuild_summary(run_plan["lake"]) >> ready_to_gate >> dq_gate >> publish()
+    gate = choose_gate(run_plan["lake"], run_plan["gate_dates"], run_plan["dry_run"])
+    ingest >> mode >> [rebuild, gate]
+    rebuild >> rebuild_summary(run_plan["lake"]) >> gate >> dq_gate >> publish()

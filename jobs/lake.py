@@ -16,6 +16,7 @@ Every path under the lake root is named here and nowhere else:
     <lake>/reports/ingest/<run id>.json    run reports
     <lake>/reports/rebuild/<run id>.json   rebuild reports
     <lake>/reports/dq/<run id>.json        gate results
+    <lake>/reports/dq/_validated.json      per event date: the partition's files when a gate last passed it
     <lake>/reports/data_docs/index.html    Great Expectations Data Docs
     <lake>/reports/gx/                     the Great Expectations file context
 """
@@ -133,6 +134,13 @@ class Lake:
 
     def gate_report(self, run_id: str) -> Path:
         return self.gate_reports / _file_name(run_id)
+
+    @property
+    def validated(self) -> Path:
+        return self.gate_reports / "_validated.json"
+
+    def event_partition(self, event_date: str) -> Path:
+        return self.events / f"event_date={event_date}"
 
     @property
     def data_docs(self) -> Path:

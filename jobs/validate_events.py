@@ -27,9 +27,10 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from jobs import options
+from jobs import gate, options
 from jobs.lake import Lake
 from jobs.report import now_iso
+from jobs.schema import EVENTS_SCHEMA
 from jobs.session import spark_session
 from jobs.transforms import implausible_event_time
 
@@ -107,6 +108,8 @@ def run_figures(spark: SparkSession, events: DataFrame, config: ValidateConfig, 
 
 
 def read_events(spark: SparkSession, lake: Lake, dates: list[str]) -> DataFrame:
+    if not any(lake.events.glob("event_date=*")):  # nothing committed yet (e.g. every file still settling)
+        return spark.createDataFrame([], EVENTS_SCHEMA)
     events = spark.read.parquet(str(lake.events))
     return events.where(F.col("event_date").isin([date.fromisoformat(d) for d in dates]))
 
@@ -182,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     config = parse_args(argv)
     report = load_run_report(config)
     dates = responsible_dates(config, report)
+    prints = gate.fingerprints(config.lake, dates)  # before reading: a change while we read shows next time
     spark = spark_session("cloudtrail_validate_events")
     events = read_events(spark, config.lake, dates).cache()
     frames = {"cloudtrail_events.critical": with_check_columns(events), "cloudtrail_events.warning": with_check_columns(events)}
@@ -199,6 +203,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     config.results_path.parent.mkdir(parents=True, exist_ok=True)
     config.results_path.write_text(json.dumps(body, indent=2, default=str) + "\n")
+    if verdict == "passed":
+        gate.record_validated(config.lake, prints, config.run_id)
     for failure in outcome["failed_critical"]:
         log.error(
             "CRITICAL %s %s failed; sample: %s",

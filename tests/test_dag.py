@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from jobs.lake import Lake
 from tests.conftest import ROOT
 from tests.helpers import DAY, deliver, event, events_of
 
@@ -51,14 +52,14 @@ def test_policies(dag):
     assert dag.doc_md and "### CloudTrail ingest" in dag.doc_md
     assert [t.task_id for t in dag.topological_sort()][:2] == ["plan", "choose_start"]
     assert dag.get_task("choose_start").downstream_task_ids == {"rebuild_dry_run", "ingest"}
-    assert dag.get_task("choose_mode").upstream_task_ids == {"sweep", "plan"}
-    assert dag.get_task("choose_mode").downstream_task_ids == {"rebuild", "ready_to_gate"}
-    assert dag.get_task("ready_to_gate").upstream_task_ids == {"choose_mode", "rebuild_summary"}
-    assert dag.get_task("dq_gate").upstream_task_ids == {"plan", "ready_to_gate"}
+    assert dag.get_task("choose_mode").upstream_task_ids == {"ingest", "plan"}
+    assert dag.get_task("choose_mode").downstream_task_ids == {"rebuild", "choose_gate"}
+    assert dag.get_task("choose_gate").upstream_task_ids == {"plan", "choose_mode", "rebuild_summary"}
+    assert dag.get_task("dq_gate").upstream_task_ids == {"plan", "choose_gate"}
     ingest = dag.get_task("ingest")
     assert ingest.retries >= 2 and ingest.retry_exponential_backoff
     writers = {task.task_id for task in dag.tasks if task.pool == "cloudtrail_lake"}
-    assert writers == {"ingest", "sweep", "rebuild"}, "every task that writes the lake queues for the pool's one slot"
+    assert writers == {"ingest", "rebuild"}, "every task that writes the lake queues for the pool's one slot"
     assert all(task.on_failure_callback for task in dag.tasks)
     assert dag.get_task("publish").outlets[0].name == "cloudtrail_events"
     assert ingest._conn_id == "spark_default"
@@ -115,8 +116,14 @@ def test_dag_run_end_to_end_with_real_spark(dag, dag_roots):
     assert len(table_rows_via_files(lake)) == 50
     report = json.loads(next((lake / "reports" / "ingest").glob("*.json")).read_text())
     assert report["run_id"] == run.run_id and report["rows_written"] == 50 and report["duplicates_dropped"] == 5
-    gate = json.loads(next((lake / "reports" / "dq").glob("*.json")).read_text())
+    gate = json.loads(Lake(lake).gate_report(run.run_id).read_text())
     assert gate["verdict"] == "passed" and gate["event_dates"] == ["2024-03-01"]
+
+    quiet = dag.test(logical_date=datetime(2024, 3, 1, tzinfo=UTC), run_conf={"landing": str(landing), "lake": str(lake)})
+    assert str(quiet.state) == "success", states(quiet)
+    assert states(quiet)["dq_gate"] == "skipped" and states(quiet)["publish"] == "skipped", "nothing new: no Spark at all"
+    skipped = json.loads(Lake(lake).gate_report(quiet.run_id).read_text())
+    assert skipped["verdict"] == "skipped" and run.run_id in skipped["reason"]
 
 
 def test_a_dry_run_lists_and_writes_nothing(dag_roots):

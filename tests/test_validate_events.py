@@ -125,3 +125,32 @@ def test_dates_cover_the_interval_and_what_the_run_wrote(tmp_path):
     assert validate_events.responsible_dates(config, {"rows_written_per_event_date": {"2023-07-10": 5}}) == [
         "2023-07-10", "2024-03-01", "2024-03-02",
     ]  # fmt: skip
+
+
+def test_a_table_with_nothing_committed_yet_passes_with_no_rows(lake):
+    """A first run whose files were all still settling wrote nothing: the gate has nothing to fail."""
+    report = Lake(lake).ingest_report(RUN_ID)
+    report.parent.mkdir(parents=True)
+    report.write_text(json.dumps({"status": "succeeded", "rows_written": 0, "records_read": 0, "quarantined": 0}))
+    code, results = gate(lake)
+    assert code == 0 and results["verdict"] == "passed" and results["rows_validated"] == 0
+
+
+def test_the_gate_is_skipped_only_while_the_partitions_it_passed_are_unchanged(spark, lake):
+    from jobs import gate as gates
+
+    write_table(spark, lake, [good_row(i) for i in range(5)])
+    assert gate(lake)[0] == 0
+    quiet = "scheduled__2024-03-01T01"
+    Lake(lake).ingest_report(quiet).write_text(json.dumps({"status": "succeeded", "rows_written": 0, "quarantined": 0}))
+    reason = gates.skip_reason(Lake(lake), quiet, ["2024-03-01"])
+    assert reason and RUN_ID in reason, "a run that wrote nothing, over a partition a gate passed"
+    assert gates.skip_reason(Lake(lake), quiet, ["2024-03-01", "2024-03-02"]) is None, "a date no gate has passed"
+    assert gates.skip_reason(Lake(lake), RUN_ID, ["2024-03-01"]) is None, "a run that wrote rows"
+
+    partition = Lake(lake).event_partition("2024-03-01")
+    copied = min(partition.glob("*.parquet"))
+    (partition / f"copy-{copied.name}").write_bytes(copied.read_bytes())
+    assert gates.skip_reason(Lake(lake), quiet, ["2024-03-01"]) is None, "a changed partition is checked again"
+    (partition / f"copy-{copied.name}").unlink()
+    assert gates.skip_reason(Lake(lake), quiet, ["2024-03-01"]), "back to the files the gate passed"

@@ -180,7 +180,7 @@ def plan_run(params: dict[str, Any], settings: Settings, run_id: str, interval_s
     return {
         "ingest_args": ingest,
         "validate_args": validate,
-        "sweep_args": ["--lake", lake, "--wait-seconds", str(options.LOCK_WAIT_SECONDS)],
+        "gate_dates": [(first + timedelta(days=n)).isoformat() for n in range((last - first).days + 1)],
         "rebuild_args": rebuild,
         "dry_run": bool(params.get("dry_run")),
         "lake": lake,

@@ -1,0 +1,64 @@
+"""When the data-quality gate has nothing new to check (stdlib only: the DAG asks before any Spark).
+
+A passing gate records, per event date it validated, the partition's fingerprint (its data
+files' names and sizes, taken before it read them) in `<lake>/reports/dq/_validated.json`. A run
+that wrote nothing, quarantined nothing and whose partitions all still have the recorded
+fingerprints would check the very files a gate already passed: it is skipped, with a report
+that says so. Any change to a partition (a new batch, a rebuild's swap, a hand edit) changes
+its fingerprint, so the gate runs again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from jobs.lake import Lake
+from jobs.report import now_iso
+
+
+def fingerprint(partition: Path) -> str:
+    files = sorted((f.name, f.stat().st_size) for f in partition.glob("*.parquet")) if partition.is_dir() else []
+    return hashlib.sha256(json.dumps(files).encode()).hexdigest()
+
+
+def fingerprints(lake: Lake, dates: list[str]) -> dict[str, str]:
+    return {day: fingerprint(lake.event_partition(day)) for day in dates}
+
+
+def validated(lake: Lake) -> dict[str, dict[str, str]]:
+    return json.loads(lake.validated.read_text()) if lake.validated.exists() else {}
+
+
+def record_validated(lake: Lake, prints: dict[str, str], run_id: str | None) -> None:
+    """Written whole (rename); two gates racing can lose an entry, which only costs a later gate run."""
+    index = validated(lake) | {day: {"fingerprint": value, "run_id": str(run_id)} for day, value in prints.items()}
+    partial = lake.validated.with_name(f".{lake.validated.name}.partial")
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    partial.write_text(json.dumps(index, indent=1, sort_keys=True))
+    partial.replace(lake.validated)
+
+
+def skip_reason(lake: Lake, run_id: str, dates: list[str]) -> str | None:
+    """Why this run's gate would check nothing new, or None when it must run."""
+    path = lake.ingest_report(run_id)
+    if not path.exists():
+        return None
+    report: dict[str, Any] = json.loads(path.read_text())
+    if report.get("status") != "succeeded" or report.get("rows_written", 0) or report.get("quarantined", 0):
+        return None
+    index = validated(lake)
+    if not dates or any(index.get(day, {}).get("fingerprint") != value for day, value in fingerprints(lake, dates).items()):
+        return None
+    runs = sorted({index[day]["run_id"] for day in dates})
+    return f"the run wrote nothing and partitions {', '.join(dates)} are unchanged since gate runs {', '.join(runs)} passed them"
+
+
+def record_skip(lake: Lake, run_id: str, dates: list[str], reason: str) -> Path:
+    target = lake.gate_report(run_id)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    body = {"run_id": run_id, "validated_at": now_iso(), "event_dates": dates, "verdict": "skipped", "reason": reason}
+    target.write_text(json.dumps(body, indent=2) + "\n")
+    return target
