@@ -27,7 +27,7 @@ RUN_DATE ?= $(shell date -u +%Y-%m-%d)
 STACK_HOME ?= $(CURDIR)/.stack
 PG_BIN := /usr/lib/postgresql/15/bin
 
-.PHONY: help setup debian-deps demo run test test-stack stack-up stack-status stack-down lint bench chaos fuzz metadata-growth clean
+.PHONY: help setup debian-deps demo run test test-stack stack-up stack-status stack-down lint bench bench-stack chaos fuzz metadata-growth clean
 
 help:
 	@echo "make setup           - create .venv with the pinned dependencies, runtime and dev (needs Java 17+)"
@@ -42,6 +42,7 @@ help:
 	@echo "make chaos           - 20 random SIGKILLs of the ingest job, then the table against the oracle"
 	@echo "make fuzz            - the property-based test with \$$FUZZ_EXAMPLES (300) generated landing zones"
 	@echo "make bench           - the product against plain Spark and DuckDB; writes BENCHMARKS.md"
+	@echo "make bench-stack     - wall time of a quiet and a one-file DAG run on the native stack, against a bare spark-submit"
 	@echo "make metadata-growth - checkpoint and log sizes over 400 one-file batches"
 	@echo "make build/jobs.zip  - the job code spark-submit ships to executors"
 	@echo "make clean           - remove data/, .airflow/ and build/"
@@ -114,6 +115,9 @@ fuzz: setup
 
 bench: setup build/jobs.zip
 	$(PY) -m bench.benchmark
+
+bench-stack: setup debian-deps
+	$(PY) -m bench.stack_runs --repeats $${REPEATS:-3}
 
 metadata-growth: setup
 	$(PY) -m bench.metadata_growth --runs 4 --files-per-run 100

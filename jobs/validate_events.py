@@ -35,7 +35,18 @@ from jobs.session import spark_session
 from jobs.transforms import implausible_event_time
 
 log = logging.getLogger("validate_events")
-SUITES_DIR = Path(os.environ.get("CLOUDTRAIL_EXPECTATIONS", Path(__file__).resolve().parents[1] / "expectations"))
+
+
+def suites_dir() -> Path:
+    """$CLOUDTRAIL_EXPECTATIONS, else expectations/ of the checkout this module is in, or of
+    $CLOUDTRAIL_HOME when it was imported from jobs.zip (a rebuild, submitted with --py-files)."""
+    if "CLOUDTRAIL_EXPECTATIONS" in os.environ:
+        return Path(os.environ["CLOUDTRAIL_EXPECTATIONS"])
+    checkout = Path(__file__).resolve().parents[1]
+    return (checkout if checkout.is_dir() else Path(os.environ.get("CLOUDTRAIL_HOME", "."))) / "expectations"
+
+
+SUITES_DIR = suites_dir()
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,9 @@ a warning-only violation passes with a warning."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from datetime import date, datetime, timedelta
 from pathlib import Path
 
@@ -12,6 +15,7 @@ import pytest
 from jobs import validate_events
 from jobs.lake import Lake
 from jobs.schema import EVENTS_SCHEMA
+from tests.conftest import ROOT
 from tests.helpers import DAY, deliver, events_of, ingest
 
 RUN_ID = "scheduled__2024-03-01"
@@ -154,3 +158,13 @@ def test_the_gate_is_skipped_only_while_the_partitions_it_passed_are_unchanged(s
     assert gates.skip_reason(Lake(lake), quiet, ["2024-03-01"]) is None, "a changed partition is checked again"
     (partition / f"copy-{copied.name}").unlink()
     assert gates.skip_reason(Lake(lake), quiet, ["2024-03-01"]), "back to the files the gate passed"
+
+
+def test_the_suites_are_found_when_the_gate_is_imported_from_jobs_zip(jobs_zip, tmp_path):
+    """A rebuild submitted with --py-files imports the gate from the zip: the suites come from CLOUDTRAIL_HOME."""
+    code = "from jobs import validate_events as v; print(v.__file__); print(v.SUITES_DIR)"
+    env = {"PATH": os.environ["PATH"], "CLOUDTRAIL_HOME": str(ROOT), "PYTHONPATH": str(jobs_zip)}
+    printed = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True, check=True).stdout
+    module, suites = printed.split()
+    assert module.startswith(str(jobs_zip)) and Path(suites) == ROOT / "expectations"
+    assert (Path(suites) / "cloudtrail_events.critical.json").is_file()

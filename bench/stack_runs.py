@@ -1,0 +1,98 @@
+"""What one DAG run costs on the production stack: wall time from the REST call that triggers
+it to its end, with nothing new and with one new file, against a bare `spark-submit` of the
+ingest alone on the same cluster (one new file). Ratios are from the same sitting.
+
+    python -m bench.stack_runs [--repeats 3] [--out bench/stack_results.json]   # make bench-stack
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from tests.helpers import deliver, events_of
+from tests.test_stack import DAG_ID, Api
+from tools.stack import ROOT, Stack, write_env_file
+
+START = datetime(2024, 3, 1, tzinfo=UTC)
+
+
+def triggered_run(api: Api) -> float:
+    """Seconds from the trigger to the run's end (polled every 0.5 s); the run must succeed."""
+    started = time.monotonic()
+    run = api.call("POST", f"/api/v2/dags/{DAG_ID}/dagRuns", {"logical_date": None})
+    path = f"/api/v2/dags/{DAG_ID}/dagRuns/{run['dag_run_id']}"
+    while (state := api.call("GET", path)["state"]) not in ("success", "failed"):
+        time.sleep(0.5)
+    assert state == "success", f"{run['dag_run_id']} {state}"
+    return time.monotonic() - started
+
+
+def bare_ingest(stack: Stack, landing: Path, lake: Path) -> float:
+    """The ingest job alone, submitted to the cluster by hand, as the DAG's task submits it."""
+    env = stack.env("airflow-scheduler")
+    master = env["AIRFLOW_CONN_SPARK_DEFAULT"]
+    command = ["spark-submit", "--master", master, "--py-files", str(ROOT / "build" / "jobs.zip"), str(ROOT / "jobs" / "cloudtrail_ingest.py"),
+               "--landing", str(landing), "--lake", str(lake), "--settle", "0 seconds"]  # fmt: skip
+    started = time.monotonic()
+    subprocess.run(command, env=env, check=True, capture_output=True)
+    return time.monotonic() - started
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "stack_results.json")
+    args = parser.parse_args(argv)
+    scratch = Path(tempfile.mkdtemp(prefix="stack-bench-"))
+    env_file = scratch / "stack.env"
+    write_env_file(env_file)
+    settings = env_file.read_text().replace("CLOUDTRAIL_SCHEDULE=@hourly", "CLOUDTRAIL_SCHEDULE=none")
+    env_file.write_text(settings.replace("CLOUDTRAIL_SETTLE=1 minute", "CLOUDTRAIL_SETTLE=0 seconds"))
+    stack = Stack(home=scratch / "stack", env_file=env_file, fixed_ports=False)
+    landing = stack.home / "volumes" / "landing"
+    files = iter(range(1000))
+
+    def new_file() -> None:
+        n = next(files)
+        deliver(landing, events_of(1000, START + timedelta(hours=n), f"f{n}"), START + timedelta(hours=n, minutes=5))
+
+    try:
+        stack.up()
+        api = Api(stack)
+        api.unpause()
+        new_file()
+        triggered_run(api)  # warm-up: the first run creates the table and the gate's context
+        quiet, one_file, bare = [], [], []
+        for _ in range(args.repeats):
+            new_file()
+            bare.append(bare_ingest(stack, landing, stack.home / "volumes" / "lake"))
+            new_file()
+            one_file.append(triggered_run(api))  # its gate also passes what the bare ingest wrote
+            quiet.append(triggered_run(api))
+    finally:
+        stack.down()
+    results = {
+        "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip(),
+        "measured_at": datetime.now(tz=UTC).isoformat(timespec="seconds"),
+        "repeats": args.repeats,
+        "quiet_run_s": quiet,
+        "one_file_run_s": one_file,
+        "bare_ingest_submit_s": bare,
+        "quiet_run_median_s": statistics.median(quiet),
+        "one_file_vs_bare_ingest": statistics.median(one_file) / statistics.median(bare),
+    }
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    print(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
