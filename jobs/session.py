@@ -18,15 +18,19 @@ BASE_CONF = {
     "spark.sql.sources.parallelPartitionDiscovery.threshold": "1000000000",
 }
 
+# Jobs that decode landing files (ingest, rebuild): files per Arrow batch in the decode step,
+# a few decompressed files at a time per task.
+DECODE_CONF = {"spark.sql.execution.arrow.maxRecordsPerBatch": "16"}
+
 # The ingest stream's settings (docs/design.md, "Bounded metadata").
 STREAM_CONF = {
+    **DECODE_CONF,
     # RocksDB keeps de-duplication state off the JVM heap, so it is bounded by disk, not memory.
     "spark.sql.streaming.stateStore.providerClass": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
     # A manifest is read in splits of this many bytes, some 10-20 landing files a task: its files
-    # are read and decoded on every core, with no shuffle (the only files this session reads).
+    # are read and decoded on every core, with no shuffle (the only files this session reads;
+    # a session that reads the table with it splits each Parquet file into thousands of tasks).
     "spark.sql.files.maxPartitionBytes": "4096",
-    # Files per Arrow batch in the decode step: a few decompressed files at a time per task.
-    "spark.sql.execution.arrow.maxRecordsPerBatch": "16",
     # The run report reads every batch's progress, not only the last 100.
     "spark.sql.streaming.numRecentProgressUpdates": "100000",
     # A replay needs only the last batch; a run is 1-2 batches plus a no-data batch.
