@@ -38,7 +38,7 @@ from airflow.sdk import DAG, Asset, get_current_context, task
 
 from cloudtrail_airflow.callbacks import log_failure
 from cloudtrail_airflow.operators import spark_job
-from cloudtrail_airflow.params import dag_params, plan_run
+from cloudtrail_airflow.params import dag_params, plan_run, run_interval
 from cloudtrail_airflow.settings import load_settings
 
 settings = load_settings()
@@ -60,8 +60,7 @@ with DAG(
     def plan() -> dict:
         """Check the run parameters; return each Spark application's arguments."""
         context = get_current_context()
-        start, end = context["data_interval_start"], context["data_interval_end"]
-        return plan_run(context["params"], settings, context["run_id"], start, end)
+        return plan_run(context["params"], settings, context["run_id"], *run_interval(context))
 
     run_plan = plan()
 

@@ -98,6 +98,17 @@ def test_run_parameters_are_checked_before_spark_starts(tmp_path):
         plan_run({**replay, "replay_from": "2024-03-02", "replay_to": "2024-03-01"}, settings, "r", DAY, DAY)
 
 
+def test_a_run_without_a_logical_date_stands_for_the_moment_it_was_due():
+    from types import SimpleNamespace
+
+    from cloudtrail_airflow.params import run_interval
+
+    triggered = {"dag_run": SimpleNamespace(run_after=DAY + timedelta(hours=5))}  # POST dagRuns with "logical_date": null
+    assert run_interval(triggered) == (DAY + timedelta(hours=5), DAY + timedelta(hours=5))
+    scheduled = {"data_interval_start": DAY, "data_interval_end": DAY + timedelta(hours=1), **triggered}
+    assert run_interval(scheduled) == (DAY, DAY + timedelta(hours=1))
+
+
 def states(run) -> dict[str, str]:
     return {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
 

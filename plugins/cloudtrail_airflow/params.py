@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Mapping
 from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -148,6 +149,15 @@ def _rebuild(params: dict[str, Any], landing: str, lake: str, run_id: str, dates
         "--landing", landing, "--lake", lake, "--run-id", run_id, "--from-date", dates[0].isoformat(),
         "--to-date", dates[-1].isoformat(), "--dedup-horizon", horizon, "--lock-wait", str(options.LOCK_WAIT_SECONDS),
     ]  # fmt: skip
+
+
+def run_interval(context: Mapping[str, Any]) -> tuple[datetime, datetime]:
+    """The run's data interval; a run triggered without a logical date (the REST API allows
+    `"logical_date": null`) has none, and stands for the moment it was due to run."""
+    if context.get("data_interval_start") is None:
+        moment = context["dag_run"].run_after
+        return moment, moment
+    return context["data_interval_start"], context["data_interval_end"]
 
 
 def plan_run(params: dict[str, Any], settings: Settings, run_id: str, interval_start: datetime, interval_end: datetime) -> dict[str, Any]:
