@@ -59,7 +59,9 @@ def test_the_native_stack_maps_host_names_ports_volumes_and_the_image(env_file: 
     assert scheduler["PYTHONPATH"] == image_env()["PYTHONPATH"].replace("/opt/cloudtrail", str(ROOT))
     api = stack.command("airflow-api", services, services["airflow-api"]["command"])
     assert api == ["airflow", "api-server", "--port", str(stack.ports["airflow-api:8080"])]
-    assert "CLOUDTRAIL_SETTLE" not in scheduler, "nothing of the caller's environment (the tests set it)"
+    # The tests' own environment sets CLOUDTRAIL_SETTLE=0 seconds and CLOUDTRAIL_DRIVER_MEMORY: neither leaks in.
+    assert scheduler["CLOUDTRAIL_SETTLE"] == "1 minute", "the file's value, from the env file"
+    assert "CLOUDTRAIL_DRIVER_MEMORY" not in scheduler, "nothing of the caller's environment"
 
 
 def test_the_image_runs_as_an_unprivileged_user_without_dev_tools():
