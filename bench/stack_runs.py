@@ -53,9 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     scratch = Path(tempfile.mkdtemp(prefix="stack-bench-"))
     env_file = scratch / "stack.env"
-    write_env_file(env_file)
-    settings = env_file.read_text().replace("CLOUDTRAIL_SCHEDULE=@hourly", "CLOUDTRAIL_SCHEDULE=none")
-    env_file.write_text(settings.replace("CLOUDTRAIL_SETTLE=1 minute", "CLOUDTRAIL_SETTLE=0 seconds"))
+    write_env_file(env_file, {"CLOUDTRAIL_SCHEDULE": "none", "CLOUDTRAIL_SETTLE": "0 seconds"})
     stack = Stack(home=scratch / "stack", env_file=env_file, fixed_ports=False)
     landing = stack.home / "volumes" / "landing"
     files = iter(range(1000))

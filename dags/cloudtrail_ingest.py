@@ -90,11 +90,13 @@ with DAG(
         from jobs import gate
         from jobs.lake import Lake
 
-        run_id = get_current_context()["run_id"]
-        reason = None if dry_run else gate.skip_reason(Lake.at(lake), run_id, dates)
+        if dry_run:
+            return None
+        run_id, layout = get_current_context()["run_id"], Lake.at(lake)
+        reason = gate.skip_reason(layout, run_id, dates)
         if reason is None:
-            return None if dry_run else "dq_gate"
-        print(f"gate skipped: {reason}; report {gate.record_skip(Lake.at(lake), run_id, dates, reason)}")
+            return "dq_gate"
+        print(f"gate skipped: {reason}; report {gate.record_skip(layout, run_id, dates, reason)}")
         return None
 
     @task

@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from jobs.lake import Lake
+from jobs.lake import Lake, partition
 from jobs.report import now_iso
 
 
@@ -25,7 +25,7 @@ def fingerprint(partition: Path) -> str:
 
 
 def fingerprints(lake: Lake, dates: list[str]) -> dict[str, str]:
-    return {day: fingerprint(lake.event_partition(day)) for day in dates}
+    return {day: fingerprint(partition(lake.events, "event_date", day)) for day in dates}
 
 
 def validated(lake: Lake) -> dict[str, dict[str, str]]:

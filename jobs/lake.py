@@ -139,9 +139,6 @@ class Lake:
     def validated(self) -> Path:
         return self.gate_reports / "_validated.json"
 
-    def event_partition(self, event_date: str) -> Path:
-        return self.events / f"event_date={event_date}"
-
     @property
     def data_docs(self) -> Path:
         return self.reports / "data_docs"
@@ -149,6 +146,11 @@ class Lake:
     @property
     def gx_project(self) -> Path:
         return self.reports / "gx"
+
+
+def partition(table: Path, column: str, value: object) -> Path:
+    """A table's partition folder, Hive style."""
+    return table / f"{column}={value}"
 
 
 class LakeBusyError(RuntimeError):

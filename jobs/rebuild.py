@@ -46,7 +46,7 @@ from pyspark.sql import functions as F
 from jobs import options, partitions
 from jobs.checkpoint import CheckpointSnapshot
 from jobs.decode import DECODED_DDL, decode_batches
-from jobs.lake import TABLES, Lake, LakeBusyError, LakeLock
+from jobs.lake import TABLES, Lake, LakeBusyError, LakeLock, partition
 from jobs.landing import day_folders, log_files_in
 from jobs.ledger import MANIFEST_DDL, Entry, late_files, read_files
 from jobs.partitions import Swap
@@ -169,10 +169,6 @@ def parse_args(argv: list[str] | None = None) -> RebuildConfig:
         lock_wait=args.lock_wait,
         dry_run=args.dry_run,
     )
-
-
-def partition(table: Path, column: str, value: object) -> Path:
-    return table / f"{column}={value}"
 
 
 def source_files(folder: Path) -> set[str]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
 import urllib.request
@@ -16,12 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import DAY, deliver, duckdb_rows, events_of
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+from tools.stack import free_port
 
 
 def start(*command: str, log: Path) -> subprocess.Popen:

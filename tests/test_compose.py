@@ -69,3 +69,13 @@ def test_the_image_runs_as_an_unprivileged_user_without_dev_tools():
     assert dockerfile.splitlines()[-1].startswith("USER ") and "USER root" not in dockerfile
     assert "requirements-dev" not in dockerfile and "COPY tests" not in dockerfile
     assert "openjdk-17-jre-headless" in dockerfile
+
+
+def test_the_env_file_takes_values_by_name_and_refuses_unknown_names(tmp_path: Path):
+    target = tmp_path / ".env"
+    write_env_file(target, {"CLOUDTRAIL_SETTLE": "0 seconds"})
+    lines = target.read_text().splitlines()
+    assert "CLOUDTRAIL_SETTLE=0 seconds" in lines and "CLOUDTRAIL_SCHEDULE=@hourly" in lines
+    assert all(line.split("=", 1)[1] for line in lines if line.startswith(("POSTGRES_PASSWORD=", "AIRFLOW_JWT_SECRET=")))
+    with pytest.raises(StackError, match="CLOUDTRAIL_SETTEL"):
+        write_env_file(target, {"CLOUDTRAIL_SETTEL": "0 seconds"})

@@ -35,9 +35,7 @@ DATES = ["2024-03-01", "2024-03-02", "2024-03-03"]
 @pytest.fixture
 def stack(tmp_path: Path) -> Iterator[Stack]:
     env_file = tmp_path / "stack.env"
-    write_env_file(env_file)
-    settings = env_file.read_text().replace("CLOUDTRAIL_SCHEDULE=@hourly", "CLOUDTRAIL_SCHEDULE=@daily")
-    env_file.write_text(settings.replace("CLOUDTRAIL_SETTLE=1 minute", "CLOUDTRAIL_SETTLE=0 seconds"))  # files land just before
+    write_env_file(env_file, {"CLOUDTRAIL_SCHEDULE": "@daily", "CLOUDTRAIL_SETTLE": "0 seconds"})  # files land just before
     running = Stack(home=tmp_path / "stack", env_file=env_file, fixed_ports=False)
     try:
         running.up()

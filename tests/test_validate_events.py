@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from jobs import validate_events
-from jobs.lake import Lake
+from jobs.lake import Lake, partition
 from jobs.schema import EVENTS_SCHEMA
 from tests.conftest import ROOT
 from tests.helpers import DAY, deliver, events_of, ingest
@@ -152,11 +152,11 @@ def test_the_gate_is_skipped_only_while_the_partitions_it_passed_are_unchanged(s
     assert gates.skip_reason(Lake(lake), quiet, ["2024-03-01", "2024-03-02"]) is None, "a date no gate has passed"
     assert gates.skip_reason(Lake(lake), RUN_ID, ["2024-03-01"]) is None, "a run that wrote rows"
 
-    partition = Lake(lake).event_partition("2024-03-01")
-    copied = min(partition.glob("*.parquet"))
-    (partition / f"copy-{copied.name}").write_bytes(copied.read_bytes())
+    folder = partition(Lake(lake).events, "event_date", "2024-03-01")
+    copied = min(folder.glob("*.parquet"))
+    (folder / f"copy-{copied.name}").write_bytes(copied.read_bytes())
     assert gates.skip_reason(Lake(lake), quiet, ["2024-03-01"]) is None, "a changed partition is checked again"
-    (partition / f"copy-{copied.name}").unlink()
+    (folder / f"copy-{copied.name}").unlink()
     assert gates.skip_reason(Lake(lake), quiet, ["2024-03-01"]), "back to the files the gate passed"
 
 

@@ -48,6 +48,7 @@ IMAGE_ROOT, IMAGE_PYTHON, PRIVATE_HOME = "/opt/cloudtrail", "/usr/local/bin/pyth
 # On one host, loopback plays the part of the containers' private network.
 LOOPBACK = {"AIRFLOW__API__HOST": "127.0.0.1", "SPARK_LOCAL_IP": "127.0.0.1"}
 START_TIMEOUT = 300.0
+STATE = "stack.json"  # under the home: the ports and process groups of a running stack
 
 
 class StackError(RuntimeError):
@@ -67,14 +68,20 @@ def resolve(compose: Path, env_file: Path) -> dict[str, Any]:
     return yaml.safe_load(done.stdout)
 
 
-def write_env_file(target: Path, example: Path = ROOT / ".env.example") -> None:
-    """`.env.example` with every empty secret filled in with a fresh random value."""
-    lines = []
+def write_env_file(target: Path, values: dict[str, str] | None = None, example: Path = ROOT / ".env.example") -> None:
+    """`.env.example` with `values` set and every empty secret filled in with a fresh random value."""
+    lines, unknown = [], dict(values or {})
     for line in example.read_text().splitlines():
-        name, _, value = line.partition("=")
-        if not line.startswith("#") and _ and not value:
+        name, assigned, value = line.partition("=")
+        if line.startswith("#") or not assigned:
+            lines.append(line)
+            continue
+        value = unknown.pop(name, value)
+        if not value:
             value = base64.urlsafe_b64encode(os.urandom(32)).decode() if name.endswith("FERNET_KEY") else secrets.token_urlsafe(24)
-        lines.append(f"{name}={value}" if _ else line)
+        lines.append(f"{name}={value}")
+    if unknown:
+        raise StackError(f"not variables of {example.name}: {', '.join(unknown)}")
     target.write_text("\n".join(lines) + "\n")
     target.chmod(0o600)
 
@@ -97,7 +104,7 @@ def free_port(preferred: int | None = None) -> int:
 
 @dataclass
 class Stack:
-    """The compose services as local processes under `home` (state in `home/stack.json`)."""
+    """The compose services as local processes under `home` (their ports and process groups in `home/STATE`)."""
 
     home: Path
     env_file: Path
@@ -107,20 +114,16 @@ class Stack:
     processes: dict[str, int] = field(default_factory=dict)  # process name -> process group id
     children: dict[str, subprocess.Popen] = field(default_factory=dict, repr=False)  # started by this object
 
-    @property
-    def state(self) -> Path:
-        return self.home / "stack.json"
-
     @classmethod
     def load(cls, home: Path) -> Stack:
-        saved = json.loads((home / "stack.json").read_text())
+        saved = json.loads((home / STATE).read_text())
         stack = cls(home=home, env_file=Path(saved["env_file"]), compose=Path(saved["compose"]))
         stack.ports, stack.processes = saved["ports"], saved["processes"]
         return stack
 
     def save(self) -> None:
         saved = {"env_file": str(self.env_file), "compose": str(self.compose), "ports": self.ports, "processes": self.processes}
-        self.state.write_text(json.dumps(saved, indent=2))
+        (self.home / STATE).write_text(json.dumps(saved, indent=2))
 
     # -- mapping a container's view onto this host -------------------------------------------
 
@@ -351,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.env_file.exists():
             write_env_file(args.env_file)
             print(f"wrote {args.env_file} with fresh secrets")
-        if (home / "stack.json").exists() and any(Stack.load(home).status().values()):
+        if (home / STATE).exists() and "running" in Stack.load(home).status().values():
             print("already running (make stack-status; make stack-down)")
             return 1
         stack = Stack(home=home, env_file=args.env_file.absolute())
@@ -361,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"stack-up failed: {failed}", file=sys.stderr)
             stack.down()
             return 1
-    if not (home / "stack.json").exists():
+    if not (home / STATE).exists():
         print(f"no stack under {home}")
         return 0 if args.action == "down" else 1
     stack = Stack.load(home)
