@@ -25,9 +25,10 @@ export PYTHONPATH := $(CURDIR):$(CURDIR)/plugins
 RUN_DATE ?= $(shell date -u +%Y-%m-%d)
 
 STACK_HOME ?= $(CURDIR)/.stack
+STACK_ENV ?= $(CURDIR)/.env
 PG_BIN := /usr/lib/postgresql/15/bin
 
-.PHONY: help setup debian-deps demo run test test-stack stack-up stack-status stack-down lint bench bench-stack chaos fuzz metadata-growth clean
+.PHONY: help setup debian-deps browser-deps demo run test test-stack stack-up stack-status stack-down lint bench bench-stack chaos fuzz metadata-growth clean
 
 help:
 	@echo "make setup           - create .venv with the pinned dependencies, runtime and dev (needs Java 17+)"
@@ -35,7 +36,7 @@ help:
 	@echo "make run             - one run of the DAG on \$$CLOUDTRAIL_LANDING into \$$CLOUDTRAIL_LAKE"
 	@echo "make test            - ruff, mypy and pytest"
 	@echo "make lint            - ruff and mypy only"
-	@echo "make test-stack      - docker-compose.yml's services natively (PostgreSQL, Airflow, Spark cluster): schedule, backfills, rebuild"
+	@echo "make test-stack      - docker-compose.yml's services natively (PostgreSQL, Airflow, Spark cluster): schedule, backfills, rebuild, a backfill clicked in the UI"
 	@echo "make stack-up        - start those services on this machine (no Docker needed); prints the UI URL and admin password"
 	@echo "make stack-status    - what runs, where, and the UI's credentials"
 	@echo "make stack-down      - stop everything stack-up started"
@@ -67,6 +68,10 @@ debian-deps:
 		apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends docker-compose postgresql-15 >/dev/null; \
 	fi
 
+# Headless Chromium for the UI test: Playwright drives Debian's build (its own download is unreachable).
+browser-deps:
+	@command -v chromium >/dev/null || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium >/dev/null; }
+
 # The job code shipped to Spark executors (--py-files).
 build/jobs.zip: $(wildcard jobs/*.py)
 	@$(PY) -m tools.package $@ >/dev/null
@@ -94,11 +99,11 @@ test: lint debian-deps
 	$(PY) -m pytest -q
 
 # Longer runs, outside `make test`.
-test-stack: setup debian-deps
+test-stack: setup debian-deps browser-deps
 	$(PY) -m pytest -q -m stack
 
 stack-up: setup debian-deps
-	$(PY) -m tools.stack up --home $(STACK_HOME)
+	$(PY) -m tools.stack up --home $(STACK_HOME) --env-file $(STACK_ENV)
 
 stack-status: setup
 	$(PY) -m tools.stack status --home $(STACK_HOME)

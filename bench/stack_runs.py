@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         stack.up()
-        api = Api(stack)
+        api = Api.of(stack)
         api.unpause()
         new_file()
         triggered_run(api)  # warm-up: the first run creates the table and the gate's context

@@ -4,11 +4,14 @@ Every service of docker-compose.yml started natively from that file (tools/stack
 PostgreSQL, the Airflow API server, scheduler (LocalExecutor), DAG processor and triggerer,
 a Spark master and two workers. The DAG is unpaused and driven through the REST API with the
 admin's credentials, as the UI does: a scheduled run and a backfill at the same time, then a
-`mode=rebuild` backfill over 3 damaged partitions. The tables are checked against the oracle."""
+`mode=rebuild` backfill over 3 damaged partitions. A last test starts the stack with `make stack-up`,
+clicks a backfill through the UI in headless Chromium (Debian's, driven by Playwright) and stops it
+with `make stack-down`. The tables are checked against the oracle."""
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -24,7 +27,7 @@ import pytest
 
 from jobs.lake import Lake
 from tests.helpers import DAY, deliver, duckdb_rows, events_of
-from tools.stack import Stack, write_env_file
+from tools.stack import ROOT, STATE, Stack, alive, write_env_file
 
 pytestmark = pytest.mark.stack
 
@@ -33,9 +36,14 @@ DATES = ["2024-03-01", "2024-03-02", "2024-03-03"]
 
 
 @pytest.fixture
-def stack(tmp_path: Path) -> Iterator[Stack]:
-    env_file = tmp_path / "stack.env"
-    write_env_file(env_file, {"CLOUDTRAIL_SCHEDULE": "@daily", "CLOUDTRAIL_SETTLE": "0 seconds"})  # files land just before
+def env_file(tmp_path: Path) -> Path:
+    written = tmp_path / "stack.env"
+    write_env_file(written, {"CLOUDTRAIL_SCHEDULE": "@daily", "CLOUDTRAIL_SETTLE": "0 seconds"})  # files land just before
+    return written
+
+
+@pytest.fixture
+def stack(tmp_path: Path, env_file: Path) -> Iterator[Stack]:
     running = Stack(home=tmp_path / "stack", env_file=env_file, fixed_ports=False)
     try:
         running.up()
@@ -47,9 +55,9 @@ def stack(tmp_path: Path) -> Iterator[Stack]:
 class Api:
     """The API server's public REST API, called as the UI calls it: with the admin's token."""
 
-    def __init__(self, stack: Stack) -> None:
-        self.base = stack.url("airflow-api", 8080)
-        login = {"username": "admin", "password": stack.admin_password()}
+    def __init__(self, base: str, password: str | None) -> None:
+        self.base = base
+        login = {"username": "admin", "password": password}
         self.token = self.call("POST", "/auth/token", login, token=None)["access_token"]
 
     def call(self, method: str, path: str, body: dict | None = None, token: str | None = "") -> Any:
@@ -61,16 +69,24 @@ class Api:
         with urllib.request.urlopen(request, timeout=60) as response:
             return json.loads(response.read())
 
-    def unpause(self) -> None:
-        """Once the DAG processor has registered the DAG (it is paused at creation, as for a user)."""
+    @classmethod
+    def of(cls, stack: Stack) -> Api:
+        return cls(stack.url("airflow-api", 8080), stack.admin_password())
+
+    def registered(self) -> None:
+        """Wait until the DAG processor has registered the DAG (paused at creation, as for a user)."""
         deadline = time.monotonic() + 180
         while True:
             try:
-                self.call("PATCH", f"/api/v2/dags/{DAG_ID}", {"is_paused": False})
+                self.call("GET", f"/api/v2/dags/{DAG_ID}")
                 return
             except urllib.error.HTTPError as missing:
                 assert missing.code == 404 and time.monotonic() < deadline, f"{DAG_ID} was not registered: {missing}"
                 time.sleep(3)
+
+    def unpause(self) -> None:
+        self.registered()
+        self.call("PATCH", f"/api/v2/dags/{DAG_ID}", {"is_paused": False})
 
     def backfill(self, conf: dict | None = None) -> dict:
         body = {"dag_id": DAG_ID, "from_date": f"{DATES[0]}T00:00:00Z", "to_date": f"{DATES[-1]}T00:00:00Z", "max_active_runs": 1}
@@ -107,7 +123,7 @@ def test_a_scheduled_run_and_a_backfill_at_the_same_time_on_postgres_and_the_spa
     deliver(landing, events_of(5, DAY - timedelta(days=5), "late"), DAY + timedelta(days=2, hours=13))  # late delivery
     deliver(landing, events_of(10, DAY + timedelta(hours=11), "d0"), DAY + timedelta(days=1, hours=13))  # re-delivered
 
-    api = Api(stack)
+    api = Api.of(stack)
     api.unpause()  # the scheduler creates the latest daily run at once (catchup is off)
     api.backfill()
     runs = api.finished_runs(expected=4, timeout=1200)
@@ -156,7 +172,7 @@ def test_a_rebuild_backfill_from_the_rest_api_repairs_three_damaged_partitions(s
     third = min((events / "event_date=2024-03-03").glob("*.parquet"))
     shutil.copyfile(third, third.with_name(f"copy-{third.name}"))
 
-    api = Api(stack)
+    api = Api.of(stack)
     api.unpause()
     assert api.backfill({"mode": "rebuild"})["dag_run_conf"] == {"mode": "rebuild"}
     runs = [r for r in api.finished_runs(expected=4, timeout=1500) if r["run_type"] == "backfill"]
@@ -174,3 +190,70 @@ def test_a_rebuild_backfill_from_the_rest_api_repairs_three_damaged_partitions(s
     deliver(landing, events_of(20, DAY + timedelta(days=2, hours=14), "d2h15"), DAY + timedelta(days=2, hours=22))  # a copy
     subprocess.run(ingest, env=scheduler_env, check=True, capture_output=True, timeout=300)
     assert duckdb_rows(lake) == sorted(oracle + [(f"new-{i}", "2024-03-03") for i in range(5)]), "new files once, nothing twice"
+
+
+def make(*target: str, timeout: float) -> str:
+    done = subprocess.run(["make", *target], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done.stdout
+
+
+def backfill_in_the_ui(page: Any, base: str, password: str, first: str, last: str) -> None:
+    """Sign in, open the DAG, Trigger -> Backfill, pick the date range (the picker's own fields), run it."""
+    page.goto(f"{base}/")
+    page.get_by_label("Username").fill("admin")
+    page.get_by_label("Password").fill(password)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(f"{base}/")
+    page.goto(f"{base}/dags/{DAG_ID}")
+    page.get_by_role("button", name="Trigger").first.click()
+    dialog = page.get_by_role("dialog").first
+    dialog.get_by_text("Backfill", exact=True).click()
+    for picker, day in enumerate([first, last]):
+        opener = dialog.get_by_test_id("datetime-input").nth(picker)
+        opener.click()
+        popover = page.locator(f"[id='{opener.get_attribute('aria-controls')}']")
+        popover.get_by_placeholder("YYYY/MM/DD").fill(day.replace("-", "/"))
+        popover.get_by_placeholder("HH:mm").fill("00:00")
+        opener.click()  # closes it
+    dialog.get_by_text(f"{len(DATES)} runs will be triggered").wait_for()
+    dialog.get_by_role("button", name="Run Backfill").click()
+    dialog.wait_for(state="hidden")
+
+
+def test_make_stack_up_a_backfill_clicked_in_the_ui_and_make_stack_down(tmp_path: Path, env_file: Path):
+    from playwright.sync_api import sync_playwright
+
+    home = tmp_path / "stack"
+    settings = [f"STACK_HOME={home}", f"STACK_ENV={env_file}"]
+    try:
+        shown = make("stack-up", *settings, timeout=600)
+        base = re.search(r"Airflow UI +(http://\S+) +user admin, password (\S+)", shown)
+        assert base, f"stack-up prints the UI's URL and the admin password: {shown}"
+        url, password = base.groups()
+        landing, lake = home / "volumes" / "landing", home / "volumes" / "lake"
+        for offset in range(len(DATES)):
+            delivered = DAY + timedelta(days=offset, hours=12)
+            deliver(landing, events_of(25, delivered - timedelta(hours=1), f"d{offset}"), delivered)
+        api = Api(url, password)
+        api.registered()
+
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=shutil.which("chromium"), args=["--no-sandbox"])
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            backfill_in_the_ui(page, url, password, DATES[0], DATES[-1])
+            runs = api.finished_runs(expected=len(DATES) + 1, timeout=1200)  # the UI unpaused it: a scheduled run too
+            page.goto(f"{url}/dags/{DAG_ID}/runs")
+            page.get_by_text("success").first.wait_for()
+            page.screenshot(path=str(tmp_path / "backfill-from-the-ui.png"), full_page=True)
+            browser.close()
+
+        backfills = sorted((r["logical_date"][:10], r["state"]) for r in runs if r["run_type"] == "backfill")
+        assert backfills == [(day, "success") for day in DATES]
+        assert duckdb_rows(lake) == sorted((f"d{o}-{i}", d) for o, d in enumerate(DATES) for i in range(25))
+    finally:
+        started = Stack.load(home).processes if (home / STATE).exists() else {}
+        if started:
+            assert "stopped" in make("stack-down", *settings, timeout=300)
+    assert {"postgres", "airflow-api", "airflow-scheduler", "spark-master", "spark-worker-2"} <= started.keys()
+    assert not any(alive(group) for group in started.values()), "stack-down stopped every service stack-up started"
