@@ -8,11 +8,11 @@ partitioned Parquet table, then checks the table before anyone downstream uses i
 | --- | --- |
 | `plan` | checks the run parameters (fails before Spark starts when one is wrong) |
 | `rebuild_dry_run` | with `dry_run`: lists per date the files and bytes a rebuild would read (XCom); writes nothing |
-| `ingest` | `spark-submit jobs/cloudtrail_ingest.py`: Trigger.AvailableNow over new files, exactly once |
+| `ingest` | `spark-submit jobs/cloudtrail_ingest.py`: new files, exactly once; then the gate on them, same application |
 | `rebuild` | with `mode=rebuild`: `spark-submit jobs/rebuild.py`, the interval's event dates from the landing files, swapped in whole |
 | `rebuild_summary` | per rebuilt partition: rows before and after, files read, duplicates dropped, quarantined (XCom) |
-| `choose_gate` | skips the gate (a report says why) when nothing changed since a gate passed |
-| `dq_gate` | Great Expectations suite on the partitions this run wrote and its data interval |
+| `choose_gate` | the ingest's gate passed: publish (failed: the run fails); nothing changed: skip, a report says why |
+| `dq_gate` | `spark-submit jobs/validate_events.py`: GX suites on the run's dates, when the ingest did not gate them |
 | `publish` | updates the `cloudtrail_events` Asset, so downstream DAGs can schedule on it |
 
 The ingest sweeps crashed attempts' files aside before and after its batches, and starts no
@@ -93,6 +93,11 @@ with DAG(
         if dry_run:
             return None
         run_id, layout = get_current_context()["run_id"], Lake.at(lake)
+        verdict = gate.verdict(layout, run_id)  # the ingest gated what it wrote in its own application
+        if verdict == "passed":
+            return "publish"
+        if verdict == "failed":
+            raise gate.GateFailed(f"the quality gate failed on what the ingest wrote: {layout.gate_report(run_id)}")
         reason = gate.skip_reason(layout, run_id, dates)
         if reason is None:
             return "dq_gate"
@@ -123,7 +128,7 @@ with DAG(
     rebuild = spark_job(settings, "rebuild", "rebuild", run_plan["rebuild_args"], pool=settings.lake_pool)
     dq_gate = spark_job(settings, "dq_gate", "validate_events", run_plan["validate_args"])
 
-    @task(outlets=[events_asset])
+    @task(outlets=[events_asset], trigger_rule="none_failed_min_one_success")
     def publish() -> str:
         """Mark the events table as updated and checked."""
         return settings.events_uri
@@ -133,4 +138,6 @@ with DAG(
     mode = choose_mode(run_plan["rebuild_args"])
     gate = choose_gate(run_plan["lake"], run_plan["gate_dates"], run_plan["dry_run"])
     ingest >> mode >> [rebuild, gate]
-    rebuild >> rebuild_summary(run_plan["lake"]) >> gate >> dq_gate >> publish()
+    published = publish()
+    rebuild >> rebuild_summary(run_plan["lake"]) >> gate >> [dq_gate, published]
+    dq_gate >> published

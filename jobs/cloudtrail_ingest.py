@@ -11,15 +11,20 @@ under <landing>/AWSLogs/ that the ledger has not taken (jobs/ledger.py), reads t
 <lake>/quarantine/reason=.../ and <lake>/reports/ingest/<run id>.json, and exits 0.
 Exit codes: 1 the run failed, 2 bad arguments or an unusable checkpoint, 3 rows would have
 been lost, 75 another run holds the lake.
+With --gate-from/--gate-to the run also validates, in this application, those event dates and
+the ones it wrote (when it wrote or quarantined anything), as jobs/validate_events.py would in
+a second one: the verdict is in <lake>/reports/dq/<run id>.json, the exit code does not carry it.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import logging
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -31,14 +36,14 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from jobs import options, partitions
+from jobs import gate, options, partitions, validate_events
 from jobs.checkpoint import CheckpointSnapshot
 from jobs.decode import DECODED_DDL, decode_batches
 from jobs.lake import TABLES, Lake, LakeBusyError, LakeLock
 from jobs.ledger import MANIFEST_DDL, plan_files, record_late_files, record_success
 from jobs.quarantine import Replacement, Replay, replay_entries
 from jobs.report import BatchStats, RunReport, apply_progress, log_batch, now_iso
-from jobs.session import STREAM_CONF, spark_session
+from jobs.session import STREAM_CONF, for_table_reads, spark_session
 from jobs.sinks import ParquetSink
 from jobs.spark_logs import CheckpointError, last_commit
 from jobs.sweep import sweep_lake
@@ -72,6 +77,9 @@ class IngestConfig:
     # Quarantined files and records to read again in this run (jobs/quarantine.py); None: none.
     replay: Replay | None = None
     run_id: str = ""
+    # Event dates the quality gate checks in this application after the batches; None: no gate here.
+    gate_dates: tuple[date, ...] | None = None
+    quarantine_threshold: float = options.QUARANTINE_THRESHOLD
 
     @property
     def layout(self) -> Lake:
@@ -147,11 +155,16 @@ def parse_args(argv: Sequence[str] | None = None) -> IngestConfig:
     parser.add_argument("--replay-from", type=date.fromisoformat, help="only files delivered on or after this date")
     parser.add_argument("--replay-to", type=date.fromisoformat, help="only files delivered on or before this date")
     parser.add_argument("--run-id", help="id of this run in reports and rows; None: manual__<UTC time>")
+    parser.add_argument("--gate-from", type=date.fromisoformat, help="first event date the quality gate checks in this application")
+    parser.add_argument("--gate-to", type=date.fromisoformat, help="last event date the quality gate checks in this application")
+    parser.add_argument("--quarantine-threshold", type=float, default=options.QUARANTINE_THRESHOLD, help="the gate's max quarantined share")
     args = parser.parse_args(argv)
     if not args.landing or not args.lake:
         parser.error("--landing and --lake (or CLOUDTRAIL_LANDING and CLOUDTRAIL_LAKE) are required")
     if args.replay_from and args.replay_to and args.replay_from > args.replay_to:
         parser.error(f"--replay-from {args.replay_from} is after --replay-to {args.replay_to}")
+    if (args.gate_from is None) != (args.gate_to is None) or (args.gate_from and args.gate_from > args.gate_to):
+        parser.error("--gate-from and --gate-to go together, the first not after the second")
     if args.max_files_per_trigger and args.max_bytes_per_trigger:
         # One limit per run, as Spark's file source takes: an explicit file limit wins.
         args.max_bytes_per_trigger = None
@@ -169,6 +182,8 @@ def parse_args(argv: Sequence[str] | None = None) -> IngestConfig:
         settle=args.settle,
         replay=Replay(tuple(args.replay_reason), args.replay_from, args.replay_to) if args.replay_quarantine else None,
         run_id=args.run_id or f"manual__{now_iso()}",
+        gate_dates=options.date_range(args.gate_from, args.gate_to) if args.gate_from else None,
+        quarantine_threshold=args.quarantine_threshold,
     )
 
 
@@ -346,9 +361,22 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     config = parse_args(argv)
     started = time.monotonic()
+
+    def session() -> SparkSession:
+        if config.gate_dates is not None:  # GX takes seconds to import: meanwhile the JVM starts and the batches run
+            threading.Thread(target=importlib.import_module, args=("great_expectations",), daemon=True).start()
+        return build_session(config)
+
     try:
         with LakeLock(config.layout):
-            report = run(config, lambda: build_session(config))
+            config.layout.gate_report(config.run_id).unlink(missing_ok=True)  # this attempt's verdict, or none
+            report = run(config, session)
+            if config.gate_dates is not None and gate.wrote_anything(report.totals()):
+                lake = config.layout
+                checked = validate_events.ValidateConfig(
+                    lake, config.run_id, config.gate_dates, config.quarantine_threshold, lake.gate_report(config.run_id)
+                )
+                validate_events.check(for_table_reads(build_session(config)), checked)
     except LakeBusyError as exc:
         log.error("%s", exc)
         return 75

@@ -1,4 +1,4 @@
-"""When the data-quality gate has nothing new to check (stdlib only: the DAG asks before any Spark).
+"""Whether a run's data-quality gate passed, or has nothing new to check (stdlib only: the DAG asks before any Spark).
 
 A passing gate records, per event date it validated, the partition's fingerprint (its data
 files' names and sizes, taken before it read them) in `<lake>/reports/dq/_validated.json`. A run
@@ -12,11 +12,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from jobs.lake import Lake, partition
 from jobs.report import now_iso
+
+
+class GateFailed(RuntimeError):
+    """A critical expectation failed: the run must not publish."""
 
 
 def fingerprint(partition: Path) -> str:
@@ -41,13 +46,24 @@ def record_validated(lake: Lake, prints: dict[str, str], run_id: str | None) -> 
     partial.replace(lake.validated)
 
 
+def wrote_anything(figures: Mapping[str, Any]) -> bool:
+    """A run that wrote or quarantined rows changed what a gate checks (figures: the run report's totals)."""
+    return bool(figures.get("rows_written", 0) or figures.get("quarantined", 0))
+
+
+def verdict(lake: Lake, run_id: str) -> str | None:
+    """The verdict of this run's gate so far: passed, failed, skipped, or None when none ran."""
+    path = lake.gate_report(run_id)
+    return str(json.loads(path.read_text())["verdict"]) if path.exists() else None
+
+
 def skip_reason(lake: Lake, run_id: str, dates: list[str]) -> str | None:
     """Why this run's gate would check nothing new, or None when it must run."""
     path = lake.ingest_report(run_id)
     if not path.exists():
         return None
     report: dict[str, Any] = json.loads(path.read_text())
-    if report.get("status") != "succeeded" or report.get("rows_written", 0) or report.get("quarantined", 0):
+    if report.get("status") != "succeeded" or wrote_anything(report):
         return None
     index = validated(lake)
     if not dates or any(index.get(day, {}).get("fingerprint") != value for day, value in fingerprints(lake, dates).items()):

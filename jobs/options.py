@@ -8,7 +8,7 @@ The patterns are JSON-schema regular expressions as well as Python ones.
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+from datetime import date, timedelta
 
 # How long after an event's first copy arrives a re-delivered copy is still recognised.
 DEDUP_HORIZON = "2 days"
@@ -47,3 +47,8 @@ def size(text: str) -> int:
     if not match:
         raise ValueError(f"{text!r} is not a size like '128m' or '1g'")
     return int(match[1]) * 1024 ** " kmg".index(match[2].lower() or " ")
+
+
+def date_range(first: date, last: date) -> tuple[date, ...]:
+    """Every date from first to last, both included."""
+    return tuple(first + timedelta(days=n) for n in range((last - first).days + 1))

@@ -127,10 +127,6 @@ class RebuildReport:
     error: str | None = None
 
 
-def date_range(first: date, last: date) -> tuple[date, ...]:
-    return tuple(first + timedelta(days=n) for n in range((last - first).days + 1))
-
-
 def parse_args(argv: list[str] | None = None) -> RebuildConfig:
     parser = argparse.ArgumentParser(prog="rebuild", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--landing", default=os.environ.get("CLOUDTRAIL_LANDING"), help="root holding AWSLogs/ [$CLOUDTRAIL_LANDING]")
@@ -161,7 +157,7 @@ def parse_args(argv: list[str] | None = None) -> RebuildConfig:
     return RebuildConfig(
         landing=os.path.abspath(args.landing),
         lake=os.path.abspath(args.lake),
-        dates=date_range(args.from_date, args.to_date),
+        dates=options.date_range(args.from_date, args.to_date),
         run_id=args.run_id or f"manual__{now_iso()}",
         dedup_horizon=args.dedup_horizon,
         source_retention=args.source_retention,
@@ -196,7 +192,8 @@ def plan(config: RebuildConfig) -> list[DatePlan]:
     plans = []
     for day in config.dates:
         named = source_files(partition(lake.events, "event_date", day))
-        delivered = {f.path for d in date_range(day, day + timedelta(days=horizon_days)) if d in folders for f in log_files_in(folders[d])}
+        delivery_days = options.date_range(day, day + timedelta(days=horizon_days))
+        delivered = {f.path for d in delivery_days if d in folders for f in log_files_in(folders[d])}
         wanted = named | delivered | {local_path(path) for path in late.get(day, ())}
         files = tuple(sorted((read[path] for path in wanted if path in read), key=lambda e: e.path))
         plans.append(DatePlan(day, files, tuple(sorted(named - read.keys()))))

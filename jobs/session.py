@@ -29,7 +29,8 @@ STREAM_CONF = {
     "spark.sql.streaming.stateStore.providerClass": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
     # A manifest is read in splits of this many bytes, some 10-20 landing files a task: its files
     # are read and decoded on every core, with no shuffle (the only files this session reads;
-    # a session that reads the table with it splits each Parquet file into thousands of tasks).
+    # a session that reads the table with it splits each Parquet file into thousands of tasks:
+    # `for_table_reads` undoes it).
     "spark.sql.files.maxPartitionBytes": "4096",
     # The run report reads every batch's progress, not only the last 100.
     "spark.sql.streaming.numRecentProgressUpdates": "100000",
@@ -61,4 +62,10 @@ def spark_session(app_name: str, conf: dict[str, str] | None = None, master: str
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+def for_table_reads(spark: SparkSession) -> SparkSession:
+    """The ingest's session once its stream is done, reading the table in Spark's default splits."""
+    spark.conf.unset("spark.sql.files.maxPartitionBytes")
     return spark

@@ -20,7 +20,7 @@ import logging
 import os
 import sys
 from dataclasses import dataclass
-from datetime import date, timedelta
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +74,7 @@ def parse_args(argv: list[str] | None = None) -> ValidateConfig:
         first, last = args.from_date or args.to_date, args.to_date or args.from_date
         if first > last:
             parser.error(f"--from-date {first} is after --to-date {last}")
-        dates.update(first + timedelta(days=n) for n in range((last - first).days + 1))
+        dates.update(options.date_range(first, last))
     lake = Lake.at(args.lake)
     results = lake.gate_report(args.run_id or f"adhoc__{now_iso()}")
     return ValidateConfig(lake, args.run_id, tuple(sorted(dates)), args.quarantine_threshold, results)
@@ -190,14 +190,11 @@ def validate(frames: dict[str, DataFrame], config: ValidateConfig) -> dict[str, 
     return outcome
 
 
-def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    logging.getLogger("great_expectations").setLevel(logging.WARNING)
-    config = parse_args(argv)
+def check(spark: SparkSession, config: ValidateConfig) -> dict[str, Any]:
+    """Validate the partitions the run is responsible for; write, log and return the report."""
     report = load_run_report(config)
     dates = responsible_dates(config, report)
     prints = gate.fingerprints(config.lake, dates)  # before reading: a change while we read shows next time
-    spark = spark_session("cloudtrail_validate_events")
     events = read_events(spark, config.lake, dates).cache()
     frames = {"cloudtrail_events.critical": with_check_columns(events), "cloudtrail_events.warning": with_check_columns(events)}
     if report is not None:
@@ -239,7 +236,15 @@ def main(argv: list[str] | None = None) -> int:
         config.results_path,
         outcome["data_docs"],
     )
-    return 1 if outcome["failed_critical"] else 0
+    return body
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    logging.getLogger("great_expectations").setLevel(logging.WARNING)
+    config = parse_args(argv)
+    body = check(spark_session("cloudtrail_validate_events"), config)
+    return 1 if body["verdict"] == "failed" else 0
 
 
 if __name__ == "__main__":

@@ -56,6 +56,7 @@ def test_policies(dag):
     assert dag.get_task("choose_mode").downstream_task_ids == {"rebuild", "choose_gate"}
     assert dag.get_task("choose_gate").upstream_task_ids == {"plan", "choose_mode", "rebuild_summary"}
     assert dag.get_task("dq_gate").upstream_task_ids == {"plan", "choose_gate"}
+    assert dag.get_task("publish").upstream_task_ids == {"choose_gate", "dq_gate"}, "after the ingest's gate or the gate's own"
     ingest = dag.get_task("ingest")
     assert ingest.retries >= 2 and ingest.retry_exponential_backoff
     writers = {task.task_id for task in dag.tasks if task.pool == "cloudtrail_lake"}
@@ -73,8 +74,10 @@ def test_run_parameters_are_checked_before_spark_starts(tmp_path):
     base = {"landing": str(settings.landing), "lake": str(settings.lake), "dedup_horizon": "2 days", "max_bytes_per_trigger": "64m"}
     plan = plan_run(base, settings, "manual__1", DAY, DAY)
     assert plan["rebuild_args"] is None, "incremental is the default"
-    assert plan["ingest_args"][-2:] == ["--max-bytes-per-trigger", "64m"]
-    assert plan_run({**base, "max_files_per_trigger": 10}, settings, "r", DAY, DAY)["ingest_args"][-2:] == ["--max-files-per-trigger", "10"]
+    assert plan["ingest_args"][-8:-6] == ["--max-bytes-per-trigger", "64m"]
+    assert plan["ingest_args"][-6:-2] == ["--gate-from", "2024-03-01", "--gate-to", "2024-03-01"], "the ingest gates what it wrote"
+    by_files = plan_run({**base, "max_files_per_trigger": 10}, settings, "r", DAY, DAY)["ingest_args"]
+    assert by_files[-8:-6] == ["--max-files-per-trigger", "10"]
     with pytest.raises(InvalidRunParams, match="lake='/etc' is outside"):
         plan_run({**base, "lake": "/etc"}, settings, "r", DAY, DAY)
     with pytest.raises(InvalidRunParams, match="outside"):
@@ -84,10 +87,12 @@ def test_run_parameters_are_checked_before_spark_starts(tmp_path):
     with pytest.raises(InvalidRunParams, match="not a date"):
         plan_run({**base, "validate_from": "yesterday"}, settings, "r", DAY, DAY)
     replay = {**base, "replay_quarantine": True, "replay_reason": "invalid_json", "replay_from": "2024-03-01"}
-    assert plan_run(replay, settings, "r", DAY, DAY)["ingest_args"][-5:-2] == [
+    assert plan_run(replay, settings, "r", DAY, DAY)["ingest_args"][-11:-8] == [
         "--replay-quarantine", "--replay-reason=invalid_json", "--replay-from=2024-03-01",
     ]  # fmt: skip
-    daily = plan_run({**base, "mode": "rebuild"}, settings, "r", DAY, DAY + timedelta(days=1))["rebuild_args"]
+    rebuilding = plan_run({**base, "mode": "rebuild"}, settings, "r", DAY, DAY + timedelta(days=1))
+    assert "--gate-from" not in rebuilding["ingest_args"], "a rebuild's run gates after the rebuild, in dq_gate"
+    daily = rebuilding["rebuild_args"]
     assert daily[daily.index("--from-date") :][:4] == ["--from-date", "2024-03-01", "--to-date", "2024-03-01"]
     assert plan_run({**base, "mode": "rebuild"}, settings, "r", DAY, DAY + timedelta(hours=1))["rebuild_args"] is None
     assert rebuild_dates(DAY + timedelta(hours=23), DAY + timedelta(days=1)) == [DAY.date()], "the hourly run that ends the day"
@@ -129,6 +134,7 @@ def test_dag_run_end_to_end_with_real_spark(dag, dag_roots):
     assert report["run_id"] == run.run_id and report["rows_written"] == 50 and report["duplicates_dropped"] == 5
     gate = json.loads(Lake(lake).gate_report(run.run_id).read_text())
     assert gate["verdict"] == "passed" and gate["event_dates"] == ["2024-03-01"]
+    assert states(run)["dq_gate"] == "skipped" and states(run)["publish"] == "success", "gated in the ingest's application"
 
     quiet = dag.test(logical_date=datetime(2024, 3, 1, tzinfo=UTC), run_conf={"landing": str(landing), "lake": str(lake)})
     assert str(quiet.state) == "success", states(quiet)
@@ -157,7 +163,7 @@ def test_a_failing_gate_fails_the_run(dag, dag_roots):
     deliver(landing, [event("no-source", DAY, eventSource=None), *events_of(5, DAY, "fine")], DAY + timedelta(minutes=20))
     run = dag.test(logical_date=datetime(2024, 3, 1, tzinfo=UTC), run_conf={"landing": str(landing), "lake": str(lake)})
     assert str(run.state) == "failed"
-    assert states(run)["ingest"] == "success" and states(run)["dq_gate"] == "failed"
+    assert states(run)["ingest"] == "success" and states(run)["choose_gate"] == "failed", "the ingest's gate failed"
     assert states(run)["publish"] == "upstream_failed"
     gate = json.loads(next((lake / "reports" / "dq").glob("*.json")).read_text())
     assert ("expect_column_values_to_not_be_null", "eventSource") in {

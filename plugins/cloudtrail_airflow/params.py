@@ -183,14 +183,17 @@ def plan_run(params: dict[str, Any], settings: Settings, run_id: str, interval_s
     # The gate checks what this run wrote, the run's data interval, and the dates asked for.
     first = min(d for d in (interval_start.date(), validate_from) if d)
     last = max(d for d in (interval_end.date(), validate_to) if d)
+    threshold = str(params.get("quarantine_threshold", options.QUARANTINE_THRESHOLD))
+    if rebuild is None:  # the ingest gates what it wrote in its own application; a rebuild's run gates after the rebuild
+        ingest += ["--gate-from", first.isoformat(), "--gate-to", last.isoformat(), "--quarantine-threshold", threshold]
     validate = [
         "--lake", lake, "--run-id", run_id, "--from-date", first.isoformat(), "--to-date", last.isoformat(),
-        "--quarantine-threshold", str(params.get("quarantine_threshold", options.QUARANTINE_THRESHOLD)),
+        "--quarantine-threshold", threshold,
     ]  # fmt: skip
     return {
         "ingest_args": ingest,
         "validate_args": validate,
-        "gate_dates": [(first + timedelta(days=n)).isoformat() for n in range((last - first).days + 1)],
+        "gate_dates": [day.isoformat() for day in options.date_range(first, last)],
         "rebuild_args": rebuild,
         "dry_run": bool(params.get("dry_run")),
         "lake": lake,
