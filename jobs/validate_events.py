@@ -161,6 +161,7 @@ def validate(frames: dict[str, DataFrame], config: ValidateConfig) -> dict[str, 
         )
     source = context.data_sources.add_or_update_spark(name="cloudtrail")
     outcome: dict[str, Any] = {"suites": {}, "failed_critical": [], "warnings": []}
+    results: list[Any] = []  # the validation results this gate stored, for one Data Docs update at the end
     for suite_name, frame in frames.items():
         asset = next((a for a in source.assets if a.name == suite_name), None) or source.add_dataframe_asset(name=suite_name)
         batch = next((b for b in asset.batch_definitions if b.name == "partitions"), None) or asset.add_batch_definition_whole_dataframe(
@@ -168,24 +169,28 @@ def validate(frames: dict[str, DataFrame], config: ValidateConfig) -> dict[str, 
         )
         suite = context.suites.add_or_update(gx.ExpectationSuite(**load_suite(suite_name)))
         definition = context.validation_definitions.add_or_update(gx.ValidationDefinition(name=suite_name, data=batch, suite=suite))
-        checkpoint = context.checkpoints.add_or_update(
-            gx.Checkpoint(
-                name=suite_name,
-                validation_definitions=[definition],
-                actions=[gx.checkpoint.UpdateDataDocsAction(name="data_docs", site_names=["lake"])],
-                result_format={"result_format": "SUMMARY", "partial_unexpected_count": 5},
+
+        # Verdicts first: each sample of offending values costs a Spark job, and a passing suite has none.
+        # A suite that fails runs again for the shares and samples of what failed (report, Data Docs).
+        for result_format in ({"result_format": "BOOLEAN_ONLY"}, {"result_format": "SUMMARY", "partial_unexpected_count": 5}):
+            checkpoint = context.checkpoints.add_or_update(
+                gx.Checkpoint(name=suite_name, validation_definitions=[definition], actions=[], result_format=result_format)
             )
-        )
-        result = checkpoint.run(
-            batch_parameters={"dataframe": frame},
-            expectation_parameters={"quarantine_threshold": config.quarantine_threshold},
-            run_id=gx.RunIdentifier(run_name=config.run_id or "adhoc"),
-        )
+            result = checkpoint.run(
+                batch_parameters={"dataframe": frame},
+                expectation_parameters={"quarantine_threshold": config.quarantine_threshold},
+                run_id=gx.RunIdentifier(run_name=config.run_id or "adhoc"),
+            )
+            if result.success:
+                break
+        results.extend(result.run_results)
         critical = suite_name.endswith(".critical")
         checks = [describe(check) for validation in result.run_results.values() for check in validation.results]
         failures = outcome["failed_critical"] if critical else outcome["warnings"]
         failures.extend({"suite": suite_name, **check} for check in checks if not check["success"])
         outcome["suites"][suite_name] = {"success": result.success, "critical": critical, "checks": checks}
+    # Only this gate's pages and the index: a build without identifiers renders every result ever stored.
+    context.build_data_docs(site_names=["lake"], resource_identifiers=results)
     outcome["data_docs"] = str(docs_dir / "index.html")
     return outcome
 

@@ -61,6 +61,8 @@ def test_a_clean_ingested_table_passes_and_builds_data_docs(spark, landing, lake
     results = json.loads(Lake(lake).gate_report(report.run_id).read_text())
     assert code == 0 and results["verdict"] == "passed" and results["rows_validated"] == 40
     assert Path(results["data_docs"]).is_file()
+    checks = [check for suite in results["suites"].values() for check in suite["checks"]]
+    assert checks and all(c["unexpected_percent"] is None for c in checks), "a passing suite computes verdicts only, no samples"
     # Running it again is idempotent: no "already exists" failures.
     assert validate_events.main(["--lake", str(lake), "--run-id", report.run_id, "--dates", "2024-03-01"]) == 0
 
