@@ -6,7 +6,7 @@ partitioned Parquet table, then checks the table before anyone downstream uses i
 
 | task | what it does |
 | --- | --- |
-| `plan` | checks the run parameters (fails before Spark starts when one is wrong) |
+| `plan` | checks the run parameters (fails before Spark starts when one is wrong); a dry run goes to `rebuild_dry_run` |
 | `rebuild_dry_run` | with `dry_run`: lists per date the files and bytes a rebuild would read (XCom); writes nothing |
 | `ingest` | `spark-submit jobs/cloudtrail_ingest.py`: new files, exactly once; then the gate on them, same application |
 | `rebuild` | with `mode=rebuild`: `spark-submit jobs/rebuild.py`, the interval's event dates from the landing files, swapped in whole |
@@ -56,21 +56,20 @@ with DAG(
     default_args={"retries": 0, "on_failure_callback": log_failure},
 ) as dag:
 
-    @task(multiple_outputs=True)
-    def plan() -> dict:
-        """Check the run parameters; return each Spark application's arguments."""
+    @task.branch
+    def plan() -> str:
+        """Check the run parameters, hand each Spark application its arguments (an XCom per key), and
+        start: a dry run only lists; every other run ingests first, so a rebuild sees a settled ledger."""
         context = get_current_context()
-        return plan_run(context["params"], settings, context["run_id"], *run_interval(context))
+        planned = plan_run(context["params"], settings, context["run_id"], *run_interval(context))
+        for key, value in planned.items():
+            context["ti"].xcom_push(key=key, value=value)
+        return "rebuild_dry_run" if planned["dry_run"] else "ingest"
 
     run_plan = plan()
 
-    @task.branch
-    def choose_start(dry_run: bool) -> str:
-        """A dry run only lists; every other run ingests first, so a rebuild sees a settled ledger."""
-        return "rebuild_dry_run" if dry_run else "ingest"
-
     @task
-    def rebuild_dry_run(rebuild_args: list[str] | None) -> dict:
+    def rebuild_dry_run(rebuild_args: list[str]) -> dict:
         """What a rebuild of this run's dates would read, per date, and how long it would take."""
         from dataclasses import asdict
 
@@ -81,7 +80,7 @@ with DAG(
         return asdict(rebuild.run(rebuild.parse_args([*rebuild_args, "--dry-run"]), None))
 
     @task.branch
-    def choose_mode(rebuild_args: list[str] | None) -> str:
+    def choose_mode(rebuild_args: list[str]) -> str:
         return "rebuild" if rebuild_args else "choose_gate"
 
     @task.branch(trigger_rule="none_failed_min_one_success")
@@ -133,8 +132,7 @@ with DAG(
         """Mark the events table as updated and checked."""
         return settings.events_uri
 
-    start = choose_start(run_plan["dry_run"])
-    run_plan >> start >> [rebuild_dry_run(run_plan["rebuild_args"]), ingest]
+    run_plan >> [rebuild_dry_run(run_plan["rebuild_args"]), ingest]
     mode = choose_mode(run_plan["rebuild_args"])
     gate = choose_gate(run_plan["lake"], run_plan["gate_dates"], run_plan["dry_run"])
     ingest >> mode >> [rebuild, gate]

@@ -50,8 +50,8 @@ def test_policies(dag):
     assert dag.max_active_runs == 1
     assert {"cloudtrail", "ingest"} <= set(dag.tags)
     assert dag.doc_md and "### CloudTrail ingest" in dag.doc_md
-    assert [t.task_id for t in dag.topological_sort()][:2] == ["plan", "choose_start"]
-    assert dag.get_task("choose_start").downstream_task_ids == {"rebuild_dry_run", "ingest"}
+    assert [t.task_id for t in dag.topological_sort()][0] == "plan"
+    assert {"rebuild_dry_run", "ingest"} <= dag.get_task("plan").downstream_task_ids, "plan branches: a dry run only lists"
     assert dag.get_task("choose_mode").upstream_task_ids == {"ingest", "plan"}
     assert dag.get_task("choose_mode").downstream_task_ids == {"rebuild", "choose_gate"}
     assert dag.get_task("choose_gate").upstream_task_ids == {"plan", "choose_mode", "rebuild_summary"}
@@ -73,7 +73,7 @@ def test_run_parameters_are_checked_before_spark_starts(tmp_path):
     settings = load_settings()
     base = {"landing": str(settings.landing), "lake": str(settings.lake), "dedup_horizon": "2 days", "max_bytes_per_trigger": "64m"}
     plan = plan_run(base, settings, "manual__1", DAY, DAY)
-    assert plan["rebuild_args"] is None, "incremental is the default"
+    assert plan["rebuild_args"] == [], "incremental is the default"
     assert plan["ingest_args"][-8:-6] == ["--max-bytes-per-trigger", "64m"]
     assert plan["ingest_args"][-6:-2] == ["--gate-from", "2024-03-01", "--gate-to", "2024-03-01"], "the ingest gates what it wrote"
     by_files = plan_run({**base, "max_files_per_trigger": 10}, settings, "r", DAY, DAY)["ingest_args"]
@@ -94,7 +94,7 @@ def test_run_parameters_are_checked_before_spark_starts(tmp_path):
     assert "--gate-from" not in rebuilding["ingest_args"], "a rebuild's run gates after the rebuild, in dq_gate"
     daily = rebuilding["rebuild_args"]
     assert daily[daily.index("--from-date") :][:4] == ["--from-date", "2024-03-01", "--to-date", "2024-03-01"]
-    assert plan_run({**base, "mode": "rebuild"}, settings, "r", DAY, DAY + timedelta(hours=1))["rebuild_args"] is None
+    assert plan_run({**base, "mode": "rebuild"}, settings, "r", DAY, DAY + timedelta(hours=1))["rebuild_args"] == []
     assert rebuild_dates(DAY + timedelta(hours=23), DAY + timedelta(days=1)) == [DAY.date()], "the hourly run that ends the day"
     assert rebuild_dates(DAY, DAY + timedelta(days=3)) == [DAY.date() + timedelta(days=n) for n in range(3)]
     with pytest.raises(InvalidRunParams, match="mode='repair' must be one of incremental, rebuild"):

@@ -194,7 +194,7 @@ def plan_run(params: dict[str, Any], settings: Settings, run_id: str, interval_s
         "ingest_args": ingest,
         "validate_args": validate,
         "gate_dates": [day.isoformat() for day in options.date_range(first, last)],
-        "rebuild_args": rebuild,
+        "rebuild_args": rebuild or [],  # an XCom each: a None one would read as missing
         "dry_run": bool(params.get("dry_run")),
         "lake": lake,
     }
