@@ -154,6 +154,7 @@ def test_a_dry_run_lists_and_writes_nothing(dag_roots):
     run = dag.test(logical_date=datetime(2024, 3, 9, tzinfo=UTC), run_conf=conf)
     assert str(run.state) == "success", states(run)
     assert states(run)["rebuild_dry_run"] == "success" and states(run)["ingest"] == "skipped"
+    assert states(run)["choose_gate"] == "skipped", "plan's branch skips everything after the ingest"
     assert states(run)["dq_gate"] == "skipped" and states(run)["publish"] == "skipped"
     assert not lake.exists(), "a dry run writes nothing"
 

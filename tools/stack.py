@@ -70,18 +70,18 @@ def resolve(compose: Path, env_file: Path) -> dict[str, Any]:
 
 def write_env_file(target: Path, values: dict[str, str] | None = None, example: Path = ROOT / ".env.example") -> None:
     """`.env.example` with `values` set and every empty secret filled in with a fresh random value."""
-    lines, unknown = [], dict(values or {})
+    lines, unplaced = [], dict(values or {})
     for line in example.read_text().splitlines():
         name, assigned, value = line.partition("=")
         if line.startswith("#") or not assigned:
             lines.append(line)
             continue
-        value = unknown.pop(name, value)
+        value = unplaced.pop(name, value)
         if not value:
             value = base64.urlsafe_b64encode(os.urandom(32)).decode() if name.endswith("FERNET_KEY") else secrets.token_urlsafe(24)
         lines.append(f"{name}={value}")
-    if unknown:
-        raise StackError(f"not variables of {example.name}: {', '.join(unknown)}")
+    if unplaced:
+        raise StackError(f"not variables of {example.name}: {', '.join(unplaced)}")
     target.write_text("\n".join(lines) + "\n")
     target.chmod(0o600)
 
