@@ -18,21 +18,23 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from tests.helpers import deliver, events_of
-from tests.test_stack import DAG_ID, Api
+from tools.airflow_api import Api
 from tools.stack import ROOT, Stack, write_env_file
 
 START = datetime(2024, 3, 1, tzinfo=UTC)
 
 
-def triggered_run(api: Api) -> float:
-    """Seconds from the trigger to the run's end (polled every 0.5 s); the run must succeed."""
+def triggered_run(api: Api, tasks: list[dict[str, dict[str, float]]] | None = None) -> float:
+    """Seconds from the trigger to the run's end (polled every 0.5 s); the run must succeed.
+    With `tasks`, appends each task's wait and running time."""
     started = time.monotonic()
-    run = api.call("POST", f"/api/v2/dags/{DAG_ID}/dagRuns", {"logical_date": None})
-    path = f"/api/v2/dags/{DAG_ID}/dagRuns/{run['dag_run_id']}"
-    while (state := api.call("GET", path)["state"]) not in ("success", "failed"):
-        time.sleep(0.5)
-    assert state == "success", f"{run['dag_run_id']} {state}"
-    return time.monotonic() - started
+    run_id = api.trigger()
+    state = api.finished(run_id)
+    elapsed = time.monotonic() - started
+    assert state == "success", f"{run_id} {state}"
+    if tasks is not None:
+        tasks.append(api.task_seconds(run_id))
+    return elapsed
 
 
 def bare_ingest(stack: Stack, landing: Path, lake: Path) -> float:
@@ -44,6 +46,14 @@ def bare_ingest(stack: Stack, landing: Path, lake: Path) -> float:
     started = time.monotonic()
     subprocess.run(command, env=env, check=True, capture_output=True)
     return time.monotonic() - started
+
+
+def task_medians(runs: list[dict[str, dict[str, float]]]) -> dict[str, dict[str, float]]:
+    """Per task, in the order the first run ran them: median seconds waited and running."""
+    return {
+        task: {phase: statistics.median(run[task][phase] for run in runs if task in run) for phase in ("waited", "running")}
+        for task in runs[0]
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,12 +78,15 @@ def main(argv: list[str] | None = None) -> int:
         api.unpause()
         new_file()
         triggered_run(api)  # warm-up: the first run creates the table and the gate's context
-        quiet, one_file, bare = [], [], []
+        quiet: list[float] = []
+        one_file: list[float] = []
+        bare: list[float] = []
+        tasks: list[dict[str, dict[str, float]]] = []
         for _ in range(args.repeats):
             new_file()
             bare.append(bare_ingest(stack, landing, stack.home / "volumes" / "lake"))
             new_file()
-            one_file.append(triggered_run(api))  # its gate also passes what the bare ingest wrote
+            one_file.append(triggered_run(api, tasks))  # its gate also passes what the bare ingest wrote
             quiet.append(triggered_run(api))
     finally:
         stack.down()
@@ -86,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         "bare_ingest_submit_s": bare,
         "quiet_run_median_s": statistics.median(quiet),
         "one_file_vs_bare_ingest": statistics.median(one_file) / statistics.median(bare),
+        "one_file_run_tasks_median_s": task_medians(tasks),
     }
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     print(json.dumps(results, indent=2))

@@ -15,7 +15,6 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -28,11 +27,11 @@ import pytest
 from jobs import gate
 from jobs.lake import Lake
 from tests.helpers import DAY, deliver, duckdb_rows, events_of
+from tools.airflow_api import DAG_ID, Api
 from tools.stack import ROOT, STATE, Stack, alive, write_env_file
 
 pytestmark = pytest.mark.stack
 
-DAG_ID = "cloudtrail_ingest"
 DATES = ["2024-03-01", "2024-03-02", "2024-03-03"]
 
 
@@ -51,56 +50,6 @@ def stack(tmp_path: Path, env_file: Path) -> Iterator[Stack]:
         yield running
     finally:
         running.down()
-
-
-class Api:
-    """The API server's public REST API, called as the UI calls it: with the admin's token."""
-
-    def __init__(self, base: str, password: str | None) -> None:
-        self.base = base
-        login = {"username": "admin", "password": password}
-        self.token = self.call("POST", "/auth/token", login, token=None)["access_token"]
-
-    def call(self, method: str, path: str, body: dict | None = None, token: str | None = "") -> Any:
-        headers = {"Content-Type": "application/json"}
-        if token is not None:
-            headers["Authorization"] = f"Bearer {token or self.token}"
-        data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(f"{self.base}{path}", method=method, data=data, headers=headers)
-        with urllib.request.urlopen(request, timeout=60) as response:
-            return json.loads(response.read())
-
-    @classmethod
-    def of(cls, stack: Stack) -> Api:
-        return cls(stack.url("airflow-api", 8080), stack.admin_password())
-
-    def registered(self) -> None:
-        """Wait until the DAG processor has registered the DAG (paused at creation, as for a user)."""
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                self.call("GET", f"/api/v2/dags/{DAG_ID}")
-                return
-            except urllib.error.HTTPError as missing:
-                assert missing.code == 404 and time.monotonic() < deadline, f"{DAG_ID} was not registered: {missing}"
-                time.sleep(3)
-
-    def unpause(self) -> None:
-        self.registered()
-        self.call("PATCH", f"/api/v2/dags/{DAG_ID}", {"is_paused": False})
-
-    def backfill(self, conf: dict | None = None) -> dict:
-        body = {"dag_id": DAG_ID, "from_date": f"{DATES[0]}T00:00:00Z", "to_date": f"{DATES[-1]}T00:00:00Z", "max_active_runs": 1}
-        return dict(self.call("POST", "/api/v2/backfills", {**body, "dag_run_conf": conf or {}}))
-
-    def finished_runs(self, expected: int, timeout: float) -> list[dict]:
-        deadline = time.monotonic() + timeout
-        while True:
-            runs = self.call("GET", f"/api/v2/dags/{DAG_ID}/dagRuns?limit=100")["dag_runs"]
-            if len(runs) >= expected and all(r["state"] in ("success", "failed") for r in runs):
-                return list(runs)
-            assert time.monotonic() < deadline, f"runs did not finish: {[(r['dag_run_id'], r['state']) for r in runs]}"
-            time.sleep(10)
 
 
 def spark_applications(stack: Stack) -> list[dict]:
@@ -126,13 +75,13 @@ def test_a_scheduled_run_and_a_backfill_at_the_same_time_on_postgres_and_the_spa
 
     api = Api.of(stack)
     api.unpause()  # the scheduler creates the latest daily run at once (catchup is off)
-    api.backfill()
+    api.backfill(DATES[0], DATES[-1])
     runs = api.finished_runs(expected=4, timeout=1200)
 
     assert sorted(r["run_type"] for r in runs) == ["backfill", "backfill", "backfill", "scheduled"]
     assert {r["dag_run_id"]: r["state"] for r in runs} == {r["dag_run_id"]: "success" for r in runs}
     for run in runs:
-        ingest = api.call("GET", f"/api/v2/dags/{DAG_ID}/dagRuns/{run['dag_run_id']}/taskInstances/ingest")
+        ingest = api.task_instance(run["dag_run_id"], "ingest")
         assert ingest["try_number"] == 1, "writers queue for the pool, they never fail on the lake lock and retry"
     expected = sorted([(f"d{o}-{i}", d) for o, d in enumerate(DATES) for i in range(30)] + [(f"late-{i}", "2024-02-25") for i in range(5)])
     assert duckdb_rows(lake) == expected, "every event once, nothing duplicated by the backfill"
@@ -177,7 +126,7 @@ def test_a_rebuild_backfill_from_the_rest_api_repairs_three_damaged_partitions(s
 
     api = Api.of(stack)
     api.unpause()
-    assert api.backfill({"mode": "rebuild"})["dag_run_conf"] == {"mode": "rebuild"}
+    assert api.backfill(DATES[0], DATES[-1], {"mode": "rebuild"})["dag_run_conf"] == {"mode": "rebuild"}
     runs = [r for r in api.finished_runs(expected=4, timeout=1500) if r["run_type"] == "backfill"]
     assert sorted(r["state"] for r in runs) == ["success"] * 3, runs
 
