@@ -133,7 +133,10 @@ with DAG(
     run_plan >> [rebuild_dry_run(run_plan["rebuild_args"]), ingest]
     mode = choose_mode(run_plan["rebuild_args"])
     gate = choose_gate(run_plan["lake"], run_plan["gate_dates"])
-    ingest >> mode >> [rebuild, gate]
+    summary = rebuild_summary(run_plan["lake"])
+    # choose_mode is upstream of the summary too, so the branch skips both at once and the gate
+    # can start on the next scheduler loop, not after a second one skips the summary.
+    ingest >> mode >> [rebuild, summary, gate]
     published = publish()
-    rebuild >> rebuild_summary(run_plan["lake"]) >> gate >> [dq_gate, published]
+    rebuild >> summary >> gate >> [dq_gate, published]
     dq_gate >> published

@@ -53,7 +53,7 @@ def test_policies(dag):
     assert [t.task_id for t in dag.topological_sort()][0] == "plan"
     assert {"rebuild_dry_run", "ingest"} <= dag.get_task("plan").downstream_task_ids, "plan branches: a dry run only lists"
     assert dag.get_task("choose_mode").upstream_task_ids == {"ingest", "plan"}
-    assert dag.get_task("choose_mode").downstream_task_ids == {"rebuild", "choose_gate"}
+    assert dag.get_task("choose_mode").downstream_task_ids == {"rebuild", "rebuild_summary", "choose_gate"}
     assert dag.get_task("choose_gate").upstream_task_ids == {"plan", "choose_mode", "rebuild_summary"}
     assert dag.get_task("dq_gate").upstream_task_ids == {"plan", "choose_gate"}
     assert dag.get_task("publish").upstream_task_ids == {"choose_gate", "dq_gate"}, "after the ingest's gate or the gate's own"
