@@ -1,3 +1,15 @@
+# The JVM helpers (jobs/java/), compiled against the pinned Spark's jars in a stage of their own.
+FROM python:3.11.11-slim-bookworm AS helpers
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends openjdk-17-jdk-headless \
+    && rm -rf /var/lib/apt/lists/*
+WORKDIR /opt/cloudtrail
+COPY requirements.lock .
+RUN pip install --no-cache-dir "$(grep -E '^pyspark==' requirements.lock)"
+COPY jobs/java jobs/java
+COPY tools/__init__.py tools/package.py tools/
+RUN python -m tools.package build/cloudtrail.jar
+
 # One image for the Airflow services and the Spark master and workers: same Python, same pyspark.
 # Runtime only (requirements.lock): no compilers, no test tools; runs as an unprivileged user.
 FROM python:3.11.11-slim-bookworm
@@ -16,6 +28,7 @@ COPY plugins plugins
 COPY expectations expectations
 COPY tools tools
 RUN python -m tools.package build/jobs.zip
+COPY --from=helpers /opt/cloudtrail/build/cloudtrail.jar build/cloudtrail.jar
 ENV PYTHONPATH=/opt/cloudtrail:/opt/cloudtrail/plugins \
     CLOUDTRAIL_HOME=/opt/cloudtrail \
     PYSPARK_PYTHON=/usr/local/bin/python

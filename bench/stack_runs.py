@@ -41,7 +41,8 @@ def bare_ingest(stack: Stack, landing: Path, lake: Path) -> float:
     """The ingest job alone, submitted to the cluster by hand, as the DAG's task submits it."""
     env = stack.env("airflow-scheduler")
     master = env["AIRFLOW_CONN_SPARK_DEFAULT"]
-    command = ["spark-submit", "--master", master, "--py-files", str(ROOT / "build" / "jobs.zip"), str(ROOT / "jobs" / "cloudtrail_ingest.py"),
+    command = ["spark-submit", "--master", master, "--py-files", str(ROOT / "build" / "jobs.zip"),
+               "--jars", str(ROOT / "build" / "cloudtrail.jar"), str(ROOT / "jobs" / "cloudtrail_ingest.py"),
                "--landing", str(landing), "--lake", str(lake), "--settle", "0 seconds"]  # fmt: skip
     started = time.monotonic()
     subprocess.run(command, env=env, check=True, capture_output=True)

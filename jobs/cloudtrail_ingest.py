@@ -38,7 +38,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from jobs import gate, options, partitions, validate_events
 from jobs.checkpoint import CheckpointSnapshot
-from jobs.decode import DECODED_DDL, decode_batches
+from jobs.decode import decode_files
 from jobs.lake import TABLES, Lake, LakeBusyError, LakeLock
 from jobs.ledger import MANIFEST_DDL, plan_files, record_late_files, record_success
 from jobs.quarantine import Replacement, Replay, replay_entries
@@ -213,7 +213,7 @@ def transform(files: DataFrame, config: IngestConfig, committed_watermark: datet
     """
     horizon = options.duration(config.dedup_horizon)
     rows = (
-        files.mapInArrow(decode_batches, DECODED_DDL)
+        files.transform(decode_files)
         .observe("files", F.count(F.lit(1)).alias("files"), F.sum("file_bytes").alias("bytes"))
         .transform(parse_containers)
         .transform(normalize_records, config.run_id)

@@ -1,99 +1,75 @@
-"""Turn the raw bytes of a landed file into text, or into a file-level quarantine reason.
+"""Turn a landed file into text and its records' places, or into a file-level quarantine reason.
 
-This is the only Python that touches every byte: it runs inside ``mapInArrow`` on the
-executors, because Spark's own readers either fail the whole query on a truncated gzip
-file or skip it silently (``ignoreCorruptFiles``); neither is acceptable here.
-JSON parsing stays in the JVM (``from_json``); this step only decompresses, checks that
-the bytes are text, and sniffs the container shape from the first character. Only a
-container the JVM parser rejects comes back here, to be split record by record
-(``salvage_records``).
+The work runs in the JVM: jobs/java/cloudtrail/LandingFile.java, a SQL function that
+jobs/session.py registers from build/cloudtrail.jar. Called once per file by its path, it
+decompresses (a truncated gzip file is quarantined with its reason, where Spark's own readers
+fail the query or skip the file silently), checks that the bytes are UTF-8 text, tells the
+container's shape from its first character, and for a one-value container scans its tokens
+for where each record lies and which keys it has, so Spark parses each record once, straight
+into the typed schema (jobs/transforms.py). Only a container Spark's parser rejects comes back
+to Python, to be split record by record (``salvage_records``).
 """
 
 from __future__ import annotations
 
 import json
 import re
-import zlib
-from collections.abc import Iterator
 
-import pyarrow as pa
-import pyarrow.compute  # noqa: F401 - pa.compute
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
 
-GZIP_MAGIC = b"\x1f\x8b"
-UTF8_BOM = b"\xef\xbb\xbf"
-WHITESPACE = b" \t\r\n"
+from jobs.schema import KNOWN_FIELDS, RECORD_FIELDS
 
-# Shapes the JVM side knows how to parse (see transforms.parse_containers).
-SHAPE_OBJECT = "object"  # {"Records":[...]} or JSON lines of records
+# Shapes the JVM side tells apart (see transforms.parse_containers).
+SHAPE_OBJECT = "object"  # {"Records":[...]}, a single record, or JSON lines of records
 SHAPE_ARRAY = "array"  # a bare JSON array of records
 
-DECODED_SCHEMA = pa.schema(
-    [
-        ("source_file", pa.string()),
-        ("arrival_time", pa.timestamp("us", tz="UTC")),
-        ("file_bytes", pa.int64()),
-        ("text", pa.large_string()),
-        ("shape", pa.string()),
-        ("file_error", pa.string()),
-        ("file_error_detail", pa.string()),
-        ("only_records", pa.list_(pa.int64())),  # only these record positions (a replay); null: all
-    ]
+# Keys that make a JSON object a CloudTrail record rather than some other document.
+RECORD_MARKERS = ["eventVersion", "eventID", "eventTime", "eventSource", "eventName"]
+# The keys whose presence the scan reports per record: the ones whose raw text may need
+# rescuing (jobs/transforms.normalize_records) and the markers.
+FLAGGED_KEYS = [name for name, _, kind in RECORD_FIELDS if kind in ("json", "bool")] + RECORD_MARKERS
+UNKNOWN_KEY = 1  # flag bit: the record has a key outside the schema
+
+
+def key_flag(name: str) -> int:
+    """The flag bit set when a record has the key `name` (one of FLAGGED_KEYS)."""
+    return 1 << (FLAGGED_KEYS.index(name) + 1)
+
+
+# The SQL function (registered by jobs/session.py) and what it returns for a file.
+LANDING_FILE_FUNCTION = "cloudtrail_landing_file"
+LANDING_FILE_CLASS = "cloudtrail.LandingFile"
+LANDING_FILE_TYPE = (
+    "struct<file_bytes: bigint, content: binary, shape: string, file_error: string, file_error_detail: string, "
+    "records: array<struct<offset: int, length: int, flags: bigint>>>"
 )
-DECODED_DDL = (
-    "source_file string, arrival_time timestamp, file_bytes long, text string, shape string, file_error string, "
-    "file_error_detail string, only_records array<long>"
-)
 
 
-def gunzip(data: bytes) -> bytes:
-    """Decompress every gzip member; raise EOFError when the stream is cut short."""
-    out = []
-    while data:
-        inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-        out.append(inflater.decompress(data))
-        if not inflater.eof:
-            raise EOFError(f"gzip stream ends early after {len(data)} compressed bytes")
-        data = inflater.unused_data
-    return b"".join(out)
+def landing_file(path: Column) -> Column:
+    """One landing file, read and checked in the JVM (LANDING_FILE_TYPE)."""
+    return F.call_function(LANDING_FILE_FUNCTION, path, F.lit(",".join(KNOWN_FIELDS)), F.lit(",".join(FLAGGED_KEYS)))
 
 
-def decode_file(content: bytes) -> tuple[bytes | None, str | None, str | None, str | None]:
-    """Return (UTF-8 text as bytes, shape, error_reason, error_detail) for one file's bytes.
-
-    The text stays bytes: Arrow takes bytes with one copy and checks UTF-8 in C++, faster than
-    converting Python strings (docs/design.md, "Parsing").
-    """
-    if content[:2] == GZIP_MAGIC:
-        try:
-            content = gunzip(content)
-        except EOFError as exc:
-            return None, None, "truncated_gzip", str(exc)
-        except zlib.error as exc:
-            return None, None, "corrupt_gzip", str(exc)
-    if b"\x00" in content:
-        return None, None, "binary", "contains NUL bytes"
-    try:
-        content.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return None, None, "binary", f"not UTF-8: {exc.reason} at byte {exc.start}"
-    stripped = content.lstrip(WHITESPACE)
-    if stripped.startswith(UTF8_BOM):
-        stripped = stripped[len(UTF8_BOM) :].lstrip(WHITESPACE)
-    if not stripped:
-        return None, None, "empty_file", "no content"
-    first = stripped[:1]
-    if first == b"{":
-        return stripped, SHAPE_OBJECT, None, None
-    if first == b"[":
-        return stripped, SHAPE_ARRAY, None, None
-    return None, None, "not_json", f"starts with {stripped[:4].decode('utf-8', 'ignore')[:1]!r}, not a JSON object or array"
+def decode_files(manifest: DataFrame) -> DataFrame:
+    """Manifest rows (ledger.MANIFEST_DDL) -> one row per file: source_file, arrival_time,
+    file_bytes, content (the text, as bytes), shape, file_error, file_error_detail,
+    only_records (a replay's record positions; null: all) and records (where each lies, and
+    its key flags; null when the container must be split the slow way)."""
+    return manifest.select(
+        # As Hadoop names a local file ("file:/a b/c"): the table's _source_file keeps one form across versions.
+        F.concat(F.lit("file:"), F.col("path")).alias("source_file"),
+        F.timestamp_millis(F.col("arrival_ms")).alias("arrival_time"),
+        landing_file(F.col("path")).alias("file"),
+        "only_records",
+    ).select("source_file", "arrival_time", "file.file_bytes", "file.content", "file.shape", "file.file_error",
+             "file.file_error_detail", "only_records", "file.records")  # fmt: skip
 
 
 # What a record may hold: what Spark's JSON parser (Jackson) takes inside a {"Records":[...]}
 # container, whose two levels count towards Jackson's 1000 (docs/design.md, "Record limits").
 MAX_RECORD_DEPTH = 998
 MAX_STRING_CHARS = 20_000_000
-RECORD_MARKERS = ("eventVersion", "eventID", "eventTime", "eventSource", "eventName")
 # A JSON string (escapes included) or one structural character.
 _TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{},:]', re.S)
 
@@ -188,37 +164,3 @@ def _looks_like_record(text: str | None) -> bool:
     """A JSON object with a key only CloudTrail records have."""
     body = json.loads(text) if text else None
     return isinstance(body, dict) and any(key in body for key in RECORD_MARKERS)
-
-
-def read_file(path: str) -> tuple[bytes | None, str | None]:
-    """A landing file's bytes, or why they cannot be read (gone since it was listed, no permission)."""
-    try:
-        with open(path, "rb") as handle:
-            return handle.read(), None
-    except OSError as exc:
-        return None, f"{type(exc).__name__}: {exc.strerror or exc}"
-
-
-def decode_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """mapInArrow body: manifest rows (ledger.MANIFEST_DDL) -> DECODED_SCHEMA, each file read by its path."""
-    for batch in batches:
-        decoded, lengths = [], []
-        for path in batch.column("path").to_pylist():
-            content, problem = read_file(path)
-            lengths.append(len(content) if content is not None else 0)
-            decoded.append(decode_file(content) if content is not None else (None, None, "unreadable_file", problem))
-        text, shape, error, detail = (list(column) for column in zip(*decoded, strict=True)) if decoded else ([], [], [], [])
-        yield pa.RecordBatch.from_arrays(
-            [
-                # As Hadoop names a local file ("file:/a b/c"): the table's _source_file keeps one form across versions.
-                pa.array([f"file:{path}" for path in batch.column("path").to_pylist()], pa.string()),
-                pa.compute.multiply(batch.column("arrival_ms"), 1000).cast(pa.timestamp("us", tz="UTC")),
-                pa.array(lengths, pa.int64()),
-                pa.array(text, pa.large_binary()).cast(pa.large_string()),  # already checked as UTF-8 above
-                pa.array(shape, pa.string()),
-                pa.array(error, pa.string()),
-                pa.array(detail, pa.string()),
-                batch.column("only_records"),
-            ],
-            schema=DECODED_SCHEMA,
-        )

@@ -45,14 +45,14 @@ from pyspark.sql import functions as F
 
 from jobs import options, partitions
 from jobs.checkpoint import CheckpointSnapshot
-from jobs.decode import DECODED_DDL, decode_batches
+from jobs.decode import decode_files
 from jobs.lake import TABLES, Lake, LakeBusyError, LakeLock, partition
 from jobs.landing import day_folders, log_files_in
 from jobs.ledger import MANIFEST_DDL, Entry, late_files, read_files
 from jobs.partitions import Swap
 from jobs.report import now_iso
 from jobs.schema import EVENTS_SCHEMA, QUARANTINE_SCHEMA
-from jobs.session import DECODE_CONF, spark_session
+from jobs.session import spark_session
 from jobs.spark_logs import CheckpointError, local_path
 from jobs.transforms import keep_first_copy, normalize_records, parse_containers, split_quarantine
 
@@ -224,7 +224,7 @@ def read_records(spark: SparkSession, files: list[Entry], run_id: str) -> DataFr
     """The files' records, through the ingest job's own decode, parse and normalize steps."""
     rows = [{**asdict(e), "arrival_ms": e.arrival_ms or e.mtime_ms, "only_records": None, "supersedes": False} for e in files]
     manifest = spark.createDataFrame(rows, MANIFEST_DDL).repartition(max(1, min(len(rows) // 8, 64)))
-    return manifest.mapInArrow(decode_batches, DECODED_DDL).transform(parse_containers).transform(normalize_records, run_id)
+    return manifest.transform(decode_files).transform(parse_containers).transform(normalize_records, run_id)
 
 
 def old_events(spark: SparkSession, lake: Lake, dates: tuple[date, ...]) -> DataFrame | None:
@@ -410,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
             report = run(config, None)
         else:
             with LakeLock(config.layout, wait_seconds=config.lock_wait):
-                report = run(config, lambda: spark_session("cloudtrail_rebuild", DECODE_CONF))
+                report = run(config, lambda: spark_session("cloudtrail_rebuild"))
     except LakeBusyError as exc:
         log.error("%s", exc)
         return 75

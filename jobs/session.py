@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
+from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 
+from jobs.decode import LANDING_FILE_CLASS, LANDING_FILE_FUNCTION, LANDING_FILE_TYPE
 from jobs.sinks import IGNORE_SINK_LOG
 
 # Every session: UTC dates, the tables read as their folders (jobs/sinks.py), and file
@@ -18,13 +21,8 @@ BASE_CONF = {
     "spark.sql.sources.parallelPartitionDiscovery.threshold": "1000000000",
 }
 
-# Jobs that decode landing files (ingest, rebuild): files per Arrow batch in the decode step,
-# a few decompressed files at a time per task.
-DECODE_CONF = {"spark.sql.execution.arrow.maxRecordsPerBatch": "16"}
-
 # The ingest stream's settings (docs/design.md, "Bounded metadata").
 STREAM_CONF = {
-    **DECODE_CONF,
     # RocksDB keeps de-duplication state off the JVM heap, so it is bounded by disk, not memory.
     "spark.sql.streaming.stateStore.providerClass": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
     # A manifest is read in splits of this many bytes, some 10-20 landing files a task: its files
@@ -44,24 +42,40 @@ STREAM_CONF = {
 }
 
 
+def helpers_jar() -> str:
+    """The JVM helpers (jobs/java/, built by `make setup`): $CLOUDTRAIL_JAR, else build/cloudtrail.jar of
+    the checkout this module is in, or of $CLOUDTRAIL_HOME when it was imported from jobs.zip."""
+    if "CLOUDTRAIL_JAR" in os.environ:
+        return os.environ["CLOUDTRAIL_JAR"]
+    checkout = Path(__file__).resolve().parents[1]
+    return str((checkout if checkout.is_dir() else Path(os.environ.get("CLOUDTRAIL_HOME", "."))) / "build" / "cloudtrail.jar")
+
+
 def spark_session(app_name: str, conf: dict[str, str] | None = None, master: str | None = None) -> SparkSession:
     """A session with BASE_CONF and `conf`.
 
-    Under spark-submit the master and driver memory are spark-submit's; started by
-    `python -m`, Spark runs embedded on `master`, $CLOUDTRAIL_SPARK_MASTER or local[*].
+    Under spark-submit the master, driver memory and jars are spark-submit's (the helpers' jar
+    goes with --jars); started by `python -m`, Spark runs embedded on `master`,
+    $CLOUDTRAIL_SPARK_MASTER or local[*], with the helpers' jar.
     """
-    # Python workers run the decode step and need this interpreter's packages (pyarrow);
-    # PySpark takes the worker interpreter from this variable only.
+    # Python workers split the rare container Spark's parser rejects (jobs/decode.py) and need this
+    # interpreter's packages; PySpark takes the worker interpreter from this variable only.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
     # spark-submit hands Python a running JVM through this variable.
     if "PYSPARK_GATEWAY_PORT" not in os.environ:
         builder = builder.master(master or os.environ.get("CLOUDTRAIL_SPARK_MASTER", "local[*]"))
         builder = builder.config("spark.driver.memory", os.environ.get("CLOUDTRAIL_DRIVER_MEMORY", "2g"))
+        builder = builder.config("spark.jars", helpers_jar())
     for key, value in {**BASE_CONF, **(conf or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    try:
+        spark.udf.registerJavaFunction(LANDING_FILE_FUNCTION, LANDING_FILE_CLASS, LANDING_FILE_TYPE)
+    except AnalysisException as exc:
+        hint = f"build it (`make setup`) and submit with --jars {helpers_jar()}"
+        raise RuntimeError(f"{LANDING_FILE_CLASS} is not on the classpath: {hint}") from exc
     return spark
 
 

@@ -18,7 +18,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from jobs.decode import SHAPE_ARRAY, SHAPE_OBJECT, salvage_records
+from jobs.decode import FLAGGED_KEYS, RECORD_MARKERS, SHAPE_ARRAY, SHAPE_OBJECT, UNKNOWN_KEY, key_flag, salvage_records
 from jobs.schema import (
     EVENT_TIME_FORMAT,
     EVENTS_SCHEMA,
@@ -27,20 +27,20 @@ from jobs.schema import (
     RECORD_FIELDS,
 )
 
-# A container's records are kept as their JSON text: one pass splits a file into records,
-# and each record is then parsed once, straight into the typed schema.
+# A container's records, typed, in one parse (decode.py found where each lies and its keys);
+# a container that needs the slow path is split into record texts first.
+TYPED_RECORD = T.StructType(
+    # The table's types, except eventTime, kept as text to check its format.
+    [T.StructField(name, T.StringType() if kind == "timestamp" else data_type) for name, data_type, kind in RECORD_FIELDS]
+)
+TYPED_CONTAINER = T.StructType([T.StructField("Records", T.ArrayType(TYPED_RECORD))])
 RECORD_TEXTS = T.StructType([T.StructField("Records", T.ArrayType(T.StringType()))])
 RECORD_TEXT_ARRAY = T.ArrayType(T.StringType())
 RAW_RECORD = T.MapType(T.StringType(), T.StringType())
-# The record as parsed: the table's types, except eventTime, kept as text to check its format.
-TYPED_RECORD = T.StructType(
-    [T.StructField(name, T.StringType() if kind == "timestamp" else data_type) for name, data_type, kind in RECORD_FIELDS]
-)
-# Keys that make a JSON object a CloudTrail record rather than some other document.
-RECORD_MARKERS = ["eventVersion", "eventID", "eventTime", "eventSource", "eventName"]
+MARKER_FLAGS = reduce(operator.or_, map(key_flag, RECORD_MARKERS))
 
 # File-level quarantine reasons (decode.py adds truncated_gzip, corrupt_gzip, binary,
-# empty_file, not_json) and record-level ones.
+# empty_file, not_json, unreadable_file) and record-level ones.
 UNSUPPORTED_SHAPE = "unsupported_shape"
 NOT_JSON = "not_json"
 MALFORMED_RECORD = "malformed_record"
@@ -69,11 +69,24 @@ def _looks_like_record(keys: Column) -> Column:
     return F.coalesce(F.exists(keys, lambda key: key.isin(RECORD_MARKERS)), F.lit(False))
 
 
-def _item(text: Column, keys: Column, reason: Column | None = None, detail: Column | None = None) -> Column:
-    """A record's JSON text and its top-level keys (null when the text is not one JSON object), or why it is quarantined."""
+def _has_flag(flags: Column, flag: int) -> Column:
+    return flags.bitwiseAND(F.lit(flag)) != 0
+
+
+def _key_flags(keys: Column) -> Column:
+    """decode.py's key flags of a record whose keys were listed in SQL (the slow path); null when it is no JSON object."""
+    flags = [F.when(F.exists(keys, _unknown_field), F.lit(UNKNOWN_KEY))]
+    flags += [F.when(F.array_contains(keys, name), F.lit(key_flag(name))) for name in FLAGGED_KEYS]
+    return F.when(keys.isNotNull(), reduce(Column.bitwiseOR, [F.coalesce(flag, F.lit(0)) for flag in flags]).cast("long"))
+
+
+def _item(text: Column, flags: Column, typed: Column | None = None, reason: Column | None = None, detail: Column | None = None) -> Column:
+    """A record's JSON text, its key flags (null when the text is not one JSON object) and its typed parse
+    (null: parse the text), or why it is quarantined."""
     return F.struct(
         text.alias("record"),
-        keys.alias("record_keys"),
+        flags.alias("flags"),
+        (typed if typed is not None else F.lit(None).cast(TYPED_RECORD)).alias("typed"),
         (reason if reason is not None else F.lit(None).cast("string")).alias("reason"),
         (detail if detail is not None else F.lit(None).cast("string")).alias("detail"),
     )
@@ -84,42 +97,71 @@ SALVAGED = T.ArrayType(T.StructType([T.StructField(name, T.StringType()) for nam
 _salvage = F.udf(salvage_records, SALVAGED)
 
 
+def _typed_items(files: DataFrame) -> DataFrame:
+    """The fast path: a container the scan took, parsed once into typed records, each with its text and flags."""
+    text = F.col("content").cast("string")
+    parsed = F.when(F.col("shape") == SHAPE_OBJECT, _from_json(text, TYPED_CONTAINER).getField("Records")).otherwise(
+        _from_json(text, T.ArrayType(TYPED_RECORD))
+    )
+    # A bare array is taken for records only if some element looks like one ([1, 2, 3] is no CloudTrail file).
+    is_records = (F.col("shape") == SHAPE_OBJECT) | F.exists("records", lambda place: _has_flag(place["flags"], MARKER_FLAGS))
+    files = files.withColumn("typed_records", F.when(F.col("records").isNotNull() & is_records, parsed))
+    return files.withColumn(
+        "items",
+        F.zip_with(
+            "typed_records",
+            "records",
+            lambda typed, place: _item(F.col("content").substr(place["offset"] + 1, place["length"]).cast("string"), place["flags"], typed),
+        ),
+    )
+
+
 def parse_containers(decoded: DataFrame) -> DataFrame:
     """Decoded files -> one row per record, or one row per file or line that cannot be read.
 
     Shapes: {"Records":[...]}, a bare JSON array of records, a single record object, and
     JSON lines of records; a file with `only_records` set yields those positions only. Output
-    columns: source_file, arrival_time, record_index,
-    record (the record's JSON text, or the bad line), record_keys (its top-level keys),
+    columns: source_file, arrival_time, record_index, record (the record's JSON text, or the
+    bad line), flags (decode.py's key flags), typed (the typed record; null: parse `record`),
     _reason, _detail.
+
+    A container the JVM scan took (decode.py: one JSON value, every record an object, the
+    delivered shape) is parsed once, typed. Any other file takes the slow path below, in which
+    each record is split out as text and its keys listed.
     """
+    files = decoded.transform(_typed_items).withColumn("text", F.col("content").cast("string"))
+    slow = F.col("items").isNull() & F.col("text").isNotNull()
     is_object = F.col("shape") == SHAPE_OBJECT
     is_array = F.col("shape") == SHAPE_ARRAY
     # Each step is its own projection so every from_json runs once per file.
-    files = decoded.withColumn("single_value", F.when(F.col("text").isNotNull(), _single_json_value(F.col("text"))))
+    files = files.withColumn("single_value", F.when(slow, _single_json_value(F.col("text"))))
     files = files.withColumn(
-        "records",
+        "record_texts",
         F.when(is_object & F.col("single_value"), _from_json("text", RECORD_TEXTS).getField("Records")).when(
             is_array & F.col("single_value"), _from_json("text", RECORD_TEXT_ARRAY)
         ),
     )
     files = files.withColumn(
-        "single_keys", F.when(is_object & F.col("single_value") & F.col("records").isNull(), F.json_object_keys("text"))
+        "single_keys", F.when(is_object & F.col("single_value") & F.col("record_texts").isNull(), F.json_object_keys("text"))
     )
     lines = F.filter(F.split("text", r"\r?\n"), lambda line: F.trim(line) != "")
     files = files.withColumn("lines", F.when(is_object & ~F.col("single_value"), lines))
     first_line = F.col("lines").getItem(0)
     first_line_ok = _single_json_value(first_line) & _looks_like_record(F.json_object_keys(first_line))
-    json_lines = F.transform("lines", lambda line: _item(line, F.when(_single_json_value(line), F.json_object_keys(line))))
-    files = files.withColumn("record_items", F.transform("records", lambda text: _item(text, F.json_object_keys(text))))
-    # A bare array is taken for records only if some element looks like one ([1, 2, 3] is no CloudTrail file).
-    record_array = F.exists("record_items", lambda item: _looks_like_record(item.getField("record_keys")))
+    json_lines = F.transform("lines", lambda line: _item(line, _key_flags(F.when(_single_json_value(line), F.json_object_keys(line)))))
+    with_keys = F.transform("record_texts", lambda text: F.struct(text.alias("text"), F.json_object_keys(text).alias("keys")))
+    files = files.withColumn("record_keys", with_keys)
+    record_items = F.transform("record_keys", lambda record: _item(record["text"], _key_flags(record["keys"])))
+    record_array = F.exists("record_keys", lambda record: _looks_like_record(record["keys"]))
     files = files.withColumn(
         "items",
-        F.when(is_object & F.col("record_items").isNotNull(), F.col("record_items"))
-        .when(is_array & record_array, F.col("record_items"))
-        .when(_looks_like_record(F.col("single_keys")), F.array(_item(F.col("text"), F.col("single_keys"))))
-        .when(first_line_ok, json_lines),
+        F.coalesce(
+            F.col("items"),
+            F.when(is_object & F.col("record_keys").isNotNull(), record_items)
+            .when(is_array & record_array, record_items)
+            .when(_looks_like_record(F.col("single_keys")), F.array(_item(F.col("text"), _key_flags(F.col("single_keys")))))
+            .when(first_line_ok, json_lines),
+        ),
     )
     # A container the parser rejected whole (a record too deep or with too long a string for Jackson,
     # a NaN, a raw control character) is split record by record in Python: one bad record costs one
@@ -128,7 +170,9 @@ def parse_containers(decoded: DataFrame) -> DataFrame:
     files = files.withColumn("salvaged", _salvage(F.when(unparsed, F.col("text"))))
     salvaged = F.transform(
         "salvaged",
-        lambda s: _item(s["record"], F.when(s["reason"].isNull(), F.json_object_keys(s["record"])), s["reason"], s["detail"]),
+        lambda s: _item(
+            s["record"], _key_flags(F.when(s["reason"].isNull(), F.json_object_keys(s["record"]))), None, s["reason"], s["detail"]
+        ),
     )
     files = files.withColumn("items", F.coalesce(F.col("items"), salvaged))
     file_reason = F.coalesce(
@@ -155,14 +199,14 @@ def parse_containers(decoded: DataFrame) -> DataFrame:
     exploded = exploded.where(
         F.col("only_records").isNull() | F.col("_file_reason").isNotNull() | F.array_contains("only_records", F.col("record_index"))
     )
-    keys = F.col("item.record_keys")
-    bad_item = F.col("item").isNotNull() & keys.isNull()
+    bad_item = F.col("item").isNotNull() & F.col("item.flags").isNull() & F.col("item.reason").isNull()
     return exploded.select(
         "source_file",
         "arrival_time",
         F.when(F.col("_file_reason").isNull(), F.col("record_index")).alias("record_index"),
         F.col("item.record").alias("record"),
-        keys.alias("record_keys"),
+        F.col("item.flags").alias("flags"),
+        F.col("item.typed").alias("typed"),
         F.coalesce(F.col("_file_reason"), F.col("item.reason"), F.when(bad_item, F.lit(MALFORMED_RECORD))).alias("_reason"),
         F.coalesce(F.col("_file_detail"), F.col("item.detail"), F.when(bad_item, F.lit("not one JSON object"))).alias("_detail"),
     )
@@ -189,19 +233,20 @@ def normalize_records(items: DataFrame, run_id: str) -> DataFrame:
     or whose eventTime is missing or not ISO-8601, gets a _reason and goes to quarantine;
     rows that already carry a file- or line-level _reason keep it.
 
-    Each record is parsed once, into the typed schema. Only a record with an unknown key,
-    or with a typed field null where its key is present, is parsed again as a map of
-    key -> raw text, to rescue what the typed parse could not hold.
+    Each record is parsed once, into the typed schema (on the fast path, with its whole
+    container). Only a record with an unknown key, or with a typed field null where its key
+    is present, is parsed again as a map of key -> raw text, to rescue what the typed parse
+    could not hold.
     """
-    # The when() also keeps the parse whole: on a bare from_json whose fields are read one by one,
-    # Spark's JSON optimizer gives each field a parse of its own (docs/design.md, "Parsing").
-    parsed = items.withColumn("typed", F.when(F.col("_reason").isNull(), _from_json("record", TYPED_RECORD)))
+    # A record of the fast path comes typed; one of the slow path is parsed here, once. The when()
+    # also keeps the parse whole: on a bare from_json whose fields are read one by one, Spark's
+    # JSON optimizer gives each field a parse of its own (docs/design.md, "Parsing").
+    parsed = items.withColumn("typed", F.when(F.col("_reason").isNull(), F.coalesce("typed", _from_json("record", TYPED_RECORD))))
     typed = F.col("typed")
-    keys = F.col("record_keys")
+    flags = F.col("flags")
     checked = [name for name, _, kind in RECORD_FIELDS if kind in ("json", "bool")]
-    unknown_key = F.exists(keys, _unknown_field)
-    typed_failed = [typed.getField(name).isNull() & F.array_contains(keys, name) for name in checked]
-    needs_raw = reduce(operator.or_, typed_failed, unknown_key)
+    typed_failed = [typed.getField(name).isNull() & _has_flag(flags, key_flag(name)) for name in checked]
+    needs_raw = reduce(operator.or_, typed_failed, _has_flag(flags, UNKNOWN_KEY))
     parsed = parsed.withColumn("raw", F.when(typed.isNotNull() & needs_raw, _from_json("record", RAW_RECORD)))
     raw = F.col("raw")
 

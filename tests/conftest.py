@@ -35,6 +35,7 @@ os.environ.update(
         # Tests deliver files and ingest them at once.
         "CLOUDTRAIL_SETTLE": "0 seconds",
         "CLOUDTRAIL_JOBS_ZIP": str(_SCRATCH / "jobs.zip"),
+        "CLOUDTRAIL_JAR": str(_SCRATCH / "cloudtrail.jar"),
         "SPARK_LOCAL_IP": "127.0.0.1",
         "PYSPARK_PYTHON": sys.executable,
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
@@ -43,6 +44,8 @@ os.environ.update(
     }
 )
 sys.path[:0] = [str(ROOT), str(ROOT / "plugins")]
+# The JVM helpers, compiled from the working tree: every session of the tests (and every job they start) loads them.
+subprocess.run([sys.executable, "-m", "tools.package", os.environ["CLOUDTRAIL_JAR"]], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
 
 
 @pytest.fixture(scope="session")

@@ -1,74 +1,88 @@
+"""The JVM decoder (jobs/java/cloudtrail/LandingFile.java through jobs/decode.py), file by file."""
+
 import gzip
+import json
 
-import pyarrow as pa
+import pytest
 
-from jobs.decode import SHAPE_ARRAY, SHAPE_OBJECT, decode_batches, decode_file
-
-
-def test_gzip_records_file_is_decompressed_and_sniffed_as_object():
-    assert decode_file(gzip.compress(b'  {"Records":[]}')) == (b'{"Records":[]}', SHAPE_OBJECT, None, None)
+from jobs.decode import SHAPE_ARRAY, SHAPE_OBJECT, UNKNOWN_KEY, decode_files, key_flag, salvage_records
+from jobs.ledger import MANIFEST_DDL
 
 
-def test_plain_array_is_sniffed_as_array():
-    assert decode_file(b'\n[{"eventID":"a"}]')[1] == SHAPE_ARRAY
+def decode(spark, tmp_path, *contents: bytes | None, only_records=None):
+    """Each content written to a file of its own (None: no file at all), decoded in the JVM, in order."""
+    rows = []
+    for index, content in enumerate(contents):
+        path = tmp_path / f"f{index} #%é.json"
+        if content is not None:
+            path.write_bytes(content)
+        rows.append((str(path), len(content or b""), 0, 1_000 * index, only_records, False))
+    decoded = spark.createDataFrame(rows, MANIFEST_DDL).transform(decode_files)
+    assert [row.source_file for row in decoded.collect()] == [f"file:{row[0]}" for row in rows]
+    return decoded.collect()
 
 
-def test_multi_member_gzip_keeps_every_member():
-    text, _, error, _ = decode_file(gzip.compress(b'{"a":1}\n') + gzip.compress(b'{"b":2}\n'))
-    assert error is None and text == b'{"a":1}\n{"b":2}\n'
+def test_gzip_records_file_is_decompressed_sniffed_and_its_records_placed(spark, tmp_path):
+    body = b'  {"Records":[{"eventID":"a","readOnly":true},{"eventID":"b","brandNew":1, "resources":null}]}\n'
+    (row,) = decode(spark, tmp_path, gzip.compress(body))
+    assert (row.shape, row.file_error, row.content) == (SHAPE_OBJECT, None, body.lstrip())
+    assert row.file_bytes == len(gzip.compress(body))
+    first, second = row.records
+    assert row.content[first.offset : first.offset + first.length] == b'{"eventID":"a","readOnly":true}'
+    assert first.flags == key_flag("eventID") | key_flag("readOnly")
+    assert second.flags == UNKNOWN_KEY | key_flag("eventID") | key_flag("resources")
 
 
-def test_truncated_gzip_is_a_file_error():
-    _, _, error, detail = decode_file(gzip.compress(b'{"Records":[' + b'{"eventID":"x"},' * 200 + b"]}")[:-30])
-    assert error == "truncated_gzip" and "ends early" in detail
+def test_a_bare_array_and_concatenated_gzip_members(spark, tmp_path):
+    array, members = decode(spark, tmp_path, b'\n[{"eventID":"a"}]', gzip.compress(b'{"Records":[{"eventID":"a"}') + gzip.compress(b"]}"))
+    assert array.shape == SHAPE_ARRAY and len(array.records) == 1
+    assert members.content == b'{"Records":[{"eventID":"a"}]}' and len(members.records) == 1
 
 
-def test_corrupt_gzip_body_is_a_file_error():
-    data = bytearray(gzip.compress(b'{"Records":[]}' * 50))
-    data[20:30] = b"\xff" * 10
-    assert decode_file(bytes(data))[2] in ("corrupt_gzip", "truncated_gzip")
+def test_damaged_gzip_binary_and_empty_files_get_their_reason(spark, tmp_path):
+    whole = gzip.compress(b'{"Records":[' + b'{"eventID":"x"},' * 200 + b"]}")
+    corrupt = bytearray(whole)
+    corrupt[20:40] = b"\xff" * 20
+    rows = decode(
+        spark, tmp_path, whole[:-30], bytes(corrupt), bytes(range(256)), b"\xc3\x28 not utf-8", b"  \n", b"eventID,eventTime\n1,2"
+    )
+    reasons = [row.file_error for row in rows]
+    assert reasons[0] == "truncated_gzip" and "ends early" in rows[0].file_error_detail
+    assert reasons[1] in ("corrupt_gzip", "truncated_gzip")
+    assert reasons[2:] == ["binary", "binary", "empty_file", "not_json"]
+    assert all(row.content is None and row.records is None for row in rows)
 
 
-def test_binary_and_non_utf8_content_are_file_errors():
-    assert decode_file(bytes(range(256)))[2] == "binary"
-    assert decode_file(b"\xc3\x28 not utf-8")[2] == "binary"
+def test_files_are_read_by_path_in_order_and_a_missing_one_is_unreadable(spark, tmp_path):
+    rows = decode(spark, tmp_path, b"hello", b'{"Records":[]}', None, only_records=[0])
+    assert [row.file_error for row in rows] == ["not_json", None, "unreadable_file"]
+    assert rows[2].file_error_detail.startswith("NoSuchFileException")
+    assert [row.arrival_time.timestamp() for row in rows] == [0, 1, 2] and rows[1].only_records == [0]
+    assert [row.file_bytes for row in rows] == [5, 14, 0]
 
 
-def test_empty_and_non_json_text_are_file_errors():
-    assert decode_file(b"  \n")[2] == "empty_file"
-    assert decode_file(b"eventID,eventTime\n1,2")[2] == "not_json"
+def test_a_byte_order_mark_and_leading_whitespace_are_skipped(spark, tmp_path):
+    (row,) = decode(spark, tmp_path, b'\xef\xbb\xbf \n{"Records":[]}')
+    assert (row.content, row.shape, row.records) == (b'{"Records":[]}', SHAPE_OBJECT, [])
 
 
-def test_decode_batches_reads_each_file_by_its_path_and_keeps_order(tmp_path):
-    names = ["a:b.json.gz", "sp ace#%[{*?é.json", "gone.json"]
-    (tmp_path / names[0]).write_bytes(b"hello")
-    (tmp_path / names[1]).write_bytes(b'{"Records":[]}')
-    paths = [str(tmp_path / name) for name in names]
-    manifest = {
-        "path": paths,
-        "size": [5, 14, 1],
-        "mtime_ms": [0, 1, 2],
-        "arrival_ms": [0, 1_000, 2_000],
-        "only_records": [None, [0], None],
-    }
-    batch = pa.RecordBatch.from_pydict(manifest)
-    (out,) = list(decode_batches(iter([batch])))
-    assert out.column("source_file").to_pylist() == [f"file:{path}" for path in paths]
-    assert out.column("file_error").to_pylist() == ["not_json", None, "unreadable_file"]
-    assert out.column("file_error_detail").to_pylist()[2].startswith("FileNotFoundError")
-    assert out.column("shape").to_pylist() == [None, "object", None]
-    assert out.column("file_bytes").to_pylist() == [5, 14, 0]
-    assert out.column("arrival_time").cast(pa.int64()).to_pylist() == [0, 1_000_000, 2_000_000]
-
-
-def test_a_byte_order_mark_and_leading_whitespace_are_skipped():
-    assert decode_file(b'\xef\xbb\xbf \n{"Records":[]}') == (b'{"Records":[]}', SHAPE_OBJECT, None, None)
+@pytest.mark.parametrize(
+    "content",
+    [
+        b'{"Records":[{"eventID":"a"}]}{"Records":[]}',  # a second container must not be dropped
+        b'{"Records":[{"eventID":"a"}, 1]}',  # Spark's typed parse would drop the whole array
+        b'{"Records":[{"eventID":NaN}]}',
+        b'{"eventID":"a"}\n{"eventID":"b"}',
+        b'{"digest":true}',
+    ],
+)
+def test_the_scan_leaves_what_it_cannot_place_to_the_slow_path(spark, tmp_path, content):
+    (row,) = decode(spark, tmp_path, content)
+    assert row.file_error is None and row.records is None
 
 
 def test_only_a_lone_container_with_records_is_split_by_hand():
-    from jobs.decode import salvage_records
-
-    record = '{"eventID":"a","eventTime":"2024-01-01T00:00:00Z"}'
+    record = json.dumps({"eventID": "a", "eventTime": "2024-01-01T00:00:00Z"}, separators=(",", ":"))
     assert salvage_records('{"Records":[' + record + ',{"eventID":NaN}]}') == [
         (record, None, None),
         ('{"eventID":NaN}', "invalid_json", "NaN is not a JSON value"),

@@ -1,23 +1,29 @@
 """The pure transforms on small static frames."""
 
 import json
+import tempfile
 from datetime import UTC, datetime
+from pathlib import Path
 
 from pyspark.sql import Row
+from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from jobs.decode import DECODED_DDL, decode_file
+from jobs.decode import decode_files
+from jobs.ledger import MANIFEST_DDL
 from jobs.transforms import mark_dedup_key, normalize_records, parse_containers, split_events, split_quarantine
 
 ARRIVAL = datetime(2024, 1, 2, tzinfo=UTC)
 
 
 def decoded(spark, files: dict[str, str]):
-    rows = []
-    for path, content in files.items():
-        text, shape, error, detail = decode_file(content.encode())
-        rows.append((path, ARRIVAL, len(content), text.decode() if text is not None else None, shape, error, detail, None))
-    return spark.createDataFrame(rows, DECODED_DDL)
+    """The files, written to a folder of their own and decoded in the JVM; source_file is the file's name."""
+    folder = Path(tempfile.mkdtemp(prefix="decoded-"))
+    for name, content in files.items():
+        (folder / name).write_text(content)
+    arrival_ms = int(ARRIVAL.timestamp() * 1000)
+    manifest = spark.createDataFrame([(str(folder / name), 0, 0, arrival_ms, None, False) for name in files], MANIFEST_DDL)
+    return manifest.transform(decode_files).withColumn("source_file", F.regexp_extract("source_file", "[^/]+$", 0))
 
 
 def record(event_id="e1", event_time="2024-01-01T10:00:00Z", **extra):

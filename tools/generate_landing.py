@@ -20,6 +20,7 @@ import os
 import random
 import string
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -141,6 +142,29 @@ def make_record(rng: random.Random, event_time: datetime, account: str, region: 
     return record
 
 
+def real_records(samples: Path) -> list[dict[str, Any]]:
+    """The real delivered records among the samples (invictus-ir: 2,900 records, about 1 KB each)."""
+    folder, pattern, _, _ = SAMPLE_SOURCES[0]
+    return [record for path in sorted((samples / folder).glob(pattern)) for record in json.loads(path.read_text())["Records"]]
+
+
+def like(real: list[dict[str, Any]]) -> Callable[[random.Random, datetime, str, str], dict[str, Any]]:
+    """A record maker that copies a random real record, with its own ids, time, account and region."""
+
+    def make(rng: random.Random, event_time: datetime, account: str, region: str) -> dict[str, Any]:
+        record = json.loads(json.dumps(rng.choice(real)))
+        record.update(
+            eventTime=event_time.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            eventID=str(uuid.UUID(int=rng.getrandbits(128))),
+            requestID=str(uuid.UUID(int=rng.getrandbits(128))),
+            awsRegion=region,
+            recipientAccountId=account,
+        )
+        return record
+
+    return make
+
+
 def write_delivery(path: Path, records: list[dict[str, Any]], delivered: datetime, compress: bool = True) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     body = json.dumps({"Records": records}, separators=(",", ":")).encode()
@@ -160,8 +184,9 @@ def generate(
     late_event_files: int = 0,
     malformed_files: int = 0,
     digests: bool = False,
+    make: Callable[[random.Random, datetime, str, str], dict[str, Any]] = make_record,
 ) -> Manifest:
-    """Write the landing zone under `out`; return what was written."""
+    """Write the landing zone under `out`; return what was written. `make` makes each event (`like(real)`: real-shaped ones)."""
     rng = random.Random(seed)
     manifest = Manifest()
     begin = datetime.combine(start, datetime.min.time(), tzinfo=UTC)
@@ -173,7 +198,7 @@ def generate(
         account, region = ACCOUNTS[index % len(ACCOUNTS)], REGIONS[(index // len(ACCOUNTS)) % len(REGIONS)]
         delivered = begin + span * (index + 1) / (n_files + 1)
         batch = [
-            make_record(rng, delivered - timedelta(minutes=rng.uniform(1, 15)), account, region)
+            make(rng, delivered - timedelta(minutes=rng.uniform(1, 15)), account, region)
             for _ in range(min(records_per_file, records - index * records_per_file))
         ]
         # Re-deliver a few events from files of the last hours: CloudTrail's at-least-once

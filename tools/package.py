@@ -1,15 +1,25 @@
-"""Build jobs.zip, the job code spark-submit ships to the executors (--py-files).
+"""Build what spark-submit ships with a job: jobs.zip (--py-files) and the JVM helpers' jar (--jars).
 
 python -m tools.package build/jobs.zip
+python -m tools.package build/cloudtrail.jar
 """
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 
+import pyspark
+
 ROOT = Path(__file__).resolve().parents[1]
+JAVA_SOURCES = ROOT / "jobs" / "java"
+# What the helpers compile against, from the Spark this project pins.
+SPARK_JARS = Path(pyspark.__file__).parent / "jars"
+COMPILE_CLASSPATH = ("jackson-core-*.jar", "spark-sql-api_*.jar", "scala-library-*.jar")
 
 
 def build_jobs_zip(target: Path) -> Path:
@@ -23,5 +33,24 @@ def build_jobs_zip(target: Path) -> Path:
     return target
 
 
+def build_jar(target: Path) -> Path:
+    """jobs/java/ compiled for Java 17 against the pinned Spark's jars, written whole or not at all."""
+    javac = shutil.which("javac")
+    if javac is None:
+        raise SystemExit("javac not found: a JDK 17+ is needed to build the JVM helpers (Debian: apt-get install openjdk-17-jdk-headless)")
+    classpath = [str(jar) for pattern in COMPILE_CLASSPATH for jar in SPARK_JARS.glob(pattern)]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f".{target.name}.partial")
+    with tempfile.TemporaryDirectory() as classes:
+        sources = [str(path) for path in sorted(JAVA_SOURCES.rglob("*.java"))]
+        subprocess.run([javac, "--release", "17", "-Xlint:all", "-Werror", "-cp", ":".join(classpath), "-d", classes, *sources], check=True)
+        with zipfile.ZipFile(partial, "w") as archive:
+            for path in sorted(Path(classes).rglob("*.class")):
+                archive.write(path, path.relative_to(classes).as_posix())
+    partial.replace(target)
+    return target
+
+
 if __name__ == "__main__":
-    print(build_jobs_zip(Path(sys.argv[1]).absolute()))
+    out = Path(sys.argv[1]).absolute()
+    print(build_jar(out) if out.suffix == ".jar" else build_jobs_zip(out))

@@ -40,7 +40,7 @@ from typing import Any
 
 import yaml
 
-from tools.package import build_jobs_zip
+from tools.package import build_jar, build_jobs_zip
 
 ROOT = Path(__file__).resolve().parents[1]
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
@@ -182,6 +182,7 @@ class Stack:
     def up(self) -> None:
         self.home.mkdir(parents=True, exist_ok=True)
         build_jobs_zip(ROOT / "build" / "jobs.zip")  # the image's build step
+        build_jar(ROOT / "build" / "cloudtrail.jar")
         services = self.config()["services"]
         self.assign_ports(services)
         self.save()

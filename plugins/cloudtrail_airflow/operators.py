@@ -10,7 +10,7 @@ from cloudtrail_airflow.settings import Settings
 
 
 def spark_job(settings: Settings, task_id: str, job: str, application_args: Any, **options: Any) -> SparkSubmitOperator:
-    """spark-submit jobs/<job>.py through `spark_default`, shipping jobs.zip to the executors.
+    """spark-submit jobs/<job>.py through `spark_default`, shipping jobs.zip and the JVM helpers to the executors.
 
     The app name is the job's, so the cluster's UI and history list it as the job calls itself.
     """
@@ -18,6 +18,7 @@ def spark_job(settings: Settings, task_id: str, job: str, application_args: Any,
         task_id=task_id,
         application=settings.job_app(job),
         py_files=settings.jobs_zip,
+        jars=settings.helpers_jar,
         application_args=application_args,
         conf={
             "spark.pyspark.python": settings.python,

@@ -33,6 +33,11 @@ class Settings:
         return os.environ.get("CLOUDTRAIL_JOBS_ZIP", str(PROJECT_ROOT / "build" / "jobs.zip"))
 
     @property
+    def helpers_jar(self) -> str:
+        """The JVM helpers spark-submit puts on the driver's and executors' classpath: $CLOUDTRAIL_JAR, or what `make` builds."""
+        return os.environ.get("CLOUDTRAIL_JAR", str(PROJECT_ROOT / "build" / "cloudtrail.jar"))
+
+    @property
     def events_uri(self) -> str:
         return Lake(self.lake).events.as_uri()
 

@@ -1,0 +1,326 @@
+package cloudtrail;
+
+import com.fasterxml.jackson.core.JsonFactory;
+import com.fasterxml.jackson.core.JsonParser;
+import com.fasterxml.jackson.core.JsonToken;
+import com.fasterxml.jackson.core.StreamReadConstraints;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.zip.CRC32;
+import java.util.zip.DataFormatException;
+import java.util.zip.Inflater;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.api.java.UDF3;
+
+/**
+ * One landing file, by its path: its bytes as text, or why it cannot be read (jobs/decode.py).
+ *
+ * <p>Registered as a SQL function by jobs/session.py and called once per file, in the JVM, so
+ * no byte goes through a Python worker. It decompresses (every gzip member; a truncated or
+ * corrupt stream is a file error, not a failed query or a silently skipped file), checks that
+ * the bytes are UTF-8 without NUL, strips white space and a byte-order mark, and tells the
+ * container's shape from its first character.
+ *
+ * <p>For a container holding one JSON value whose records are all objects, it also scans the
+ * tokens (no values are built) and returns where each record starts and ends and a bit set
+ * per record: bit 0 when it has a key outside {@code known}, bit i + 1 when it has the i-th of
+ * {@code flagged}. Spark then parses the container once, straight into
+ * the typed schema, and needs no second pass to find trailing content or unknown keys. A
+ * container the scan refuses gets no records: the caller takes its slower, record-by-record
+ * path (jobs/transforms.py).
+ *
+ * <p>Arguments: path, the known top-level keys and the flagged ones (known too), each comma-separated.
+ */
+public final class LandingFile implements UDF3<String, String, String, Row> {
+  private static final long serialVersionUID = 1L;
+
+  // Stricter than Spark's parser (no single quotes, no NaN): what the scan accepts, Spark parses.
+  private static final JsonFactory JSON =
+      JsonFactory.builder()
+          .streamReadConstraints(
+              StreamReadConstraints.builder().maxNestingDepth(1000).maxStringLength(20_000_000).build())
+          .build();
+
+  private transient Map<String, Set<String>> knownSets;
+  private transient Map<String, Map<String, Integer>> flagBits;
+
+  @Override
+  public Row call(String path, String known, String flagged) {
+    byte[] content;
+    try {
+      content = Files.readAllBytes(Path.of(path.startsWith("file:") ? path.substring(5) : path));
+    } catch (IOException | RuntimeException e) {
+      return error(0, "unreadable_file", e.getClass().getSimpleName() + ": " + e.getMessage());
+    }
+    long fileBytes = content.length;
+    int length = content.length;
+    if (length >= 2 && (content[0] & 0xff) == 0x1f && (content[1] & 0xff) == 0x8b) {
+      try {
+        content = gunzip(content);
+      } catch (TruncatedException e) {
+        return error(fileBytes, "truncated_gzip", e.getMessage());
+      } catch (DataFormatException e) {
+        return error(fileBytes, "corrupt_gzip", "invalid gzip data: " + e.getMessage());
+      }
+      length = content.length;
+    }
+    String problem = textProblem(content, length);
+    if (problem != null) {
+      return error(fileBytes, "binary", problem);
+    }
+    int start = skipWhitespace(content, 0, length);
+    if (length - start >= 3 && (content[start] & 0xff) == 0xef && (content[start + 1] & 0xff) == 0xbb
+        && (content[start + 2] & 0xff) == 0xbf) {
+      start = skipWhitespace(content, start + 3, length);
+    }
+    if (start == length) {
+      return error(fileBytes, "empty_file", "no content");
+    }
+    String shape;
+    if (content[start] == '{') {
+      shape = "object";
+    } else if (content[start] == '[') {
+      shape = "array";
+    } else {
+      String first = new String(content, start, Math.min(4, length - start), java.nio.charset.StandardCharsets.UTF_8);
+      return error(fileBytes, "not_json",
+          "starts with '" + first.substring(0, first.offsetByCodePoints(0, 1)) + "', not a JSON object or array");
+    }
+    byte[] text = start == 0 && length == content.length ? content : Arrays.copyOfRange(content, start, length);
+    return RowFactory.create(fileBytes, text, shape, null, null, scan(text, known, flagged));
+  }
+
+  private static Row error(long fileBytes, String reason, String detail) {
+    return RowFactory.create(fileBytes, null, null, reason, detail, null);
+  }
+
+  /** The records of a one-value container, or null when its records must be found the slow way. */
+  private List<Row> scan(byte[] text, String known, String flagged) {
+    Set<String> knownSet = knownSet(known);
+    Map<String, Integer> bits = flagBits(flagged);
+    List<Row> records = new ArrayList<>();
+    try (JsonParser parser = JSON.createParser(text)) {
+      JsonToken root = parser.nextToken();
+      if (root == JsonToken.START_OBJECT) {
+        if (!toRecordsArray(parser)) {
+          return null; // no "Records" array: a single record, a digest, something else
+        }
+      }
+      JsonToken token;
+      while ((token = parser.nextToken()) != JsonToken.END_ARRAY) {
+        if (token != JsonToken.START_OBJECT) {
+          return null; // Spark's typed parse drops the whole array for one element that is no object
+        }
+        int begin = (int) parser.currentTokenLocation().getByteOffset();
+        long flags = 0;
+        while (parser.nextToken() == JsonToken.FIELD_NAME) {
+          String key = parser.currentName();
+          Integer bit = bits.get(key);
+          if (bit != null) {
+            flags |= 1L << bit;
+          } else if (!knownSet.contains(key)) {
+            flags |= 1L;
+          }
+          parser.nextToken();
+          parser.skipChildren();
+        }
+        int end = (int) parser.currentLocation().getByteOffset();
+        records.add(RowFactory.create(begin, end - begin, flags));
+      }
+      if (root == JsonToken.START_OBJECT) {
+        while (parser.nextToken() == JsonToken.FIELD_NAME) { // the container's other keys: Spark ignores them too
+          parser.nextToken();
+          parser.skipChildren();
+        }
+      }
+      return parser.nextToken() == null ? records : null; // content after the container: the slow path says what
+    } catch (IOException e) {
+      return null; // not JSON, or beyond the limits: the slow path finds each record's reason
+    }
+  }
+
+  /** Moves the parser into the "Records" array of the root object; false when there is none. */
+  private static boolean toRecordsArray(JsonParser parser) throws IOException {
+    while (parser.nextToken() == JsonToken.FIELD_NAME) {
+      String key = parser.currentName();
+      JsonToken value = parser.nextToken();
+      if ("Records".equals(key)) {
+        return value == JsonToken.START_ARRAY;
+      }
+      parser.skipChildren();
+    }
+    return false;
+  }
+
+  private Set<String> knownSet(String known) {
+    if (knownSets == null) {
+      knownSets = new HashMap<>();
+    }
+    return knownSets.computeIfAbsent(known, k -> new HashSet<>(Arrays.asList(k.split(","))));
+  }
+
+  private Map<String, Integer> flagBits(String flagged) {
+    if (flagBits == null) {
+      flagBits = new HashMap<>();
+    }
+    return flagBits.computeIfAbsent(flagged, c -> {
+      Map<String, Integer> bits = new HashMap<>();
+      String[] names = c.split(",");
+      for (int i = 0; i < names.length; i++) {
+        bits.put(names[i], i + 1);
+      }
+      return bits;
+    });
+  }
+
+  private static int skipWhitespace(byte[] bytes, int from, int to) {
+    while (from < to && (bytes[from] == ' ' || bytes[from] == '\t' || bytes[from] == '\r' || bytes[from] == '\n')) {
+      from++;
+    }
+    return from;
+  }
+
+  /** Why the bytes are not text (a NUL, or not UTF-8), or null. */
+  static String textProblem(byte[] b, int length) {
+    int i = 0;
+    while (i < length) {
+      int c = b[i] & 0xff;
+      if (c == 0) {
+        return "contains NUL bytes";
+      }
+      if (c < 0x80) {
+        i++;
+        continue;
+      }
+      int need;
+      int min;
+      if (c >= 0xc2 && c <= 0xdf) {
+        need = 1;
+        min = 0x80;
+      } else if (c >= 0xe0 && c <= 0xef) {
+        need = 2;
+        min = 0x800;
+      } else if (c >= 0xf0 && c <= 0xf4) {
+        need = 3;
+        min = 0x10000;
+      } else {
+        return "not UTF-8: invalid start byte at byte " + i;
+      }
+      if (i + need >= length) {
+        return "not UTF-8: unexpected end of data at byte " + i;
+      }
+      int code = c & (0x3f >> need);
+      for (int k = 1; k <= need; k++) {
+        int next = b[i + k] & 0xff;
+        if ((next & 0xc0) != 0x80) {
+          return "not UTF-8: invalid continuation byte at byte " + i;
+        }
+        code = (code << 6) | (next & 0x3f);
+      }
+      if (code < min || code > 0x10ffff || (code >= 0xd800 && code <= 0xdfff)) {
+        return "not UTF-8: invalid encoding at byte " + i;
+      }
+      i += need + 1;
+    }
+    return null;
+  }
+
+  static final class TruncatedException extends Exception {
+    private static final long serialVersionUID = 1L;
+
+    TruncatedException(String message) {
+      super(message);
+    }
+  }
+
+  /** Every gzip member, decompressed; TruncatedException when the stream is cut short. */
+  static byte[] gunzip(byte[] data) throws TruncatedException, DataFormatException {
+    byte[] out = new byte[Math.max(64, data.length * 8)];
+    int size = 0;
+    int position = 0;
+    Inflater inflater = new Inflater(true);
+    try {
+      while (position < data.length) {
+        int body = headerEnd(data, position);
+        inflater.reset();
+        inflater.setInput(data, body, data.length - body);
+        CRC32 crc = new CRC32();
+        int memberStart = size;
+        while (!inflater.finished()) {
+          if (size == out.length) {
+            out = Arrays.copyOf(out, out.length * 2);
+          }
+          int n = inflater.inflate(out, size, out.length - size);
+          if (n == 0 && (inflater.needsInput() || inflater.needsDictionary())) {
+            throw new TruncatedException(
+                "gzip stream ends early after " + (data.length - position) + " compressed bytes");
+          }
+          size += n;
+        }
+        crc.update(out, memberStart, size - memberStart);
+        int trailer = data.length - inflater.getRemaining();
+        if (trailer + 8 > data.length) {
+          throw new TruncatedException(
+              "gzip stream ends early after " + (data.length - position) + " compressed bytes");
+        }
+        long expectedCrc = readInt(data, trailer) & 0xffffffffL;
+        long expectedSize = readInt(data, trailer + 4) & 0xffffffffL;
+        if (expectedCrc != crc.getValue() || expectedSize != ((size - memberStart) & 0xffffffffL)) {
+          throw new DataFormatException("CRC or length check failed");
+        }
+        position = trailer + 8;
+      }
+    } finally {
+      inflater.end();
+    }
+    return Arrays.copyOf(out, size);
+  }
+
+  /** Where a gzip member's compressed body begins (RFC 1952 header). */
+  private static int headerEnd(byte[] d, int p) throws TruncatedException, DataFormatException {
+    if (d.length - p < 10) {
+      if ((d[p] & 0xff) == 0x1f) {
+        throw new TruncatedException("gzip stream ends early after " + (d.length - p) + " compressed bytes");
+      }
+      throw new DataFormatException("incorrect header check");
+    }
+    if ((d[p] & 0xff) != 0x1f || (d[p + 1] & 0xff) != 0x8b || d[p + 2] != 8) {
+      throw new DataFormatException("incorrect header check");
+    }
+    int flags = d[p + 3] & 0xff;
+    int q = p + 10;
+    try {
+      if ((flags & 4) != 0) {
+        q += 2 + ((d[q] & 0xff) | (d[q + 1] & 0xff) << 8);
+      }
+      if ((flags & 8) != 0) {
+        while (d[q++] != 0) {}
+      }
+      if ((flags & 16) != 0) {
+        while (d[q++] != 0) {}
+      }
+      if ((flags & 2) != 0) {
+        q += 2;
+      }
+    } catch (ArrayIndexOutOfBoundsException e) {
+      throw new TruncatedException("gzip stream ends early after " + (d.length - p) + " compressed bytes");
+    }
+    if (q > d.length) {
+      throw new TruncatedException("gzip stream ends early after " + (d.length - p) + " compressed bytes");
+    }
+    return q;
+  }
+
+  private static int readInt(byte[] d, int p) {
+    return (d[p] & 0xff) | (d[p + 1] & 0xff) << 8 | (d[p + 2] & 0xff) << 16 | (d[p + 3] & 0xff) << 24;
+  }
+}
