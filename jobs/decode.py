@@ -5,7 +5,7 @@ jobs/session.py registers from build/cloudtrail.jar. Called once per file by its
 decompresses (a truncated gzip file is quarantined with its reason, where Spark's own readers
 fail the query or skip the file silently), checks that the bytes are UTF-8 text, tells the
 container's shape from its first character, and for a one-value container scans its tokens
-for where each record lies and which keys it has, so Spark parses each record once, straight
+for each record's text and which keys it has, so Spark parses each record once, straight
 into the typed schema (jobs/transforms.py). Only a container Spark's parser rejects comes back
 to Python, to be split record by record (``salvage_records``).
 """
@@ -42,7 +42,7 @@ LANDING_FILE_FUNCTION = "cloudtrail_landing_file"
 LANDING_FILE_CLASS = "cloudtrail.LandingFile"
 LANDING_FILE_TYPE = (
     "struct<file_bytes: bigint, content: binary, shape: string, file_error: string, file_error_detail: string, "
-    "records: array<struct<offset: int, length: int, flags: bigint>>>"
+    "records: array<struct<text: binary, flags: bigint>>>"
 )
 
 
@@ -54,8 +54,8 @@ def landing_file(path: Column) -> Column:
 def decode_files(manifest: DataFrame) -> DataFrame:
     """Manifest rows (ledger.MANIFEST_DDL) -> one row per file: source_file, arrival_time,
     file_bytes, content (the text, as bytes), shape, file_error, file_error_detail,
-    only_records (a replay's record positions; null: all) and records (where each lies, and
-    its key flags; null when the container must be split the slow way)."""
+    only_records (a replay's record positions; null: all) and records (each record's text and
+    key flags; null when the container must be split the slow way)."""
     return manifest.select(
         # As Hadoop names a local file ("file:/a b/c"): the table's _source_file keeps one form across versions.
         F.concat(F.lit("file:"), F.col("path")).alias("source_file"),

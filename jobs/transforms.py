@@ -106,13 +106,11 @@ def _typed_items(files: DataFrame) -> DataFrame:
     # A bare array is taken for records only if some element looks like one ([1, 2, 3] is no CloudTrail file).
     is_records = (F.col("shape") == SHAPE_OBJECT) | F.exists("records", lambda place: _has_flag(place["flags"], MARKER_FLAGS))
     files = files.withColumn("typed_records", F.when(F.col("records").isNotNull() & is_records, parsed))
+    # No lambda here reads a column from outside it: Spark would inline the decoder's call into it, once per record.
+    pairs = F.arrays_zip("typed_records", "records")
     return files.withColumn(
         "items",
-        F.zip_with(
-            "typed_records",
-            "records",
-            lambda typed, place: _item(F.col("content").substr(place["offset"] + 1, place["length"]).cast("string"), place["flags"], typed),
-        ),
+        F.transform(pairs, lambda pair: _item(pair["records"]["text"].cast("string"), pair["records"]["flags"], pair["typed_records"])),
     )
 
 
@@ -187,14 +185,14 @@ def parse_containers(decoded: DataFrame) -> DataFrame:
         F.when(file_reason == UNSUPPORTED_SHAPE, F.lit(UNSUPPORTED_SHAPE_DETAIL)),
         F.when(file_reason == NOT_JSON, F.lit("not valid JSON (or several JSON values where one was expected)")),
     )
+    # The reasons come before the explode, in a projection of their own: an expression on `items`
+    # next to the explode would make every record's row carry its whole file's items.
+    files = files.select("source_file", "arrival_time", "only_records", file_reason.alias("_file_reason"),
+                         file_detail.alias("_file_detail"), "items")  # fmt: skip
     exploded = files.select(
-        "source_file",
-        "arrival_time",
-        "only_records",
-        file_reason.alias("_file_reason"),
-        file_detail.alias("_file_detail"),
+        "source_file", "arrival_time", "only_records", "_file_reason", "_file_detail",
         F.posexplode_outer("items").alias("record_index", "item"),
-    ).where(F.col("item").isNotNull() | F.col("_file_reason").isNotNull())
+    ).where(F.col("item").isNotNull() | F.col("_file_reason").isNotNull())  # fmt: skip
     # A replay of quarantined records takes those positions only; the file's other records are in the table already.
     exploded = exploded.where(
         F.col("only_records").isNull() | F.col("_file_reason").isNotNull() | F.array_contains("only_records", F.col("record_index"))

@@ -31,8 +31,7 @@ import org.apache.spark.sql.api.java.UDF3;
  * container's shape from its first character.
  *
  * <p>For a container holding one JSON value whose records are all objects, it also scans the
- * tokens (no values are built) and returns where each record starts and ends and a bit set
- * per record: bit 0 when it has a key outside {@code known}, bit i + 1 when it has the i-th of
+ * tokens (no values are built) and returns each record's text and a bit set per record: bit 0 when it has a key outside {@code known}, bit i + 1 when it has the i-th of
  * {@code flagged}. Spark then parses the container once, straight into
  * the typed schema, and needs no second pass to find trailing content or unknown keys. A
  * container the scan refuses gets no records: the caller takes its slower, record-by-record
@@ -134,7 +133,7 @@ public final class LandingFile implements UDF3<String, String, String, Row> {
           parser.skipChildren();
         }
         int end = (int) parser.currentLocation().getByteOffset();
-        records.add(RowFactory.create(begin, end - begin, flags));
+        records.add(RowFactory.create(Arrays.copyOfRange(text, begin, end), flags));
       }
       if (root == JsonToken.START_OBJECT) {
         while (parser.nextToken() == JsonToken.FIELD_NAME) { // the container's other keys: Spark ignores them too
