@@ -236,7 +236,9 @@ class BatchWriter:
     def __call__(self, rows: DataFrame, batch_id: int) -> None:
         already_committed = self.events.is_committed(batch_id) and self.quarantine.is_committed(batch_id)
         replacement = Replacement(self.spark, self.lake, batch_id, self.quarantine.is_committed(batch_id))
-        rows = rows.persist(StorageLevel.MEMORY_AND_DISK)
+        # The batch is computed once (parse, de-duplication) and read three times: counted, then each
+        # output written. On local disk, not the heap: a 32 MB batch is ~250k rows (BENCHMARKS.md).
+        rows = rows.persist(StorageLevel.DISK_ONLY)
         try:
             written: dict[str, int] = {}
             quarantined: dict[str, int] = {}
@@ -262,7 +264,7 @@ class BatchWriter:
             record_late_files(self.lake.late_files, batch_id, late_files)
             self.events.add_batch(batch_id, split_events(rows))
         finally:
-            rows.unpersist()
+            rows.unpersist(blocking=True)  # gone before the next batch is cached
         self.report.batches.append(
             BatchStats(batch_id, written, quarantined, already_committed, late_events=late, implausible_event_times=implausible)
         )
