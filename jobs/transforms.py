@@ -104,7 +104,7 @@ def _typed_items(files: DataFrame) -> DataFrame:
         _from_json(text, T.ArrayType(TYPED_RECORD))
     )
     # A bare array is taken for records only if some element looks like one ([1, 2, 3] is no CloudTrail file).
-    is_records = (F.col("shape") == SHAPE_OBJECT) | F.exists("records", lambda place: _has_flag(place["flags"], MARKER_FLAGS))
+    is_records = (F.col("shape") == SHAPE_OBJECT) | F.exists("records", lambda record: _has_flag(record["flags"], MARKER_FLAGS))
     files = files.withColumn("typed_records", F.when(F.col("records").isNotNull() & is_records, parsed))
     # No lambda here reads a column from outside it: Spark would inline the decoder's call into it, once per record.
     pairs = F.arrays_zip("typed_records", "records")
