@@ -237,8 +237,8 @@ class BatchWriter:
         already_committed = self.events.is_committed(batch_id) and self.quarantine.is_committed(batch_id)
         replacement = Replacement(self.spark, self.lake, batch_id, self.quarantine.is_committed(batch_id))
         # The batch is computed once (parse, de-duplication) and read three times: counted, then each
-        # output written. In memory: on local disk (DISK_ONLY) the 1M-record run took 15% longer and
-        # the driver's heap after GC was no smaller (BENCHMARKS.md).
+        # output written. In memory: on local disk (DISK_ONLY) the runs were no faster and the
+        # driver's heap after GC no smaller (BENCHMARKS.md, "Throughput against plain Spark").
         rows = rows.persist(StorageLevel.MEMORY_AND_DISK)
         try:
             written: dict[str, int] = {}

@@ -14,11 +14,12 @@ from jobs.ledger import MANIFEST_DDL
 from jobs.transforms import mark_dedup_key, normalize_records, parse_containers, split_events, split_quarantine
 
 ARRIVAL = datetime(2024, 1, 2, tzinfo=UTC)
+FILES = tempfile.TemporaryDirectory(prefix="decoded-")  # removed when the tests end
 
 
 def decoded(spark, files: dict[str, str]):
     """The files, written to a folder of their own and decoded in the JVM; source_file is the file's name."""
-    folder = Path(tempfile.mkdtemp(prefix="decoded-"))
+    folder = Path(tempfile.mkdtemp(dir=FILES.name))
     for name, content in files.items():
         (folder / name).write_text(content)
     arrival_ms = int(ARRIVAL.timestamp() * 1000)
