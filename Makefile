@@ -28,7 +28,7 @@ STACK_HOME ?= $(CURDIR)/.stack
 STACK_ENV ?= $(CURDIR)/.env
 PG_BIN := /usr/lib/postgresql/15/bin
 
-.PHONY: help setup debian-deps browser-deps demo run test test-stack stack-up stack-status stack-down lint bench bench-stack chaos fuzz metadata-growth clean
+.PHONY: help setup debian-deps browser-deps demo run test test-stack stack-up stack-status stack-down lint bench bench-cost bench-stack chaos fuzz metadata-growth clean
 
 help:
 	@echo "make setup           - create .venv with the pinned dependencies, runtime and dev (needs Java 17+)"
@@ -43,6 +43,7 @@ help:
 	@echo "make chaos           - 20 random SIGKILLs of the ingest job, then the table against the oracle"
 	@echo "make fuzz            - the property-based test with \$$FUZZ_EXAMPLES (300) generated landing zones"
 	@echo "make bench           - the product against plain Spark and DuckDB; writes BENCHMARKS.md"
+	@echo "make bench-cost      - CPU-seconds to ingest one day (17 regions x 288 files): hourly runs, an always-on stream, one daily run"
 	@echo "make bench-stack     - wall time of a quiet and a one-file DAG run on the native stack, against a bare spark-submit"
 	@echo "make metadata-growth - checkpoint and log sizes over 400 one-file batches"
 	@echo "make build/jobs.zip  - the job code spark-submit ships to executors"
@@ -126,6 +127,9 @@ fuzz: setup
 
 bench: setup build/jobs.zip
 	$(PY) -m bench.benchmark
+
+bench-cost: setup
+	$(PY) -m bench.cost
 
 bench-stack: setup debian-deps
 	$(PY) -m bench.stack_runs --repeats $${REPEATS:-3}

@@ -43,7 +43,7 @@ from jobs.lake import TABLES, Lake, LakeBusyError, LakeLock
 from jobs.ledger import MANIFEST_DDL, plan_files, record_late_files, record_success
 from jobs.quarantine import Replacement, Replay, replay_entries
 from jobs.report import BatchStats, RunReport, apply_progress, log_batch, now_iso
-from jobs.session import STREAM_CONF, for_table_reads, spark_session
+from jobs.session import STREAM_CONF, JobSession, for_table_reads, spark_session
 from jobs.sinks import ParquetSink
 from jobs.spark_logs import CheckpointError, last_commit
 from jobs.sweep import sweep_lake
@@ -365,13 +365,13 @@ def main(argv: list[str] | None = None) -> int:
     config = parse_args(argv)
     started = time.monotonic()
 
-    def session() -> SparkSession:
+    def build() -> SparkSession:
         if config.gate_dates is not None:  # GX takes seconds to import: meanwhile the JVM starts and the batches run
             threading.Thread(target=importlib.import_module, args=("great_expectations",), daemon=True).start()
         return build_session(config)
 
     try:
-        with LakeLock(config.layout):
+        with LakeLock(config.layout), JobSession(build) as session:
             config.layout.gate_report(config.run_id).unlink(missing_ok=True)  # this attempt's verdict, or none
             report = run(config, session)
             if config.gate_dates is not None and gate.wrote_anything(report.totals()):
@@ -379,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
                 checked = validate_events.ValidateConfig(
                     lake, config.run_id, config.gate_dates, config.quarantine_threshold, lake.gate_report(config.run_id)
                 )
-                validate_events.check(for_table_reads(build_session(config)), checked)
+                validate_events.check(for_table_reads(session()), checked)
     except LakeBusyError as exc:
         log.error("%s", exc)
         return 75

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from pyspark.errors import AnalysisException
@@ -39,6 +40,10 @@ STREAM_CONF = {
     "spark.sql.streaming.fileSource.log.cleanupDelay": "0",
     # State maintenance deletes old state versions; at the default 60 s a run of seconds never ran it.
     "spark.sql.streaming.stateStore.maintenanceInterval": "1s",
+    # A maintenance task cut short is redone by the next run; the defaults (300 s, then 60 s after
+    # cancelling) hold a JVM that exits through its shutdown hooks for minutes (see JobSession).
+    "spark.sql.streaming.stateStore.maintenanceShutdownTimeout": "10s",
+    "spark.sql.streaming.stateStore.maintenanceForceShutdownTimeout": "10s",
 }
 
 
@@ -77,6 +82,34 @@ def spark_session(app_name: str, conf: dict[str, str] | None = None, master: str
         hint = f"build it (`make setup`) and submit with --jars {helpers_jar()}"
         raise RuntimeError(f"{LANDING_FILE_CLASS} is not on the classpath: {hint}") from exc
     return spark
+
+
+class JobSession:
+    """A job's session, built on first call (a run with nothing to do starts no JVM) and stopped on
+    leaving the `with` block if this job built it (a session that already ran, a test's, is the caller's).
+
+    Stopped here, not by the JVM's shutdown hooks: there, after a long stream, the state store's
+    maintenance waited on a driver already torn down, and the JVM outlived the job by 7.5 minutes
+    (SPARK-51397; BENCHMARKS.md, "The exit wait").
+    """
+
+    def __init__(self, build: Callable[[], SparkSession]) -> None:
+        self._build = build
+        self._session: SparkSession | None = None
+        self._owned = False
+
+    def __call__(self) -> SparkSession:
+        if self._session is None:
+            self._owned = SparkSession.getActiveSession() is None
+            self._session = self._build()
+        return self._session
+
+    def __enter__(self) -> JobSession:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self._session is not None and self._owned:
+            self._session.stop()
 
 
 def for_table_reads(spark: SparkSession) -> SparkSession:

@@ -1,9 +1,11 @@
-"""A tiny run of the benchmark harness (the real one is `make bench`): every measured system
-runs on a real-shaped zone and writes rows; the incremental and 60-day runs are `make bench`'s only."""
+"""Tiny runs of the benchmark harnesses (the real ones are `make bench` and `make bench-cost`): every
+measured system runs on a real-shaped zone and writes rows; the incremental and 60-day runs are `make bench`'s only."""
 
 import json
+import subprocess
+import sys
 
-from bench import benchmark
+from bench import benchmark, cost
 
 
 def test_benchmark_harness_runs_each_system_on_a_tiny_zone():
@@ -15,3 +17,13 @@ def test_benchmark_harness_runs_each_system_on_a_tiny_zone():
     assert size["product"]["heap_mb"] > 0  # the driver's GC log was written and read
     assert results["noop"]["ratio"] > 0 and len(results["queries"]) == 3
     assert {name for name, _, _ in benchmark.targets(results)} >= {"no-op run <= 1.2x bare spark-submit"}
+
+
+def test_cost_harness_measures_each_way_on_an_hour_of_tiny_files():
+    # A process of its own: the harness waits for every child it has, and this one has the tests' JVM.
+    subprocess.run([sys.executable, "-m", "bench.cost", "--smoke"], check=True, cwd=benchmark.ROOT)
+    results = json.loads(cost.results_path(smoke=True).read_text())
+    assert results["files"] == 12 * len(cost.REGIONS)
+    # A JVM's start alone is seconds of CPU: a figure under one means a process went uncounted.
+    assert results["hourly_cpu_s"] > 1 and results["daily_cpu_s"] > 1 and results["baseline_a_cpu_s"] > 1
+    assert results["stream"]["per_slice_cpu_s"] > 0 and results["stream"]["day_cpu_s"] > results["stream"]["start_and_first_slice_cpu_s"]

@@ -13,6 +13,7 @@ import pytest
 from jobs.checkpoint import STATE_FILE
 from jobs.cloudtrail_ingest import IngestConfig, main, run
 from jobs.lake import Lake, LakeBusyError, LakeLock
+from jobs.session import JobSession
 from jobs.spark_logs import CheckpointError
 from tests.helpers import (
     DAY,
@@ -228,6 +229,27 @@ def test_a_lost_or_corrupted_checkpoint_stops_the_run_instead_of_reingesting(spa
     with pytest.raises(CheckpointError, match="missing or was reset"):
         ingest(spark, landing, lake)
     assert len(table_rows(spark, lake)) == 3
+
+
+class _Session:
+    stopped = False
+
+    def stop(self):
+        self.stopped = True
+
+
+def test_a_job_stops_the_session_it_built_and_only_that_one(spark, monkeypatch):
+    with JobSession(lambda: spark) as session:
+        assert session() is session() is spark
+    assert spark.range(1).count() == 1, "the caller's session stays up"
+
+    monkeypatch.setattr(type(spark), "getActiveSession", classmethod(lambda cls: None))
+    built = _Session()
+    with JobSession(lambda: built) as session:
+        session()
+    assert built.stopped
+    with JobSession(pytest.fail):  # never called: nothing to stop
+        pass
 
 
 def test_the_lock_can_wait_for_its_holder(lake):
