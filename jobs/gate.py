@@ -10,23 +10,18 @@ its fingerprint, so the gate runs again.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from jobs.lake import Lake, partition
+from jobs.partitions import fingerprint
 from jobs.report import now_iso
 
 
 class GateFailed(RuntimeError):
     """A critical expectation failed: the run must not publish."""
-
-
-def fingerprint(partition: Path) -> str:
-    files = sorted((f.name, f.stat().st_size) for f in partition.glob("*.parquet")) if partition.is_dir() else []
-    return hashlib.sha256(json.dumps(files).encode()).hexdigest()
 
 
 def fingerprints(lake: Lake, dates: list[str]) -> dict[str, str]:

@@ -4,6 +4,9 @@ Every path under the lake root is named here and nowhere else:
 
     <lake>/events/event_date=YYYY-MM-DD/   the table (its commit log in _spark_metadata/)
     <lake>/quarantine/reason=.../          what could not be read, with the reason
+    <lake>/activity_hourly/event_date=YYYY-MM-DD/  hourly counts per account, region, call, principal, error
+    <lake>/findings/event_date=YYYY-MM-DD/ events the detection rules (jobs/rules/) match
+    <lake>/_checkpoints/downstream.json    per event date: the events partition's fingerprint the downstream tables were built from
     <lake>/_checkpoints/ingest/            the stream's checkpoint, and last_success.json
     <lake>/_checkpoints/ingest/manifests/  the file ledger: the landing files each batch reads
     <lake>/_checkpoints/ingest/late_files/ landing files that held late events, by event date
@@ -15,7 +18,9 @@ Every path under the lake root is named here and nowhere else:
                                            partitions a rebuild replaced (<tag>: its run id)
     <lake>/reports/ingest/<run id>.json    run reports
     <lake>/reports/rebuild/<run id>.json   rebuild reports
+    <lake>/reports/activity/<run id>.json  downstream table reports
     <lake>/reports/dq/<run id>.json        gate results
+    <lake>/reports/dq/activity/<run id>.json  the downstream tables' gate results
     <lake>/reports/dq/_validated.json      per event date: the partition's files when a gate last passed it
     <lake>/reports/data_docs/index.html    Great Expectations Data Docs
     <lake>/reports/gx/                     the Great Expectations file context
@@ -34,6 +39,8 @@ from typing import IO
 
 # The tables the ingest job writes through Spark's file sink, by folder name.
 TABLES = ("events", "quarantine")
+# The tables jobs/activity.py derives from the events table, partition by partition.
+DOWNSTREAM_TABLES = ("activity_hourly", "findings")
 
 
 def _safe(run_id: str) -> str:
@@ -76,6 +83,10 @@ class Lake:
     def late_files(self) -> Path:
         """Per batch, the landing files that held late events and their event dates (a rebuild reads them too)."""
         return self.checkpoint / "late_files"
+
+    @property
+    def downstream_state(self) -> Path:
+        return self.root / "_checkpoints" / "downstream.json"
 
     @property
     def lock(self) -> Path:
@@ -121,6 +132,9 @@ class Lake:
     def reports(self) -> Path:
         return self.root / "reports"
 
+    def activity_report(self, run_id: str) -> Path:
+        return self.reports / "activity" / _file_name(run_id)
+
     @property
     def ingest_reports(self) -> Path:
         return self.reports / "ingest"
@@ -134,6 +148,9 @@ class Lake:
 
     def gate_report(self, run_id: str) -> Path:
         return self.gate_reports / _file_name(run_id)
+
+    def activity_gate_report(self, run_id: str) -> Path:
+        return self.gate_reports / "activity" / _file_name(run_id)
 
     @property
     def validated(self) -> Path:

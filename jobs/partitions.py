@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import hashlib
 import json
 import logging
 import os
@@ -48,6 +49,12 @@ def exchange(a: Path, b: Path) -> None:
 def data_files(folder: Path) -> list[Path]:
     """A partition folder's data files (what every reader reads: no hidden or _-prefixed names)."""
     return sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith(("_", "."))) if folder.is_dir() else []
+
+
+def fingerprint(folder: Path) -> str:
+    """What a partition folder holds, by its data files' names and sizes: any write, swap or hand edit changes it."""
+    files = sorted((f.name, f.stat().st_size) for f in folder.glob("*.parquet")) if folder.is_dir() else []
+    return hashlib.sha256(json.dumps(files).encode()).hexdigest()
 
 
 def write_marker(folder: Path, run_id: str) -> None:
@@ -101,6 +108,7 @@ def _swap_one(swap: Swap, run_id: str) -> None:
         if live.exists():
             exchange(staged, live)  # staged now holds the old version
         else:
+            live.parent.mkdir(parents=True, exist_ok=True)  # a table's first partition
             os.rename(staged, live)
     if staged.exists():
         os.rename(staged, aside)

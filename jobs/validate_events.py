@@ -150,8 +150,11 @@ def describe(check: Any) -> dict[str, Any]:
     }
 
 
-def validate(frames: dict[str, DataFrame | pd.DataFrame], config: ValidateConfig) -> dict[str, Any]:
-    """Run each suite on its frame through a file-backed GX context under <lake>/reports."""
+def validate(
+    frames: dict[str, DataFrame | pd.DataFrame], config: ValidateConfig, parameters: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Run each suite on its frame through a file-backed GX context under <lake>/reports; `parameters`: the
+    suites' $PARAMETERs besides quarantine_threshold."""
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
     import great_expectations as gx  # heavy (4-9 s): imported when the gate runs, never at DAG parse
     from great_expectations.data_context.types.base import ProgressBarsConfig
@@ -191,7 +194,7 @@ def validate(frames: dict[str, DataFrame | pd.DataFrame], config: ValidateConfig
             )
             result = checkpoint.run(
                 batch_parameters={"dataframe": frame},
-                expectation_parameters={"quarantine_threshold": config.quarantine_threshold},
+                expectation_parameters={"quarantine_threshold": config.quarantine_threshold, **(parameters or {})},
                 run_id=gx.RunIdentifier(run_name=config.run_id or "adhoc"),
             )
             if result.success:

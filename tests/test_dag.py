@@ -15,7 +15,7 @@ from jobs.lake import Lake
 from tests.conftest import ROOT
 from tests.helpers import DAY, deliver, event, events_of
 
-DAG_FILE = ROOT / "dags" / "cloudtrail_ingest.py"
+DAG_FILES = [ROOT / "dags" / "cloudtrail_ingest.py", ROOT / "dags" / "cloudtrail_activity.py"]
 HEAVY_MODULES = ["pyspark", "great_expectations", "pandas", "duckdb", "pyarrow", "py4j"]
 
 
@@ -33,13 +33,14 @@ def dag(dagbag):
 
 def test_dagbag_imports_without_errors_and_each_file_parses_under_a_second(dagbag):
     assert dagbag.import_errors == {}
-    assert "cloudtrail_ingest" in dagbag.dag_ids
+    assert {"cloudtrail_ingest", "cloudtrail_activity"} <= set(dagbag.dag_ids)
     assert dagbag.dagbag_stats and all(stat.duration < timedelta(seconds=1) for stat in dagbag.dagbag_stats)
 
 
-def test_the_dag_file_imports_nothing_heavy():
+@pytest.mark.parametrize("dag_file", DAG_FILES, ids=lambda path: path.stem)
+def test_the_dag_file_imports_nothing_heavy(dag_file):
     probe = (
-        f"import runpy, sys; runpy.run_path({str(DAG_FILE)!r}); "
+        f"import runpy, sys; runpy.run_path({str(dag_file)!r}); "
         f"print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY_MODULES!r})))"
     )
     loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, env=os.environ).stdout.strip()
@@ -64,6 +65,29 @@ def test_policies(dag):
     assert all(task.on_failure_callback for task in dag.tasks)
     assert dag.get_task("publish").outlets[0].name == "cloudtrail_events"
     assert ingest._conn_id == "spark_default"
+
+
+def test_the_activity_dag_runs_on_the_events_asset_and_queues_for_the_lake(dagbag):
+    dag = dagbag.dags["cloudtrail_activity"]
+    assert [asset.name for asset in dag.timetable.asset_condition.objects] == ["cloudtrail_events"]
+    assert dag.max_active_runs == 1 and dag.doc_md and "### CloudTrail activity" in dag.doc_md
+    assert dag.get_task("update").pool == "cloudtrail_lake" and dag.get_task("update").retries >= 2
+    assert dag.get_task("publish").outlets[0].name == "cloudtrail_activity"
+
+
+def test_activity_parameters_are_checked_before_spark_starts(tmp_path):
+    from cloudtrail_airflow.params import InvalidRunParams, plan_activity
+    from cloudtrail_airflow.settings import load_settings
+
+    settings = load_settings()
+    lake = str(settings.lake / "x")
+    assert plan_activity({"lake": lake}, settings, "r1")[:4] == ["--lake", lake, "--run-id", "r1"]
+    dated = plan_activity({"lake": lake, "from_date": "2024-03-01", "to_date": "2024-03-02"}, settings, "r1")
+    assert dated[4:8] == ["--from-date", "2024-03-01", "--to-date", "2024-03-02"]
+    backwards = {"lake": lake, "from_date": "2024-03-02", "to_date": "2024-03-01"}
+    for bad in ({"lake": "/etc"}, {"lake": lake, "from_date": "2024-03-02"}, backwards):
+        with pytest.raises(InvalidRunParams):
+            plan_activity(bad, settings, "r1")
 
 
 def test_run_parameters_are_checked_before_spark_starts(tmp_path):
@@ -141,6 +165,20 @@ def test_dag_run_end_to_end_with_real_spark(dag, dag_roots):
     assert states(quiet)["dq_gate"] == "skipped" and states(quiet)["publish"] == "skipped", "nothing new: no Spark at all"
     skipped = json.loads(Lake(lake).gate_report(quiet.run_id).read_text())
     assert skipped["verdict"] == "skipped" and run.run_id in skipped["reason"]
+
+
+def test_the_activity_dag_builds_the_downstream_tables_with_real_spark(dagbag, dag_roots, spark):
+    from tests.helpers import ingest
+
+    landing, lake = dag_roots
+    deliver(landing, [*events_of(20, DAY, "act"), event("stop", DAY, eventSource="cloudtrail.amazonaws.com", eventName="StopLogging")],
+            DAY + timedelta(minutes=20))  # fmt: skip
+    ingest(spark, landing, lake)
+    run = dagbag.dags["cloudtrail_activity"].test(run_conf={"lake": str(lake)})
+    assert str(run.state) == "success", states(run)
+    report = json.loads(Lake(lake).activity_report(run.run_id).read_text())
+    assert report["dates"] == ["2024-03-01"] and report["rows"]["findings"] == {"2024-03-01": 1}
+    assert sum(report["rows"]["activity_hourly"].values()) > 0 and report["findings_by_rule"] == {"cis-4.5": 1}
 
 
 def test_a_dry_run_lists_and_writes_nothing(dag_roots):

@@ -4,7 +4,8 @@ Every service of docker-compose.yml started natively from that file (tools/stack
 PostgreSQL, the Airflow API server, scheduler (LocalExecutor), DAG processor and triggerer,
 a Spark master and two workers. The DAG is unpaused and driven through the REST API with the
 admin's credentials, as the UI does: a scheduled run and a backfill at the same time, then a
-`mode=rebuild` backfill over 3 damaged partitions. A last test starts the stack with `make stack-up`,
+`mode=rebuild` backfill over 3 damaged partitions; the downstream DAG follows on the events Asset.
+A last test starts the stack with `make stack-up`,
 clicks a backfill through the UI in headless Chromium (Debian's, driven by Playwright) and stops it
 with `make stack-down`. The tables are checked against the oracle."""
 
@@ -15,6 +16,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -27,6 +29,7 @@ import pytest
 from jobs import gate
 from jobs.lake import Lake
 from tests.helpers import DAY, deliver, duckdb_rows, events_of
+from tests.test_downstream import hourly_from_activity, hourly_from_events
 from tools.airflow_api import DAG_ID, Api
 from tools.stack import ROOT, STATE, Stack, alive, write_env_file
 
@@ -73,6 +76,8 @@ def test_a_scheduled_run_and_a_backfill_at_the_same_time_on_postgres_and_the_spa
     deliver(landing, events_of(5, DAY - timedelta(days=5), "late"), DAY + timedelta(days=2, hours=13))  # late delivery
     deliver(landing, events_of(10, DAY + timedelta(hours=11), "d0"), DAY + timedelta(days=1, hours=13))  # re-delivered
 
+    downstream = Api(stack.url("airflow-api", 8080), stack.admin_password(), "cloudtrail_activity")
+    downstream.unpause()  # scheduled on the events Asset: it runs after each ingest run that publishes
     api = Api.of(stack)
     api.unpause()  # the scheduler creates the latest daily run at once (catchup is off)
     api.backfill(DATES[0], DATES[-1])
@@ -104,6 +109,16 @@ def test_a_scheduled_run_and_a_backfill_at_the_same_time_on_postgres_and_the_spa
     assert sum(app["name"] == "cloudtrail_validate_events" for app in applications) == sum(
         gates[run_id]["verdict"] == "passed" for run_id in gated_apart
     ), "a run that wrote something gated it in the ingest's application; a gate application only for the others"
+
+    # The downstream DAG ran on the Asset events, on the cluster, and its tables agree with the events table.
+    deadline = time.monotonic() + 900
+    while True:
+        downstream_runs = downstream.finished_runs(expected=1, timeout=900)
+        if hourly_from_activity(lake) == hourly_from_events(lake):
+            break
+        assert time.monotonic() < deadline, f"the downstream tables never caught up: {downstream_runs}"
+        time.sleep(10)
+    assert {r["state"] for r in downstream_runs} == {"success"} and {r["run_type"] for r in downstream_runs} == {"asset_triggered"}
 
 
 def test_a_rebuild_backfill_from_the_rest_api_repairs_three_damaged_partitions(stack: Stack, spark):

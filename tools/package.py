@@ -23,12 +23,13 @@ COMPILE_CLASSPATH = ("jackson-core-*.jar", "spark-sql-api_*.jar", "scala-library
 
 
 def build_jobs_zip(target: Path) -> Path:
-    """Every module of jobs/, as the package `jobs`, written whole or not at all."""
+    """Every module of jobs/ and its data (the rules), as the package `jobs`, written whole or not at all."""
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f".{target.name}.partial")
+    sources = [*(ROOT / "jobs").glob("*.py"), *(ROOT / "jobs" / "rules").glob("*.py"), *(ROOT / "jobs" / "rules").glob("*.json")]
     with zipfile.ZipFile(partial, "w") as archive:
-        for source in sorted((ROOT / "jobs").glob("*.py")):
-            archive.write(source, f"jobs/{source.name}")
+        for source in sorted(sources):
+            archive.write(source, source.relative_to(ROOT).as_posix())
     partial.replace(target)
     return target
 

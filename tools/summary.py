@@ -43,6 +43,7 @@ def summarize(lake: Lake) -> str:
         lines.extend(f"  {reason:<24}{count:>8}" for reason, count in db.execute(query).fetchall())
     else:
         lines.append("  nothing quarantined")
+    lines.extend(downstream(lake, db))
     ingest = latest(lake.ingest_reports)
     if ingest:
         lines.append(
@@ -56,6 +57,24 @@ def summarize(lake: Lake) -> str:
         )
         lines.append(f"  Data Docs: {gate['data_docs']}")
     return "\n".join(lines)
+
+
+def downstream(lake: Lake, db: duckdb.DuckDBPyConnection) -> list[str]:
+    """The top findings and the busiest principals, from the downstream tables (jobs/activity.py)."""
+    found, activity = lake.table("findings"), lake.table("activity_hourly")
+    lines = [f"findings: {found}"]
+    if any(found.glob("*/*.parquet")):
+        query = (f"select rule_id, any_value(severity), any_value(rule_title), count(*) n from read_parquet('{found}/*/*.parquet', "
+                 "hive_partitioning = true) group by 1 order by n desc, 1 limit 10")  # fmt: skip
+        lines.extend(f"  {rule:<9}{severity:<8}{count:>6}  {title}" for rule, severity, title, count in db.execute(query).fetchall())
+    else:
+        lines.append("  none")
+    if any(activity.glob("*/*.parquet")):
+        lines.append("busiest principals (events, errors):")
+        query = (f"select principal, sum(events) e, sum(errors) from read_parquet('{activity}/*/*.parquet', hive_partitioning = true) "
+                 "where principal is not null group by 1 order by e desc, 1 limit 5")  # fmt: skip
+        lines.extend(f"  {principal[:70]:<72}{events:>8}{errors:>8}" for principal, events, errors in db.execute(query).fetchall())
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:

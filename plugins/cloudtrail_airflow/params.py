@@ -198,3 +198,22 @@ def plan_run(params: dict[str, Any], settings: Settings, run_id: str, interval_s
         "dry_run": bool(params.get("dry_run")),
         "lake": lake,
     }
+
+
+def activity_params(settings: Settings) -> dict[str, Param]:
+    """cloudtrail_activity's form: without dates, what changed upstream; with them, those event dates."""
+    return {
+        "from_date": Param(None, type=["null", "string"], format="date", description="First event date to rebuild (YYYY-MM-DD)."),
+        "to_date": Param(None, type=["null", "string"], format="date", description="Last event date to rebuild (YYYY-MM-DD)."),
+        "lake": Param(str(settings.lake), type="string", description=f"Lake root, inside {settings.lake}."),
+    }
+
+
+def plan_activity(params: dict[str, Any], settings: Settings, run_id: str) -> list[str]:
+    """Check cloudtrail_activity's parameters and return jobs/activity.py's arguments."""
+    lake = _inside(params["lake"], settings.lake, "lake")
+    first, last = _date(params.get("from_date"), "from_date"), _date(params.get("to_date"), "to_date")
+    if (first is None) != (last is None) or (first and last and first > last):
+        raise InvalidRunParams(f"from_date {first} and to_date {last} go together, the first not after the second")
+    dates = ["--from-date", first.isoformat(), "--to-date", last.isoformat()] if first and last else []
+    return ["--lake", lake, "--run-id", run_id, *dates, "--lock-wait", str(options.LOCK_WAIT_SECONDS)]

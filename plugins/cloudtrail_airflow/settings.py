@@ -41,6 +41,10 @@ class Settings:
     def events_uri(self) -> str:
         return Lake(self.lake).events.as_uri()
 
+    @property
+    def activity_uri(self) -> str:
+        return Lake(self.lake).table("activity_hourly").as_uri()
+
 
 def load_settings() -> Settings:
     schedule = os.environ.get("CLOUDTRAIL_SCHEDULE", "@hourly")

@@ -1,0 +1,70 @@
+"""
+### CloudTrail activity and findings
+
+Keeps the two downstream tables exact as the events table changes: `activity_hourly` (event
+counts per hour, account, region, call, principal and error) and `findings` (events the CIS
+AWS Foundations monitoring rules in `jobs/rules/` match).
+
+| task | what it does |
+| --- | --- |
+| `plan` | checks the run parameters and builds the job's arguments |
+| `update` | `spark-submit jobs/activity.py`: event dates whose events changed (or `from_date`..`to_date`), recomputed, swapped in |
+| `publish` | updates the `cloudtrail_activity` Asset |
+
+Runs whenever `cloudtrail_ingest` publishes the `cloudtrail_events` Asset, and by hand
+("Trigger DAG w/ config") for a date range. It finds what changed from the events table
+itself, each partition's data files against those it was last built from, so a run that
+follows several ingest runs, a rebuild or a rollback catches up on all of them.
+Reports: `<lake>/reports/activity/`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from airflow.sdk import DAG, Asset, get_current_context, task
+
+from cloudtrail_airflow.callbacks import log_failure
+from cloudtrail_airflow.operators import spark_job
+from cloudtrail_airflow.params import activity_params, plan_activity
+from cloudtrail_airflow.settings import load_settings
+
+settings = load_settings()
+events_asset = Asset(name="cloudtrail_events", uri=settings.events_uri)
+activity_asset = Asset(name="cloudtrail_activity", uri=settings.activity_uri)
+
+with DAG(
+    dag_id="cloudtrail_activity",
+    schedule=[events_asset],
+    start_date=datetime(2024, 1, 1),
+    catchup=False,
+    max_active_runs=1,
+    params=activity_params(settings),
+    doc_md=__doc__,
+    tags=["cloudtrail", "activity", "security"],
+    default_args={"retries": 0, "on_failure_callback": log_failure},
+) as dag:
+
+    @task
+    def plan() -> list[str]:
+        """The job's arguments, or a clear error before Spark starts."""
+        context = get_current_context()
+        return plan_activity(context["params"], settings, context["run_id"])
+
+    update = spark_job(
+        settings,
+        "update",
+        "activity",
+        plan(),
+        pool=settings.lake_pool,
+        retries=2,
+        retry_delay=timedelta(minutes=1),
+        retry_exponential_backoff=True,
+    )
+
+    @task(outlets=[activity_asset])
+    def publish() -> str:
+        """Mark the downstream tables as updated."""
+        return settings.activity_uri
+
+    update >> publish()

@@ -1,0 +1,170 @@
+"""The downstream tables: windowed counts and rules on small static frames, then the job kept exact through
+ingest -> late file -> re-delivery -> rebuild of a date, and guarded by their suites."""
+
+from __future__ import annotations
+
+import json
+from datetime import date, datetime, timedelta
+from pathlib import Path
+
+import duckdb
+import pytest
+from pyspark.sql import Row
+from pyspark.sql import functions as F
+from pyspark.testing import assertDataFrameEqual
+
+from jobs import activity, rebuild
+from jobs.downstream import findings, hourly_activity
+from jobs.lake import Lake
+from jobs.rules import load_rules
+from jobs.transforms import split_events
+from tests.helpers import DAY, deliver, event, events_of, ingest
+from tests.test_transforms import normalized, record
+from tools.generate_landing import add_samples
+from tools.summary import summarize
+
+RULES = load_rules()
+ALICE = {"type": "IAMUser", "arn": "arn:aws:iam::111122223333:user/alice"}
+
+
+def events(spark, *records):
+    return split_events(normalized(spark, *records))
+
+
+def test_hourly_activity_counts_each_hour_and_key(spark):
+    rows = events(
+        spark,
+        record("a", "2024-01-01T10:05:00Z", userIdentity=ALICE, sourceIPAddress="10.0.0.1"),
+        record("b", "2024-01-01T10:59:59Z", userIdentity=ALICE, sourceIPAddress="10.0.0.2"),
+        record("c", "2024-01-01T10:30:00Z", userIdentity=ALICE, sourceIPAddress="10.0.0.1", errorCode="AccessDenied"),
+        record("d", "2024-01-01T11:00:00Z", userIdentity=ALICE, sourceIPAddress="10.0.0.1"),
+        record("e", "2024-01-01T11:10:00Z", userIdentity={"type": "AWSService", "invokedBy": "s3.amazonaws.com"}),
+    )
+    got = hourly_activity(rows).select("window_start", "principal", "errorCode", "events", "errors", "distinct_source_ips",
+                                       "first_seen", "last_seen", "event_date")  # fmt: skip
+
+    def at(hour: int, minute: int = 0, second: int = 0) -> datetime:
+        return datetime(2024, 1, 1, hour, minute, second)  # the session's time zone is UTC: naive values compare as UTC
+
+    day = date(2024, 1, 1)
+    assertDataFrameEqual(
+        got,
+        [
+            Row(window_start=at(10), principal=ALICE["arn"], errorCode=None, events=2, errors=0, distinct_source_ips=2,
+                first_seen=at(10, 5), last_seen=at(10, 59, 59), event_date=day),
+            Row(window_start=at(10), principal=ALICE["arn"], errorCode="AccessDenied", events=1, errors=1, distinct_source_ips=1,
+                first_seen=at(10, 30), last_seen=at(10, 30), event_date=day),
+            Row(window_start=at(11), principal=ALICE["arn"], errorCode=None, events=1, errors=0, distinct_source_ips=1,
+                first_seen=at(11), last_seen=at(11), event_date=day),
+            Row(window_start=at(11), principal="s3.amazonaws.com", errorCode=None, events=1, errors=0, distinct_source_ips=0,
+                first_seen=at(11, 10), last_seen=at(11, 10), event_date=day),
+        ],
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("rule", RULES, ids=[rule.rule_id for rule in RULES])
+def test_each_rule_matches_its_positive_case_and_not_its_negative_one(spark, rule):
+    rows = events(spark, record("match", **rule.match), record("no_match", **rule.no_match))
+    assert rows.count() == 2, "both test records are events"
+    assert [(row["rule_id"], row["eventID"]) for row in findings(rows, RULES).where(f"rule_id = '{rule.rule_id}'").collect()] == [
+        (rule.rule_id, "match")
+    ]
+
+
+def test_rules_are_fifteen_cis_monitoring_controls_with_unique_ids():
+    assert [rule.rule_id for rule in RULES] == [f"cis-4.{n}" for n in range(1, 16)]
+
+
+def test_an_event_the_table_holds_twice_gives_one_finding_per_rule(spark):
+    stop = record("dup", "2024-01-01T10:00:00Z", eventSource="cloudtrail.amazonaws.com", eventName="StopLogging", errorCode="AccessDenied")
+    rows = events(spark, stop, stop)
+    assert rows.count() == 2
+    assert sorted((row["rule_id"], row["eventID"]) for row in findings(rows, RULES).collect()) == [("cis-4.1", "dup"), ("cis-4.5", "dup")]
+
+
+def hourly_from_events(lake: Path) -> list[tuple]:
+    return duckdb.sql(
+        f"select date_trunc('hour', eventTime) as h, count(*) from read_parquet('{lake}/events/*/*.parquet', hive_partitioning = true) "
+        "group by 1 order by 1"
+    ).fetchall()
+
+
+def hourly_from_activity(lake: Path) -> list[tuple]:
+    return duckdb.sql(
+        f"select window_start, sum(events)::bigint from read_parquet('{lake}/activity_hourly/*/*.parquet', hive_partitioning = true) "
+        "group by 1 order by 1"
+    ).fetchall()
+
+
+def findings_of(lake: Path) -> list[tuple]:
+    return duckdb.sql(
+        f"select rule_id, eventID from read_parquet('{lake}/findings/*/*.parquet', hive_partitioning = true) order by 1, 2"
+    ).fetchall()
+
+
+def update(spark, lake: Path, run_id: str, dates: tuple[date, ...] | None = None) -> activity.ActivityReport:
+    return activity.run(activity.ActivityConfig(lake=str(lake), dates=dates, run_id=run_id), lambda: spark)
+
+
+def test_the_tables_stay_exact_through_a_late_file_a_redelivery_and_a_rebuild(spark, landing, lake):
+    stop = dict(eventSource="cloudtrail.amazonaws.com", eventName="StopLogging")
+    first = [*events_of(30, DAY + timedelta(hours=1), "a"), event("stop-1", DAY + timedelta(hours=2), **stop)]
+    deliver(landing, first, DAY + timedelta(hours=3))
+    deliver(landing, events_of(10, DAY + timedelta(days=1, hours=5), "b"), DAY + timedelta(days=1, hours=6))
+    ingest(spark, landing, lake)
+    report = update(spark, lake, "a1")
+    assert report.dates == ["2024-03-01", "2024-03-02"]
+    assert hourly_from_activity(lake) == hourly_from_events(lake) != []
+    assert findings_of(lake) == [("cis-4.5", "stop-1")]
+
+    # Nothing changed: no date is rebuilt and Spark is not started.
+    assert update(spark, lake, "a2").dates == []
+    assert activity.run(activity.ActivityConfig(str(lake), None, "a2b"), lambda: pytest.fail("Spark started")).dates == []
+
+    # A late file for the first day, and a re-delivery of its file: only that day is rebuilt; nothing doubles.
+    deliver(landing, [event("late-1", DAY + timedelta(hours=4), **stop)], DAY + timedelta(days=2, hours=1))
+    deliver(landing, first, DAY + timedelta(days=2, hours=2))
+    ingest(spark, landing, lake)
+    assert update(spark, lake, "a3").dates == ["2024-03-01"]
+    assert hourly_from_activity(lake) == hourly_from_events(lake)
+    assert findings_of(lake) == [("cis-4.5", "late-1"), ("cis-4.5", "stop-1")]
+
+    # A rebuild of the first day swaps its events partition: the downstream rows of that day follow.
+    rebuild.run(rebuild.RebuildConfig(landing=str(landing), lake=str(lake), dates=(DAY.date(),), run_id="backfill__t"), lambda: spark)
+    assert update(spark, lake, "a4").dates == ["2024-03-01"]
+    assert hourly_from_activity(lake) == hourly_from_events(lake)
+    assert findings_of(lake) == [("cis-4.5", "late-1"), ("cis-4.5", "stop-1")]
+    assert not list((Lake.at(lake).root / "_staging").glob("*")), "nothing left staged"
+
+
+def test_the_real_samples_fire_their_rules(spark, samples, landing, lake):
+    add_samples(landing, samples, DAY)
+    ingest(spark, landing, lake)
+    report = update(spark, lake, "samples")
+    fired = {rule_id for rule_id, count in report.findings_by_rule.items() if count}
+    # Stratus detonations of the controls' own cases: StopLogging, a console login without MFA,
+    # LeaveOrganization (denied), a user given a policy, port 22 opened to the world.
+    assert {"cis-4.1", "cis-4.2", "cis-4.4", "cis-4.5", "cis-4.10", "cis-4.15"} <= fired, report.findings_by_rule
+    assert sum(report.findings_by_rule.values()) == len(findings_of(lake))
+    printed = summarize(Lake.at(lake))
+    assert "cis-4.5" in printed and "busiest principals" in printed, printed
+
+
+def test_partitions_that_fail_their_suites_are_not_swapped_in(spark, landing, lake, monkeypatch):
+    deliver(landing, events_of(10, DAY + timedelta(hours=1), "g"), DAY + timedelta(hours=2))
+    ingest(spark, landing, lake)
+    right = activity.transform
+
+    def double_counted(events):
+        tables = right(events)
+        return {**tables, "activity_hourly": tables["activity_hourly"].withColumn("events", F.col("events") * 2)}
+
+    monkeypatch.setattr(activity, "transform", double_counted)
+    report = update(spark, lake, "bad")
+    assert (report.status, report.gate) == ("gate_failed", "failed")
+    assert not (lake / "activity_hourly").exists() and not (lake / "findings").exists(), "nothing swapped in"
+    verdict = json.loads(Lake.at(lake).activity_gate_report("bad").read_text())
+    assert {failure["suite"] for failure in verdict["failed_critical"]} == {"activity_reconciliation.critical"}
+    monkeypatch.setattr(activity, "transform", right)
+    assert update(spark, lake, "good").dates == ["2024-03-01"], "the date is still to build"
+    assert hourly_from_activity(lake) == hourly_from_events(lake)
