@@ -289,7 +289,7 @@ def analyst_queries(landing: Path, lake: Path, repeats: int) -> list[dict]:
             f"select errorCode, count(*) from {raw} where eventTime::TIMESTAMPTZ < TIMESTAMPTZ '{day}' + INTERVAL 7 DAY and errorCode is not null group by 1",
         ),
         "all events of one principal ARN": (
-            f"select * from {table} where userIdentity.arn = '{arn}'",
+            f"select eventTime, eventSource, errorCode, userIdentity.arn from {table} where userIdentity.arn = '{arn}'",
             f"select * from {raw} where arn = '{arn}'",
         ),
     }
@@ -435,7 +435,7 @@ def render(results: dict, repeats: int) -> str:
     live = results["peak_memory"]["live_heap"]
     if live:
         lines.append(
-            f"- Driver live heap (largest after a full collection every 5 s, in runs of their own): {live['large']:,} records "
+            f"- Driver live heap (largest after a full collection every second, in runs of their own): {live['large']:,} records "
             f"{live['large_mb']:.0f} MB against {live['small']:,} records {live['small_mb']:.0f} MB: **{live['ratio']:.2f}x**."
         )
     if incremental:
