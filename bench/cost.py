@@ -145,8 +145,9 @@ def stream_worker(staging: Path, scratch: Path, measured: int, idle_s: float) ->
     from jobs.session import JobSession
 
     def cpu() -> float:
+        # Each live process's own time, and that of its children that ended (Python workers come and go).
         tree = [psutil.Process(), *psutil.Process().children(recursive=True)]
-        return sum(sum(process.cpu_times()[:2]) for process in tree)
+        return sum(sum(process.cpu_times()[:4]) for process in tree)
 
     began = time.monotonic()
     # In delivery order: a slice is one file per region.
