@@ -16,7 +16,8 @@ from jobs.lake import Lake
 
 
 def latest(folder: Path) -> dict | None:
-    reports = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime)
+    # Index files (_validated.json) sit beside the reports.
+    reports = sorted((p for p in folder.glob("*.json") if not p.name.startswith("_")), key=lambda p: p.stat().st_mtime)
     return json.loads(reports[-1].read_text()) if reports else None
 
 
