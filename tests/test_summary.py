@@ -1,0 +1,20 @@
+"""The terminal summary (tools/summary.py) on a lake with reports only."""
+
+import json
+import os
+import time
+
+from jobs.lake import Lake
+from tools.summary import summarize
+
+
+def test_the_summary_shows_the_newest_gate_report_not_the_index_beside_it(tmp_path):
+    lake = Lake.at(tmp_path)
+    lake.gate_reports.mkdir(parents=True)
+    report = {"verdict": "passed", "failed_critical": [], "warnings": [], "data_docs": "docs/index.html"}
+    lake.gate_report("run-1").write_text(json.dumps(report))
+    lake.validated.write_text(json.dumps({"2024-03-01": {"fingerprint": "x", "run_id": "run-1"}}))
+    later = time.time() + 10
+    os.utime(lake.validated, (later, later))  # the index is written after the report it follows
+    printed = summarize(lake)
+    assert "DQ gate: PASSED" in printed and "no rows yet" in printed and "findings" in printed
