@@ -39,13 +39,13 @@ from airflow.sdk import DAG, Asset, get_current_context, task
 from cloudtrail_airflow.callbacks import log_failure
 from cloudtrail_airflow.operators import spark_job
 from cloudtrail_airflow.params import dag_params, plan_run, run_interval
-from cloudtrail_airflow.settings import load_settings
+from cloudtrail_airflow.settings import INGEST_DAG_ID, load_settings
 
 settings = load_settings()
 events_asset = Asset(name="cloudtrail_events", uri=settings.events_uri)
 
 with DAG(
-    dag_id="cloudtrail_ingest",
+    dag_id=INGEST_DAG_ID,
     schedule=settings.schedule,
     start_date=datetime(2024, 1, 1),
     catchup=False,

@@ -26,6 +26,7 @@ import os
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -40,12 +41,13 @@ from jobs import gate, options, partitions, validate_events
 from jobs.checkpoint import CheckpointSnapshot
 from jobs.decode import decode_files
 from jobs.lake import TABLES, Lake, LakeBusyError, LakeLock
+from jobs.landing import place
 from jobs.ledger import MANIFEST_DDL, plan_files, record_late_files, record_success
 from jobs.quarantine import Replacement, Replay, replay_entries
 from jobs.report import BatchStats, RunReport, apply_progress, log_batch, now_iso
 from jobs.session import STREAM_CONF, JobSession, for_table_reads, spark_session
 from jobs.sinks import ParquetSink
-from jobs.spark_logs import CheckpointError, last_commit
+from jobs.spark_logs import CheckpointError, last_commit, local_path
 from jobs.sweep import sweep_lake
 from jobs.transforms import (
     arrival_floor,
@@ -244,30 +246,48 @@ class BatchWriter:
             written: dict[str, int] = {}
             quarantined: dict[str, int] = {}
             late = implausible = 0
-            late_files: dict[str, list[str]] = {}
-            counts = rows.groupBy("_reason", "event_date").agg(
+            late_files: dict[str, set[str]] = {}
+            late_per_date: Counter[str] = Counter()
+            newest: dict[str, str] = {}
+            # Per file too: which files held late events, and per delivery place the newest eventTime written.
+            counts = rows.groupBy("_reason", "event_date", "_source_file").agg(
                 F.count(F.lit(1)).alias("rows"),
                 F.count_if("_late").alias("late"),
-                F.collect_set(F.when(F.col("_late"), F.col("_source_file"))).alias("late_files"),
                 F.count_if(implausible_event_time(F.col("eventTime"), F.col("_arrival_time"))).alias("implausible"),
+                F.date_format(F.max("eventTime"), "yyyy-MM-dd'T'HH:mm:ss'Z'").alias("newest"),  # UTC, the session's zone
             )
             for row in counts.collect():
+                day = str(row["event_date"])
                 late += row["late"]
                 implausible += row["implausible"]
-                if row["late_files"]:
-                    late_files[str(row["event_date"])] = row["late_files"]
+                if row["late"]:
+                    late_files.setdefault(day, set()).add(row["_source_file"])
+                    late_per_date[day] += row["late"]
                 if row["_reason"] is None:
-                    written[str(row["event_date"])] = row["rows"]
+                    written[day] = written.get(day, 0) + row["rows"]
+                    where = place(local_path(row["_source_file"]))
+                    if where is not None:
+                        key = "/".join(where)
+                        newest[key] = max(row["newest"], newest.get(key, row["newest"]))
                 else:
                     quarantined[row["_reason"]] = quarantined.get(row["_reason"], 0) + row["rows"]
             self.quarantine.add_batch(batch_id, replacement.add_kept(split_quarantine(rows)))
             replacement.finish()
-            record_late_files(self.lake.late_files, batch_id, late_files)
+            record_late_files(self.lake.late_files, batch_id, {day: sorted(files) for day, files in late_files.items()})
             self.events.add_batch(batch_id, split_events(rows))
         finally:
             rows.unpersist(blocking=True)  # gone before the next batch is cached
         self.report.batches.append(
-            BatchStats(batch_id, written, quarantined, already_committed, late_events=late, implausible_event_times=implausible)
+            BatchStats(
+                batch_id,
+                written,
+                quarantined,
+                already_committed,
+                late_events=late,
+                implausible_event_times=implausible,
+                late_per_event_date=dict(late_per_date),
+                newest_event_times=newest,
+            )  # fmt: skip
         )
 
 
@@ -328,6 +348,7 @@ def run(config: IngestConfig, session: Callable[[], SparkSession]) -> RunReport:
             config.max_files_per_trigger, config.max_bytes_per_trigger, replay,
         )  # fmt: skip
         report.ledger = files.summary()
+        report.backlog_files, report.backlog_bytes = files.backlog_files, files.backlog_bytes
         if files.taken == 0 and files.pending == 0 and checkpoint.settled:
             # A streaming query would find nothing: skip Spark altogether.
             log.info("nothing new in %s since the last successful run; Spark not started", config.landing)

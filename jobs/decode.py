@@ -57,7 +57,7 @@ def decode_files(manifest: DataFrame) -> DataFrame:
     only_records (a replay's record positions; null: all) and records (each record's text and
     key flags; null when the container must be split the slow way)."""
     return manifest.select(
-        # As Hadoop names a local file ("file:/a b/c"): the table's _source_file keeps one form across versions.
+        # As Hadoop names a local file (spark_logs.source_file): the table's _source_file keeps one form across versions.
         F.concat(F.lit("file:"), F.col("path")).alias("source_file"),
         F.timestamp_millis(F.col("arrival_ms")).alias("arrival_time"),
         landing_file(F.col("path")).alias("file"),

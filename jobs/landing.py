@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import re
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 FILE_PATTERN = "*_CloudTrail_*.json{,.gz}"
@@ -19,8 +19,10 @@ FILE_NAME = re.compile(r".*_CloudTrail_.*\.json(\.gz)?")  # what FILE_PATTERN ma
 ALL_DATES = "[0-9][0-9][0-9][0-9]/[0-9][0-9]/[0-9][0-9]"
 # Delivered layout, with or without an organization id level.
 ACCOUNT_LEVELS = ("*", "*/*")
-DAY_FOLDERS = tuple(f"{level}/CloudTrail/*/{ALL_DATES}" for level in ACCOUNT_LEVELS)  # pathlib has no {a,b}
 DELIVERY_DATE = re.compile(r"/CloudTrail/[^/]+/(\d{4})/(\d{2})/(\d{2})(?:/[^/]+)?$")
+PLACE = re.compile(r"/([^/]+)/CloudTrail/([^/]+)/\d{4}/\d{2}/\d{2}(?:/[^/]+)?$")
+ANY_NAME, YEAR, TWO_DIGITS = re.compile(r"[^.].*"), re.compile(r"[0-9]{4}"), re.compile(r"[0-9]{2}")
+DELIVERED_AT = re.compile(r"_(\d{8}T\d{4}Z)_[^_]*$")
 
 
 def aws_logs(landing: str | Path) -> Path:
@@ -45,15 +47,79 @@ def delivery_date(path: str) -> date | None:
         return None
 
 
-def day_folders(landing: str | Path) -> list[tuple[date, Path]]:
-    """Every delivery day folder, with its date, oldest first."""
-    folders = []
-    for pattern in DAY_FOLDERS:
-        for folder in aws_logs(landing).glob(pattern):
-            folder_date = delivery_date(folder.as_posix())
-            if folder_date is not None:
-                folders.append((folder_date, folder))
-    return sorted(folders)
+def place(path: str) -> tuple[str, str] | None:
+    """The account and region of a delivery folder, or of a file in one."""
+    match = PLACE.search(path)
+    return (match[1], match[2]) if match else None
+
+
+def delivered_at(path: str) -> datetime | None:
+    """When CloudTrail delivered a file: the time stamp in its name (UTC, to the minute)."""
+    match = DELIVERED_AT.search(os.path.basename(path).split(".json")[0])
+    return datetime.strptime(match[1], "%Y%m%dT%H%MZ").replace(tzinfo=UTC) if match else None
+
+
+def newest_deliveries(landing: str | Path) -> dict[tuple[str, str], str]:
+    """Per account and region, the newest log file in the landing zone (its day folders listed newest first, until one holds a file)."""
+    found = {}
+    for region_folder in _region_folders(landing):
+        where = place(f"{region_folder.as_posix()}/0000/00/00")
+        for _, folder in reversed(_days(region_folder)):
+            files = log_files_in(folder)
+            if files and where is not None:
+                found[where] = max(files, key=_delivery_stamp).path
+                break
+    return found
+
+
+def _delivery_stamp(file: os.DirEntry) -> tuple[str, str]:
+    """Orders files by delivery time: the name's YYYYMMDDTHHmmZ sorts as text."""
+    match = DELIVERED_AT.search(file.name.split(".json")[0])
+    return (match[1] if match else "", file.name)
+
+
+def _folders(parent: Path, pattern: re.Pattern[str]) -> list[str]:
+    try:
+        return sorted(e.name for e in os.scandir(parent) if pattern.fullmatch(e.name) and e.is_dir())
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def _region_folders(landing: str | Path) -> list[Path]:
+    """Every <account>/CloudTrail/<region> folder, with or without an organization id level above the account."""
+    logs = aws_logs(landing)
+    trails = [logs.joinpath(*parts, "CloudTrail") for levels in (1, 2) for parts in _paths(logs, levels)]
+    return [trail / name for trail in trails for name in _folders(trail, ANY_NAME)]
+
+
+def _paths(root: Path, levels: int) -> list[tuple[str, ...]]:
+    """The folder names `levels` deep under `root`."""
+    paths: list[tuple[str, ...]] = [()]
+    for _ in range(levels):
+        paths = [(*parts, name) for parts in paths for name in _folders(root.joinpath(*parts), ANY_NAME)]
+    return paths
+
+
+def _days(region_folder: Path, since: date | None = None) -> list[tuple[date, Path]]:
+    """A region's day folders YYYY/MM/DD, oldest first; with `since`, those on or after it (older years and months are not listed)."""
+    found = []
+    for year in _folders(region_folder, YEAR):
+        if since and int(year) < since.year:
+            continue
+        for month in _folders(region_folder / year, TWO_DIGITS):
+            if since and (int(year), int(month)) < (since.year, since.month):
+                continue
+            for day in _folders(region_folder / year / month, TWO_DIGITS):
+                folder = region_folder / year / month / day
+                folder_date = delivery_date(folder.as_posix())
+                if folder_date is not None and (since is None or folder_date >= since):
+                    found.append((folder_date, folder))
+    return found
+
+
+def day_folders(landing: str | Path, since: date | None = None) -> list[tuple[date, Path]]:
+    """Every delivery day folder (on or after `since`), with its date, oldest first."""
+    return sorted(day for region_folder in _region_folders(landing) for day in _days(region_folder, since))
 
 
 def log_files_in(folder: Path) -> list[os.DirEntry]:

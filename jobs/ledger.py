@@ -103,8 +103,10 @@ class Plan:
     retired_before: date | None = None
     manifests_dropped: int = 0
     checked_at_ns: int = 0
-    # Manifests no batch has read yet, this run's included.
+    # Manifests no batch has read yet, this run's included, and the files and bytes they name.
     pending: int = 0
+    backlog_files: int = 0
+    backlog_bytes: int = 0
 
     @property
     def taken(self) -> int:
@@ -121,6 +123,8 @@ class Plan:
             "retired_before": self.retired_before.isoformat() if self.retired_before else None,
             "manifests_written": len(self.written),
             "manifests_dropped": self.manifests_dropped,
+            "backlog_files": self.backlog_files,
+            "backlog_bytes": self.backlog_bytes,
         }
 
 
@@ -256,10 +260,11 @@ def plan_files(
         manifest.path.unlink()
     gone = {str(manifest.path) for manifest in dropped} | {path for path in legacy if done(path, [path])}
     _forget(checkpoint.sources, gone)
-    pending = len([m for m in manifests if str(m.path) not in read_by_spark]) + len(written)
+    unread = [m for m in manifests if str(m.path) not in read_by_spark] + list(written)
+    backlog = [entry for manifest in unread for entry in manifest.entries]
     raised = sum(1 for entry in files if entry.arrival_ms != entry.mtime_ms)
     counts = (len(new), len(changed), len(stragglers), len(replay), settling, raised)
-    return Plan(written, *counts, retired_before, len(dropped), checked_at_ns, pending)
+    return Plan(written, *counts, retired_before, len(dropped), checked_at_ns, len(unread), len(backlog), sum(e.size or 0 for e in backlog))
 
 
 def _retired_before(paths: Iterable[str], retention: timedelta) -> date | None:

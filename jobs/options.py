@@ -26,6 +26,8 @@ QUARANTINE_THRESHOLD = 0.01
 KEEP_REPLACED = "30 days"
 # How long a writer waits for the lake lock before giving up: a second writer queues, it does not fail.
 LOCK_WAIT_SECONDS = 900
+# The lake page and `make status` flag an account and region whose newest event is this much older than its newest delivery.
+FRESHNESS_THRESHOLD = "2 hours"
 # Run modes: ingest what is new, or rebuild the event dates of the run's data interval from the landing files.
 MODES = ("incremental", "rebuild")
 

@@ -29,7 +29,7 @@ from jobs.lake import Lake
 from jobs.landing import delivery_date
 from jobs.ledger import Entry, read_manifest
 from jobs.schema import QUARANTINE_SCHEMA
-from jobs.spark_logs import local_path, read_source_log, source_offset
+from jobs.spark_logs import local_path, read_source_log, source_file, source_offset
 from jobs.sweep import move_aside
 
 
@@ -73,7 +73,7 @@ def replay_entries(lake: Lake, replay: Replay) -> list[Entry]:
 def _replaced(entries: Sequence[Entry]) -> Column:
     """Quarantine rows an entry's read replaces."""
     rows = [
-        (F.col("source_file") == f"file:{entry.path}")
+        (F.col("source_file") == source_file(entry.path))
         & (F.lit(entry.only_records is None) | F.col("record_index").isin(entry.only_records or []))
         for entry in entries
     ]

@@ -53,7 +53,7 @@ from jobs.partitions import Swap
 from jobs.report import now_iso
 from jobs.schema import EVENTS_SCHEMA, QUARANTINE_SCHEMA
 from jobs.session import spark_session
-from jobs.spark_logs import CheckpointError, local_path
+from jobs.spark_logs import CheckpointError, local_path, source_file
 from jobs.transforms import keep_first_copy, normalize_records, parse_containers, split_quarantine
 
 log = logging.getLogger("rebuild")
@@ -99,7 +99,7 @@ class DatePlan:
 
 def unreadable_sources(plans: list[DatePlan]) -> list[str]:
     """The files whose rows are kept from the old partitions, as the table's _source_file names them."""
-    return sorted({f"file:{path}" for p in plans for path in p.unreadable})
+    return sorted({source_file(path) for p in plans for path in p.unreadable})
 
 
 @dataclass

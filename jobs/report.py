@@ -30,6 +30,16 @@ class BatchStats:
     implausible_event_times: int = 0
     rows_dropped_by_watermark: int = 0
     watermark: str | None = None
+    # Late events per event date, and per "account/region" the newest eventTime written (freshness).
+    late_per_event_date: dict[str, int] = field(default_factory=dict)
+    newest_event_times: dict[str, str] = field(default_factory=dict)
+    # What the run had left to read after this batch (its planned manifests' files).
+    backlog_files: int = 0
+    backlog_bytes: int = 0
+
+    @property
+    def records_per_second(self) -> float:
+        return self.records_read / (self.duration_ms / 1000) if self.duration_ms else 0.0
 
 
 @dataclass
@@ -48,14 +58,22 @@ class RunReport:
     swept_files: dict[str, int] = field(default_factory=dict)
     ledger: dict[str, object] = field(default_factory=dict)
     batches: list[BatchStats] = field(default_factory=list)
+    # Files and bytes the run has still to read: its plan's backlog, less each finished batch's.
+    backlog_files: int = 0
+    backlog_bytes: int = 0
 
     def totals(self) -> dict[str, Any]:
         written: Counter[str] = Counter()
         quarantined: Counter[str] = Counter()
+        late: Counter[str] = Counter()
+        newest: dict[str, str] = {}
         for batch in self.batches:
             if not batch.already_committed:
                 written.update(batch.rows_written_per_event_date)
                 quarantined.update(batch.quarantined_by_reason)
+                late.update(batch.late_per_event_date)
+            for place, moment in batch.newest_event_times.items():
+                newest[place] = max(moment, newest.get(place, moment))
         records_read = sum(b.records_read for b in self.batches)
         rows_out = sum(sum(b.rows_written_per_event_date.values()) + sum(b.quarantined_by_reason.values()) for b in self.batches)
         return {
@@ -67,6 +85,7 @@ class RunReport:
             "duplicates_dropped": records_read - rows_out,
             "late_events": {
                 "count": sum(b.late_events for b in self.batches),
+                "per_event_date": dict(sorted(late.items())),
                 "what_happened": "written to the table, de-duplicated like any other event: the de-duplication "
                 "watermark runs on arrival time, not event time (docs/design.md)",
             },
@@ -78,10 +97,13 @@ class RunReport:
             "rows_dropped_by_watermark": sum(b.rows_dropped_by_watermark for b in self.batches),
             "quarantined_by_reason": dict(sorted(quarantined.items())),
             "quarantined": sum(quarantined.values()),
+            "newest_event_times": dict(sorted(newest.items())),
         }
 
     def to_json(self) -> dict[str, Any]:
         body = asdict(self)
+        for batch, stats in zip(self.batches, body["batches"], strict=True):
+            stats["records_per_second"] = round(batch.records_per_second, 1)
         body.update(self.totals())
         return body
 
@@ -112,6 +134,9 @@ def apply_progress(report: RunReport, progress: dict[str, Any]) -> BatchStats | 
     batch.records_read = int(records.get("records") or 0)
     batch.rows_dropped_by_watermark = sum(int(op.get("numRowsDroppedByWatermark", 0)) for op in progress.get("stateOperators", []))
     batch.watermark = progress.get("eventTime", {}).get("watermark")
+    report.backlog_files = max(0, report.backlog_files - batch.files_read)
+    report.backlog_bytes = max(0, report.backlog_bytes - batch.bytes_read)
+    batch.backlog_files, batch.backlog_bytes = report.backlog_files, report.backlog_bytes
     return batch
 
 
@@ -120,7 +145,7 @@ def log_batch(batch: BatchStats) -> None:
     quarantined = sum(batch.quarantined_by_reason.values())
     log.info(
         "batch %d: %d files (%.1f MB), %d records -> %d rows into %d event dates, %d duplicates dropped, "
-        "%d quarantined, %d late events kept, %.1f s%s",
+        "%d quarantined, %d late events kept, %.1f s, %.0f records/s; backlog %d files (%.1f MB)%s",
         batch.batch_id,
         batch.files_read,
         batch.bytes_read / 1e6,
@@ -131,5 +156,8 @@ def log_batch(batch: BatchStats) -> None:
         quarantined,
         batch.late_events,
         (batch.duration_ms or 0) / 1000,
+        batch.records_per_second,
+        batch.backlog_files,
+        batch.backlog_bytes / 1e6,
         " (already committed by an earlier attempt: not written again)" if batch.already_committed else "",
     )

@@ -87,6 +87,11 @@ def local_path(logged: str) -> str:
     return unquote(re.sub(r"^file:(//)?", "", logged))
 
 
+def source_file(path: str) -> str:
+    """A local path as the tables' _source_file (and the quarantine's source_file) name it: as Hadoop does ('file:/a b/x')."""
+    return f"file:{path}"
+
+
 @dataclass(frozen=True)
 class LogEntry:
     line: str  # as Spark wrote it

@@ -1,11 +1,11 @@
-"""Tiny runs of the benchmark harnesses (the real ones are `make bench` and `make bench-cost`): every
+"""Tiny runs of the benchmark harnesses (the real ones are `make bench`, `make bench-cost` and `make bench-ui`): every
 measured system runs on a real-shaped zone and writes rows; the incremental and 60-day runs are `make bench`'s only."""
 
 import json
 import subprocess
 import sys
 
-from bench import benchmark, cost
+from bench import benchmark, cost, lake_page
 
 
 def test_benchmark_harness_runs_each_system_on_a_tiny_zone():
@@ -27,3 +27,10 @@ def test_cost_harness_measures_each_way_on_an_hour_of_tiny_files():
     # A JVM's start alone is seconds of CPU: a figure under one means a process went uncounted.
     assert results["hourly_cpu_s"] > 1 and results["daily_cpu_s"] > 1 and results["baseline_a_cpu_s"] > 1
     assert results["stream"]["per_slice_cpu_s"] > 0 and results["stream"]["day_cpu_s"] > results["stream"]["start_and_first_slice_cpu_s"]
+
+
+def test_lake_page_harness_times_every_view_on_a_week_of_reports():
+    subprocess.run([sys.executable, "-m", "bench.lake_page", "--smoke"], check=True, cwd=benchmark.ROOT, capture_output=True)
+    results = json.loads(lake_page.results_path(smoke=True).read_text())
+    assert results["days"] == 7 and results["baseline_ms"] > 0
+    assert len(results["cases"]) == 8 and all(case["median_ms"] > 0 for case in results["cases"].values())

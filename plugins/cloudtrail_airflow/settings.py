@@ -5,11 +5,13 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
 from jobs import options
 from jobs.lake import Lake
 
+INGEST_DAG_ID = "cloudtrail_ingest"
 PROJECT_ROOT = Path(os.environ.get("CLOUDTRAIL_HOME", Path(__file__).resolve().parents[2]))
 
 
@@ -21,6 +23,7 @@ class Settings:
     python: str
     driver_memory: str
     settle: str
+    freshness_threshold: timedelta = options.duration(options.FRESHNESS_THRESHOLD)
     # One slot: the tasks that write the lake queue for it (scheduled, manual and backfill runs alike).
     lake_pool: str = "cloudtrail_lake"
 
@@ -55,4 +58,5 @@ def load_settings() -> Settings:
         python=os.environ.get("CLOUDTRAIL_SPARK_PYTHON", sys.executable),
         driver_memory=os.environ.get("CLOUDTRAIL_DRIVER_MEMORY", "2g"),
         settle=os.environ.get("CLOUDTRAIL_SETTLE", options.SETTLE),
+        freshness_threshold=options.duration(os.environ.get("CLOUDTRAIL_FRESHNESS_THRESHOLD", options.FRESHNESS_THRESHOLD)),
     )

@@ -1,0 +1,188 @@
+"""How fast the Airflow UI's lake page answers on a year of daily runs (`make bench-ui`).
+
+    python -m bench.lake_page [--days 365] [--repeats 5]
+    python -m bench.lake_page --smoke          (a week: proves the harness)
+
+The lake, built without Spark: one account in 17 regions, one ingest run and one gate a day
+(`--days` run reports and gate reports, each with its batches, places and event dates), an
+events partition a day (the newest 3 at a real day's size, 244,800 rows, the rest 1,000
+rows: the page counts rows from Parquet footers, and reads rows only of the dates a ledger
+search names), a quarantine, the ledger's manifests for the source retention (7 days of a
+file per region every 5 minutes: 34,272 entries) and a landing zone with a day folder per
+region and day (the newest 7 days full). The page's app is called in-process through
+Starlette's test client, signed in (the auth dependency stubbed), `--repeats` times each; the
+baseline is what any page built on the reports must do at least: read every report's JSON.
+Results: bench/lake_page.json (a smoke run's: bench-work/).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import tempfile
+import time
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from jobs.lake import Lake
+from jobs.landing import delivery_path
+from jobs.ledger import Entry
+from jobs.report import BatchStats, RunReport
+
+ROOT = Path(__file__).resolve().parents[1]
+REGIONS = [f"{area}-{n}" for area in ("us-east", "us-west", "eu-west", "eu-central", "ap-south", "ap-northeast") for n in (1, 2, 3)][:17]
+ACCOUNT = "111122223333"
+FILES_PER_DAY = 288
+FULL_DAY_ROWS = 244_800
+RETENTION_DAYS = 7
+
+
+def results_path(smoke: bool) -> Path:
+    return ROOT / ("bench-work/lake_page.json" if smoke else "bench/lake_page.json")
+
+
+def build(root: Path, days: int, full_days: int) -> tuple[Lake, Path, date]:
+    lake, landing = Lake.at(root / "lake"), root / "landing"
+    last = date(2025, 12, 31)
+    db = duckdb.connect()
+    for back in range(days):
+        day = last - timedelta(days=back)
+        run_id = f"scheduled__{day}T00:00:00+00:00"
+        report = RunReport(run_id, str(landing), str(lake.root), "availableNow", f"{day}T00:05:00+00:00", None, "2 days")
+        report.status, report.finished_at = "succeeded", f"{day}T00:09:00+00:00"
+        for batch_id in range(8):
+            report.batches.append(
+                BatchStats(
+                    back * 8 + batch_id,
+                    {str(day - timedelta(days=1)): 30_000, str(day): 600},
+                    {"not_json": 1},
+                    duration_ms=30_000,
+                    files_read=612,
+                    bytes_read=32 << 20,
+                    records_read=30_700,
+                    late_per_event_date={str(day - timedelta(days=3)): 5},
+                    newest_event_times={f"{ACCOUNT}/{region}": f"{day}T00:0{batch_id}:00Z" for region in REGIONS},
+                )  # fmt: skip
+            )
+        report.write()
+        gate = {"run_id": run_id, "validated_at": f"{day}T00:10:00+00:00", "event_dates": [str(day - timedelta(days=1)), str(day)],
+                "verdict": "failed" if back % 50 == 0 else "passed", "failed_critical": [], "warnings": [],
+                "data_docs": str(lake.data_docs / "index.html")}  # fmt: skip
+        lake.gate_report(run_id).parent.mkdir(parents=True, exist_ok=True)
+        lake.gate_report(run_id).write_text(json.dumps(gate))
+        folder = lake.events / f"event_date={day}"
+        folder.mkdir(parents=True)
+        rows = FULL_DAY_ROWS if back < full_days else 1_000
+        db.execute(
+            f"""copy (select timestamp '{day}' + to_seconds(i % 86400) as eventTime,
+                             'file:{landing}/AWSLogs/{ACCOUNT}/CloudTrail/' || 'us-east-1' || '/f' || (i // 1000) || '.json.gz' as _source_file,
+                             '{run_id}' as _ingest_run_id
+                      from range({rows}) t(i)) to '{folder}/part-0.parquet' (format parquet)"""
+        )
+    quarantine = lake.quarantine / "reason=not_json"
+    quarantine.mkdir(parents=True)
+    db.execute(
+        f"""copy (select 'file:{landing}/x' || i || '.json.gz' as source_file, i::int as record_index, repeat('x', 3000) as record,
+                         'not JSON' as detail, 'run' as _ingest_run_id, timestamp '{last}' - to_days(i % {days}) as _ingest_time
+                  from range(1000) t(i)) to '{quarantine}/part-0.parquet' (format parquet)"""
+    )
+    lake.manifests.mkdir(parents=True)
+    for back in range(min(days, RETENTION_DAYS)):
+        day = last - timedelta(days=back)
+        for hour in range(24):
+            entries = []
+            for region in REGIONS:
+                for slot in range(FILES_PER_DAY // 24):
+                    delivered = datetime(day.year, day.month, day.day, hour, slot * 5, tzinfo=UTC)
+                    path = delivery_path(landing, ACCOUNT, region, delivered, f"{hour:02d}{slot:02d}")
+                    if back < RETENTION_DAYS:
+                        path.parent.mkdir(parents=True, exist_ok=True)
+                        path.write_bytes(b"")
+                    entries.append(Entry(str(path), 0, int(delivered.timestamp() * 1000), int(delivered.timestamp() * 1000)))
+            stamp = int(datetime(day.year, day.month, day.day, hour, 59, tzinfo=UTC).timestamp() * 1e9)
+            (lake.manifests / f"{stamp}-00000.jsonl").write_text("".join(entry.line() + "\n" for entry in entries))
+    for back in range(RETENTION_DAYS, days):  # older day folders: one file each (the listing walks the folders)
+        day = last - timedelta(days=back)
+        for region in REGIONS:
+            path = delivery_path(landing, ACCOUNT, region, datetime(day.year, day.month, day.day, tzinfo=UTC), "old")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(b"")
+    return lake, landing, last
+
+
+def timed(call: Any, repeats: int) -> tuple[float, list[float]]:
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        call()
+        times.append((time.perf_counter() - started) * 1000)
+    return statistics.median(times), [round(t, 1) for t in times]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--days", type=int, default=365)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--smoke", action="store_true")
+    args = parser.parse_args(argv)
+    days, repeats, full_days = (7, 2, 1) if args.smoke else (args.days, args.repeats, 3)
+    with tempfile.TemporaryDirectory(prefix="lake-page-") as scratch:
+        os.environ.setdefault("AIRFLOW_HOME", str(Path(scratch) / "airflow"))
+        started = time.monotonic()
+        lake, landing, last = build(Path(scratch), days, full_days)
+        built = time.monotonic() - started
+        os.environ.update({"CLOUDTRAIL_LAKE": str(lake.root), "CLOUDTRAIL_LANDING": str(landing)})
+
+        from fastapi.testclient import TestClient
+
+        from cloudtrail_airflow import lake_view
+
+        lake_view.app.dependency_overrides = {dependency.dependency: lambda: None for dependency in lake_view.app.router.dependencies}
+        client = TestClient(lake_view.app)
+
+        def get(path: str) -> None:
+            response = client.get(path)
+            assert response.status_code == 200, (path, response.status_code, response.text[:500])
+
+        def read_reports() -> None:
+            for folder in (lake.ingest_reports, lake.gate_reports):
+                for path in folder.glob("*.json"):
+                    json.loads(path.read_text())
+
+        from jobs import lake_status
+
+        measured: dict[str, Any] = {}
+        # The first call in a fresh API server imports DuckDB and reads every manifest (then kept: they never change).
+        started = time.perf_counter()
+        get("/")
+        measured["lake page, first load in the server process"] = {"median_ms": round((time.perf_counter() - started) * 1000, 1)}
+        cases = {
+            "lake page, manifests not yet read (file system cache warm)": lambda: (lake_status._manifest.cache_clear(), get("/")),
+            "baseline: read every report's JSON": read_reports,
+            "lake page (the usual load)": lambda: get("/"),
+            "lake page + ledger search by file id": lambda: get(f"/?file={REGIONS[0]}_{last:%Y%m%d}T1200Z_1200"),
+            "lake page + ledger search by delivery date": lambda: get(f"/?file={last}"),
+            "a run's view": lambda: get(f"/runs/cloudtrail_ingest/scheduled__{last}T00:00:00+00:00"),
+            "status.json": lambda: get("/status.json"),
+        }
+        for name, call in cases.items():
+            median, runs = timed(call, repeats)
+            measured[name] = {"median_ms": round(median, 1), "runs_ms": runs}
+        baseline = measured["baseline: read every report's JSON"]["median_ms"]
+        result = {"days": days, "repeats": repeats, "build_s": round(built, 1), "cases": measured, "baseline_ms": baseline}
+    path = results_path(args.smoke)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"lake page on {days} daily runs (median of {repeats}, in-process, signed in):")
+    for name, figures in measured.items():
+        print(f"  {name:<62}{figures['median_ms']:>9.1f} ms  {figures['median_ms'] / baseline:>6.1f}x the baseline")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,427 @@
+"""What the lake holds and how fresh it is: the Airflow UI's lake page (plugins/cloudtrail_airflow/lake_view.py) and `make status` ask here.
+
+Read-only, no Spark: the run and gate reports are small JSON files (read as such), the
+ledger's manifests, Spark's checkpoint logs and the tables are read in place, the tables with
+DuckDB. Every path comes from jobs.lake and jobs.landing.
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import json
+import os
+import zlib
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from jobs.lake import Lake
+from jobs.landing import day_folders, delivered_at, delivery_date, log_files_in, newest_deliveries
+from jobs.ledger import late_files, read_manifest
+from jobs.spark_logs import last_commit, local_path, read_source_log, sink_log, source_file, source_offset
+
+# Text of a quarantined record shown on the page; the table holds all of it.
+SAMPLE_CHARS = 200
+# Hits a ledger search shows (each one costs a look into the tables and the file itself).
+LEDGER_HITS = 20
+# The ledger counts a file's records (for its duplicates) up to this size: CloudTrail's files are a few MB.
+COUNT_RECORDS_UP_TO = 64 * 2**20
+
+
+def _parquet(folders: list[Path]) -> str | None:
+    """A DuckDB table function over the Parquet files of these partition folders; None when there are none."""
+    globs = [f"{folder}/*.parquet" for folder in folders if any(folder.glob("*.parquet"))]
+    return f"read_parquet({globs!r}, hive_partitioning = true, union_by_name = true)" if globs else None
+
+
+def _duckdb() -> Any:
+    import duckdb  # imported on first use: the plugin module loads in every Airflow process
+
+    return duckdb.connect()
+
+
+def _reports(folder: Path) -> list[dict[str, Any]]:
+    """Every report in a reports folder, oldest first (index files such as _validated.json sit beside them)."""
+    paths = [p for p in folder.glob("*.json") if not p.name.startswith("_")] if folder.is_dir() else []
+    bodies = []
+    for path in paths:
+        try:
+            bodies.append((path.stat().st_mtime_ns, json.loads(path.read_text())))
+        except (OSError, ValueError):
+            continue  # written as we read it (reports are replaced whole): shown next time
+    return [body for _, body in sorted(bodies, key=lambda pair: pair[0])]
+
+
+def ingest_runs(lake: Lake) -> list[dict[str, Any]]:
+    """The ingest runs' reports, oldest first."""
+    return _reports(lake.ingest_reports)
+
+
+def gate_runs(lake: Lake) -> list[dict[str, Any]]:
+    return _reports(lake.gate_reports)
+
+
+def _parse_time(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class Freshness:
+    account: str
+    region: str
+    newest_file: str | None
+    delivered_at: datetime | None
+    newest_event: datetime | None
+    lag: timedelta | None
+    stale: bool
+
+
+def freshness(lake: Lake, landing: Path, threshold: timedelta, runs: list[dict[str, Any]]) -> list[Freshness]:
+    """Per account and region: the newest delivery in the landing zone against the newest eventTime the runs wrote."""
+    newest_event: dict[tuple[str, str], datetime] = {}
+    for run in runs:
+        for where, text in run.get("newest_event_times", {}).items():
+            account, _, region = where.partition("/")
+            moment = _parse_time(text)
+            if moment is not None and moment > newest_event.get((account, region), moment - timedelta(1)):
+                newest_event[(account, region)] = moment
+    files = newest_deliveries(landing)
+    rows = []
+    for account, region in sorted(files.keys() | newest_event.keys()):
+        file = files.get((account, region))
+        delivered = delivered_at(file) if file else None
+        event = newest_event.get((account, region))
+        lag = delivered - event if delivered and event else None
+        stale = event is None or (lag is not None and lag > threshold)
+        rows.append(Freshness(account, region, file, delivered, event, lag, stale))
+    return rows
+
+
+def format_time(moment: datetime | None) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M UTC") if moment else "none"
+
+
+def format_lag(lag: timedelta | None) -> str:
+    if lag is None:
+        return "unknown"
+    minutes = int(abs(lag.total_seconds()) // 60)
+    text = f"{minutes // 60} h {minutes % 60:02d} min"
+    return text if lag >= timedelta(0) else f"-{text} (events dated after their delivery)"
+
+
+@dataclass(frozen=True)
+class Backlog:
+    files: int
+    bytes: int
+    oldest: str | None
+
+
+def backlog(lake: Lake, landing: Path) -> Backlog:
+    """Landing files no manifest names yet, in the delivery folders from the day before the ledger's newest one on.
+
+    Older folders are retired or were listed by earlier runs (jobs/ledger.py): a file there
+    that no run took is a straggler the next run finds; it is not counted here."""
+    manifests = _manifests(lake)
+    newest = max((newest for _, _, newest in manifests if newest), default=None)
+    since = newest - timedelta(days=1) if newest else None
+    taken = {path for _, entries, newest in manifests if newest and since and newest >= since for path, _, _ in entries}
+    waiting = [file for _, folder in day_folders(landing, since) for file in log_files_in(folder) if file.path not in taken]
+    waiting.sort(key=lambda file: file.path)
+    return Backlog(len(waiting), sum(file.stat().st_size for file in waiting), waiting[0].path if waiting else None)
+
+
+@dataclass(frozen=True)
+class DayRows:
+    event_date: str
+    rows: int
+    late: int
+
+    @property
+    def late_share(self) -> float:
+        return self.late / self.rows if self.rows else 0.0
+
+
+def daily_rows(lake: Lake, runs: list[dict[str, Any]], days: int = 30) -> list[DayRows]:
+    """Rows per event date in the table for its newest `days` dates, and the late events the runs wrote for each."""
+    folders = sorted(p for p in lake.events.glob("event_date=*") if p.is_dir())[-days:]
+    source = _parquet(folders)
+    if source is None:
+        return []
+    counts = _duckdb().execute(f"select cast(event_date as varchar), count(*) from {source} group by 1 order by 1").fetchall()
+    late: dict[str, int] = {}
+    for run in runs:
+        for day, count in run.get("late_events", {}).get("per_event_date", {}).items():
+            late[day] = late.get(day, 0) + count
+    return [DayRows(day, rows, late.get(day, 0)) for day, rows in counts]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    event_date: str
+    verdict: str
+    run_id: str
+    validated_at: str
+    failed: tuple[str, ...]
+    data_docs: str | None  # relative to the lake's Data Docs folder
+
+
+def _failure(check: dict[str, Any]) -> str:
+    """A failed expectation as the gate names it: suite, expectation, column."""
+    kwargs = check.get("kwargs") or {}
+    column = kwargs.get("column") or kwargs.get("column_A")
+    return f"{check.get('suite')}: {check.get('expectation')}" + (f" on {column}" if column else "")
+
+
+def gate_verdicts(lake: Lake, gates: list[dict[str, Any]]) -> list[Verdict]:
+    """Per event date, the newest gate verdict on it, newest date first."""
+    newest: dict[str, Verdict] = {}
+    for gate in gates:  # oldest first: a later gate's verdict replaces an earlier one
+        failed = tuple(sorted({_failure(f) for f in gate.get("failed_critical", [])}))
+        docs = gate.get("data_docs")
+        relative = os.path.relpath(docs, lake.data_docs) if docs else None
+        for day in gate.get("event_dates", []):
+            newest[str(day)] = Verdict(str(day), gate["verdict"], gate.get("run_id", ""), gate.get("validated_at", ""), failed, relative)
+    return sorted(newest.values(), key=lambda v: v.event_date, reverse=True)
+
+
+@dataclass(frozen=True)
+class Quarantined:
+    by_reason_and_day: list[tuple[str, str, int]]  # reason, ingest date, rows
+    samples: list[dict[str, Any]]
+
+
+def quarantine(lake: Lake, samples_per_reason: int = 3) -> Quarantined:
+    """What is in quarantine, by reason and the day it arrived, with the newest few rows of each reason."""
+    source = _parquet(sorted(p for p in lake.quarantine.glob("reason=*") if p.is_dir()))
+    if source is None:
+        return Quarantined([], [])
+    db = _duckdb()
+    counts = db.execute(
+        f"select reason, cast(cast(_ingest_time as date) as varchar) d, count(*) from {source} group by 1, 2 order by 2 desc, 1"
+    ).fetchall()
+    rows = db.execute(
+        f"""select reason, source_file, record_index, left(record, {SAMPLE_CHARS}), length(record), detail,
+                   _ingest_run_id, cast(_ingest_time as varchar)
+            from {source} qualify row_number() over (partition by reason order by _ingest_time desc, source_file, record_index) <= ?
+            order by reason, _ingest_time desc""",
+        [samples_per_reason],
+    ).fetchall()
+    keys = ("reason", "source_file", "record_index", "record", "record_chars", "detail", "run_id", "ingested_at")
+    samples = [{**dict(zip(keys, row, strict=True)), "source_file": local_path(row[1])} for row in rows]
+    return Quarantined([tuple(row) for row in counts], samples)
+
+
+def replay_command(reason: str) -> str:
+    """How to read a reason's quarantined rows again (after a parser fix or a repair of the files)."""
+    conf = json.dumps({"replay_quarantine": True, "replay_reason": reason})
+    return f"airflow dags trigger cloudtrail_ingest --conf '{conf}'"
+
+
+@dataclass(frozen=True)
+class LedgerHit:
+    path: str
+    status: str  # ingested, quarantined, ingested and quarantined, taken (not committed yet), not seen
+    size: int | None
+    source_batch: int | None  # the source log's offset that read its manifest
+    runs: tuple[str, ...]
+    rows_written: int
+    quarantined: dict[str, int]
+    details: tuple[str, ...]
+    records_in_file: int | None
+    duplicates_dropped: int | None
+
+
+@functools.lru_cache(maxsize=100_000)
+def _manifest(path: str, mtime_ns: int) -> tuple[tuple[tuple[str, int | None, bool], ...], date | None]:
+    """A manifest's files (path, size, taken whole) and their newest delivery date.
+
+    A manifest is written whole and never changed (jobs/ledger.py): a long-lived process (the
+    API server) reads each one once; a week of them names tens of thousands of files."""
+    entries = tuple((e.path, e.size, e.only_records is None) for e in read_manifest(Path(path)).entries)
+    return entries, max((d for d in (delivery_date(p) for p, _, _ in entries) if d), default=None)
+
+
+def _manifests(lake: Lake) -> list[tuple[str, tuple[tuple[str, int | None, bool], ...], date | None]]:
+    """Every manifest of the ledger, oldest first: its path, files and newest delivery date."""
+    found = []
+    for path in sorted(lake.manifests.glob("[0-9]*.jsonl")):
+        try:
+            found.append((str(path), *_manifest(str(path), path.stat().st_mtime_ns)))
+        except FileNotFoundError:
+            continue  # let go by a run as we listed (jobs/ledger.py): its files are retired
+    return found
+
+
+def _records_in(path: str) -> int | None:
+    """How many records the file holds, if it reads as CloudTrail JSON (None when it does not: it is in quarantine)."""
+    try:
+        if os.path.getsize(path) > COUNT_RECORDS_UP_TO:
+            return None
+        raw = Path(path).read_bytes()
+        text = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+        records = json.loads(text).get("Records")
+    except (OSError, ValueError, EOFError, AttributeError, zlib.error):
+        return None
+    return len(records) if isinstance(records, list) else None
+
+
+def ledger(lake: Lake, landing: Path, query: str) -> list[LedgerHit]:
+    """Landing files whose path holds `query` (or, for a YYYY-MM-DD query, that were delivered that day), with what became of each."""
+    query = query.strip()
+    try:
+        day: date | None = date.fromisoformat(query)
+    except ValueError:
+        day = None
+    offsets = {entry.path: entry.batch_id for entry in read_source_log(lake.checkpoint).entries}
+    committed = source_offset(lake.checkpoint, last_commit(lake.checkpoint).batch_id)
+    taken: dict[str, tuple[int | None, int | None]] = {}
+    for manifest, entries, _ in _manifests(lake):  # oldest first: the newest read of a file wins
+        for path, size, whole in entries:
+            if whole or path not in taken:
+                taken[path] = (size, offsets.get(manifest))
+    in_landing = [
+        file.path for d, folder in day_folders(landing, day) if day is None or d == day for file in log_files_in(folder)
+    ] if day is not None or query else []  # fmt: skip
+    paths = sorted({p for p in [*taken, *in_landing] if (day is not None and delivery_date(p) == day) or (day is None and query in p)})
+    paths = paths[:LEDGER_HITS]
+    written, quarantined, runs, details = _table_rows(lake, paths)
+    hits = []
+    for path in paths:
+        size, source_batch = taken.get(path, (None, None))
+        rows, held = written.get(path, 0), quarantined.get(path, {})
+        if path not in taken and not rows and not held:
+            status = "not seen"
+        elif source_batch is None or committed is None or source_batch > committed:
+            status = "taken, not committed yet" if not rows and not held else "ingested"
+        else:
+            status = " and ".join(s for s, n in (("ingested", rows), ("quarantined", held)) if n) or "ingested (only duplicates)"
+        records = _records_in(path) if os.path.exists(path) else None
+        duplicates = records - rows - sum(held.values()) if records is not None and status != "not seen" else None
+        hits.append(
+            LedgerHit(
+                path,
+                status,
+                size,
+                source_batch,
+                tuple(sorted(runs.get(path, ()))),
+                rows,
+                held,
+                tuple(details.get(path, ())),
+                records,
+                duplicates,
+            )  # fmt: skip
+        )
+    return hits
+
+
+def _table_rows(
+    lake: Lake, paths: list[str]
+) -> tuple[dict[str, int], dict[str, dict[str, int]], dict[str, set[str]], dict[str, list[str]]]:
+    """Rows of these files in the events table and the quarantine, and the runs that wrote them.
+
+    The events table is read only where a file's events can be: up to two days before its
+    delivery date, and the dates its late events went to (jobs/ledger.py's late files)."""
+    written: dict[str, int] = {}
+    quarantined: dict[str, dict[str, int]] = {}
+    runs: dict[str, set[str]] = {}
+    details: dict[str, list[str]] = {}
+    if not paths:
+        return written, quarantined, runs, details
+    db = _duckdb()
+    days = {d - timedelta(days=back) for d in (delivery_date(p) for p in paths) if d is not None for back in range(3)}
+    named = [source_file(path) for path in paths]
+    days |= {d for d, files in late_files(lake.late_files).items() if files & set(named)}
+    events = _parquet([lake.events / f"event_date={d}" for d in sorted(days)])
+    if events is not None:
+        query = f"select _source_file, _ingest_run_id, count(*) from {events} where _source_file in (select unnest(?)) group by 1, 2"
+        for name, run, count in db.execute(query, [named]).fetchall():
+            path = local_path(name)
+            written[path] = written.get(path, 0) + count
+            runs.setdefault(path, set()).add(run)
+    held = _parquet(sorted(p for p in lake.quarantine.glob("reason=*") if p.is_dir()))
+    if held is not None:
+        query = (f"select source_file, reason, _ingest_run_id, count(*), min(detail) from {held} "
+                 "where source_file in (select unnest(?)) group by 1, 2, 3")  # fmt: skip
+        for name, reason, run, count, detail in db.execute(query, [named]).fetchall():
+            path = local_path(name)
+            quarantined.setdefault(path, {})[reason] = quarantined.get(path, {}).get(reason, 0) + count
+            runs.setdefault(path, set()).add(run)
+            details.setdefault(path, []).append(f"{reason}: {detail}")
+    return written, quarantined, runs, details
+
+
+@dataclass(frozen=True)
+class CheckpointHealth:
+    committed_batch: int | None
+    watermark: datetime | None
+    state_bytes: int
+    source_log_bytes: int
+    source_log_files: int
+    sink_log_bytes: dict[str, int]
+    manifests: int
+
+
+def _size(folder: Path) -> tuple[int, int]:
+    """Bytes and files under a folder."""
+    total = count = 0
+    for root, _, files in os.walk(folder):
+        for name in files:
+            total += os.path.getsize(os.path.join(root, name))
+            count += 1
+    return total, count
+
+
+def checkpoint_health(lake: Lake) -> CheckpointHealth:
+    commit = last_commit(lake.checkpoint) if lake.checkpoint.is_dir() else None
+    source_bytes, source_files = _size(lake.checkpoint / "sources")
+    sinks = {table.name: _size(sink_log(table))[0] for table in (lake.events, lake.quarantine)}
+    return CheckpointHealth(
+        commit.batch_id if commit else None,
+        commit.watermark if commit else None,
+        _size(lake.checkpoint / "state")[0],
+        source_bytes,
+        source_files,
+        sinks,
+        len(list(lake.manifests.glob("[0-9]*.jsonl"))),
+    )
+
+
+def run_summary(run: dict[str, Any], gate: dict[str, Any] | None) -> list[str]:
+    """What one ingest run did, as lines of text (the end of `make run`, the run view's heading)."""
+    lines = [
+        f"run {run['run_id']}: {run['status']}" + (f" ({run['error']})" if run.get("error") else ""),
+        f"  files read       {run.get('files_read', 0):>10}  ({run.get('bytes_read', 0) / 1e6:.1f} MB)",
+        f"  records read     {run.get('records_read', 0):>10}",
+        f"  rows written     {run.get('rows_written', 0):>10}  in {len(run.get('rows_written_per_event_date', {}))} event dates",
+        f"  duplicates       {run.get('duplicates_dropped', 0):>10}  dropped",
+        f"  quarantined      {run.get('quarantined', 0):>10}  "
+        + ", ".join(f"{reason} {count}" for reason, count in run.get("quarantined_by_reason", {}).items()),
+        f"  late events      {run.get('late_events', {}).get('count', 0):>10}  written (delivered more than the "
+        f"de-duplication horizon, {run.get('dedup_horizon')}, after they happened)",
+    ]
+    if gate is None:
+        lines.append("  gate             not run")
+    elif gate["verdict"] == "skipped":
+        lines.append(f"  gate         {'skipped':>14}  {gate.get('reason', '')}")
+    else:
+        failed = len(gate.get("failed_critical", []))
+        lines.append(f"  gate             {gate['verdict']:>10}  {failed} critical failures, {len(gate.get('warnings', []))} warnings")
+        if gate.get("data_docs"):
+            lines.append(f"  Data Docs        {gate['data_docs']}")
+    return lines
+
+
+def find_run(runs: list[dict[str, Any]], run_id: str | None) -> dict[str, Any] | None:
+    """The report of `run_id` (the newest report when None)."""
+    if run_id is None:
+        return runs[-1] if runs else None
+    return next((run for run in reversed(runs) if run.get("run_id") == run_id), None)
+
+
+def gate_of(gates: list[dict[str, Any]], run_id: str) -> dict[str, Any] | None:
+    return next((gate for gate in reversed(gates) if gate.get("run_id") == run_id), None)

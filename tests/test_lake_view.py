@@ -1,0 +1,239 @@
+"""The lake in the Airflow UI: the read model on a lake with known content, then the page served
+by a real API server with the plugin, rendered in headless Chromium, and refused without sign-in."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from jobs import lake_status as status
+from jobs import validate_events
+from jobs.lake import Lake
+from jobs.landing import delivery_path
+from jobs.report import RunReport
+from tests.helpers import DAY, deliver, event, events_of, ingest, put_raw
+from tools.airflow_api import Api
+from tools.generate_landing import write_delivery
+from tools.stack import free_port
+
+THRESHOLD = timedelta(hours=2)
+
+
+@dataclass(frozen=True)
+class KnownLake:
+    landing: Path
+    lake: Lake
+    report: RunReport
+    good: Path  # 30 events and one of them again
+    corrupt: Path  # quarantined whole: corrupt_gzip
+    waiting: Path  # delivered after the run: the backlog, and eu-west-1 has no event yet
+    log: list[str]  # the ingest's log messages
+
+
+@pytest.fixture(scope="module")
+def known(spark, tmp_path_factory) -> KnownLake:
+    root = tmp_path_factory.mktemp("lake-view")
+    landing, lake = root / "landing", root / "lake"
+    records = events_of(30, DAY, "ok")
+    good = deliver(landing, [*records, records[0]], DAY + timedelta(minutes=40), name="goodfile")
+    corrupt = put_raw(landing, b"\x1f\x8b\x08\x00" + b"not a gzip stream" * 4, DAY + timedelta(minutes=45), suffix=".json.gz")
+    messages: list[str] = []
+    handler = logging.Handler(logging.INFO)
+    handler.emit = lambda record: messages.append(record.getMessage())  # type: ignore[method-assign]
+    logger, level = logging.getLogger("cloudtrail_ingest"), logging.getLogger("cloudtrail_ingest").level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        report = ingest(spark, landing, lake)
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    # The gate fails: a quarantined file is 1 of 2 files read, over a 0.001 threshold.
+    args = ["--lake", str(lake), "--run-id", report.run_id, "--dates", "2024-03-01", "--quarantine-threshold", "0.001"]
+    assert validate_events.main(args) == 1
+    waiting = delivery_path(landing, "111122223333", "eu-west-1", DAY + timedelta(hours=5), "waitingfile")
+    write_delivery(waiting, [event("eu-1", DAY + timedelta(hours=4, minutes=55), awsRegion="eu-west-1")], DAY + timedelta(hours=5))
+    return KnownLake(landing, Lake.at(lake), report, good, corrupt, waiting, messages)
+
+
+def test_the_run_report_has_a_progress_line_per_batch_and_the_newest_event_per_region(known: KnownLake):
+    body = json.loads(known.lake.ingest_report(known.report.run_id).read_text())
+    assert body["ledger"]["backlog_files"] == 2, "planned: the good file and the corrupt one"
+    batch = body["batches"][0]
+    assert (batch["files_read"], batch["backlog_files"], batch["backlog_bytes"]) == (2, 0, 0), "its one batch leaves nothing to read"
+    assert batch["records_per_second"] == pytest.approx(batch["records_read"] / (batch["duration_ms"] / 1000), abs=0.1)
+    progress = [message for message in known.log if message.startswith("batch 0:")]
+    assert progress and "records/s; backlog 0 files (0.0 MB)" in progress[0]
+    assert body["newest_event_times"] == {"111122223333/us-east-1": "2024-03-01T00:29:00Z"}
+    assert body["duplicates_dropped"] == 1
+
+
+def test_the_read_model_answers_the_operators_questions(known: KnownLake):
+    lake, runs = known.lake, status.ingest_runs(known.lake)
+    fresh = {(row.account, row.region): row for row in status.freshness(lake, known.landing, THRESHOLD, runs)}
+    east, west = fresh["111122223333", "us-east-1"], fresh["111122223333", "eu-west-1"]
+    assert east.newest_file == str(known.corrupt) and east.lag == timedelta(minutes=16) and not east.stale
+    assert west.newest_file == str(known.waiting) and west.newest_event is None and west.stale
+
+    assert status.backlog(lake, known.landing) == status.Backlog(1, known.waiting.stat().st_size, str(known.waiting))
+    assert status.daily_rows(lake, runs) == [status.DayRows("2024-03-01", 30, 0)]
+
+    (gate,) = status.gate_verdicts(lake, status.gate_runs(lake))
+    assert (gate.event_date, gate.verdict, gate.run_id) == ("2024-03-01", "failed", known.report.run_id)
+    assert any("quarantine" in failure for failure in gate.failed) and gate.data_docs == "index.html"
+
+    held = status.quarantine(lake)
+    assert [(reason, rows) for reason, _, rows in held.by_reason_and_day] == [("corrupt_gzip", 1)]
+    assert held.samples[0]["source_file"] == str(known.corrupt) and held.samples[0]["detail"]
+
+    health = status.checkpoint_health(lake)
+    assert health.committed_batch == 1, "the data batch, then the one that moved the watermark"
+    assert health.watermark is not None and health.watermark.isoformat() == known.report.watermark_after
+    assert health.state_bytes > 0 and health.source_log_files >= 1 and health.sink_log_bytes["events"] > 0 and health.manifests == 1
+
+
+def test_the_file_ledger_says_what_became_of_each_file(known: KnownLake):
+    hits = {Path(hit.path).name: hit for hit in status.ledger(known.lake, known.landing, "2024-03-01")}
+    assert len(hits) == 3
+    good, corrupt, waiting = hits[known.good.name], hits[known.corrupt.name], hits[known.waiting.name]
+    assert (good.status, good.rows_written, good.records_in_file, good.duplicates_dropped) == ("ingested", 30, 31, 1)
+    assert good.runs == (known.report.run_id,) and good.source_batch == 0
+    assert corrupt.status == "quarantined" and corrupt.quarantined == {"corrupt_gzip": 1} and corrupt.details
+    assert waiting.status == "not seen"
+    assert [hit.path for hit in status.ledger(known.lake, known.landing, "goodfile")] == [str(known.good)]
+
+
+def test_status_prints_freshness_backlog_and_the_last_run(known: KnownLake):
+    shown = subprocess.run(
+        [sys.executable, "-m", "tools.status", "--lake", str(known.lake.root), "--landing", str(known.landing)],
+        capture_output=True, text=True, check=True, timeout=120,
+    ).stdout  # fmt: skip
+    assert f"run {known.report.run_id}: succeeded" in shown
+    assert "backlog: 1 landing files" in shown
+    assert "eu-west-1" in shown and "STALE" in shown
+    assert re.search(r"gate +failed", shown)
+
+
+@dataclass(frozen=True)
+class Server:
+    url: str
+    password: str
+    env: dict[str, str]
+
+
+@pytest.fixture(scope="module")
+def api_server(known: KnownLake, airflow_db: Path, tmp_path_factory) -> Iterator[Server]:
+    """`airflow api-server` with this project's plugins, on the known lake."""
+    port = free_port()
+    env = {
+        **os.environ,
+        "AIRFLOW__API__HOST": "127.0.0.1",
+        "AIRFLOW__API__PORT": str(port),
+        "AIRFLOW__API__WORKERS": "1",
+        "AIRFLOW__API_AUTH__JWT_SECRET": "lake-view-test",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
+        "CLOUDTRAIL_LAKE": str(known.lake.root),
+        "CLOUDTRAIL_LANDING": str(known.landing),
+    }
+    log = tmp_path_factory.mktemp("api-server") / "api-server.log"
+    with open(log, "w") as out:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "airflow", "api-server", "--port", str(port)], env=env, stdout=out, stderr=subprocess.STDOUT
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            assert server.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            try:
+                urllib.request.urlopen(f"{url}/api/v2/monitor/health", timeout=5)
+                break
+            except OSError:
+                time.sleep(1)
+        passwords = Path(env["AIRFLOW_HOME"]) / "simple_auth_manager_passwords.json.generated"
+        yield Server(url, json.loads(passwords.read_text())["admin"], env)
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+
+
+def get(url: str, token: str | None = None) -> tuple[int, bytes]:
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as refused:
+        return refused.code, b""
+
+
+def test_the_page_refuses_anonymous_requests_and_paths_outside_the_data_docs(api_server: Server):
+    for path in ("/cloudtrail/", "/cloudtrail/status.json", "/cloudtrail/docs/index.html", "/cloudtrail/runs/cloudtrail_ingest/x"):
+        code, body = get(api_server.url + path)
+        assert code in (401, 403) and not body, path
+    assert get(f"{api_server.url}/cloudtrail/", "not-a-token")[0] == 403, "a forged token"
+    token = Api(api_server.url, api_server.password).token
+    assert get(f"{api_server.url}/cloudtrail/docs/index.html", token)[0] == 200
+    for escape in ("..%2F..%2Freports%2Fingest", "%2E%2E/%2E%2E/_checkpoints/ingest.lock", "..%2F..%2F..%2F..%2Fetc%2Fpasswd"):
+        assert get(f"{api_server.url}/cloudtrail/docs/{escape}", token)[0] == 404, escape
+
+
+def test_the_lake_page_in_the_airflow_ui(api_server: Server, known: KnownLake, tmp_path: Path):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=shutil.which("chromium"), args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1400, "height": 1800})
+        page.goto(f"{api_server.url}/")
+        page.get_by_label("Username").fill("admin")
+        page.get_by_label("Password").fill(api_server.password)
+        page.get_by_role("button", name="Sign in").click()
+        page.wait_for_url(f"{api_server.url}/")
+
+        page.goto(f"{api_server.url}/plugin/cloudtrail_lake")  # the navigation's entry: the UI frames the plugin's page
+        lake = page.frame_locator("iframe").first
+        stale = lake.locator("#freshness tr.stale")
+        stale.first.wait_for(timeout=60_000)
+        assert stale.count() == 1 and "eu-west-1" in stale.inner_text() and "waitingfile" in stale.inner_text()
+        assert "corrupt_gzip" in lake.locator("#quarantine h3").all_inner_texts()
+        assert "replay_reason" in lake.get_by_text("airflow dags trigger cloudtrail_ingest").first.inner_text()
+        failed = lake.locator("#gate tr.failed")
+        assert failed.count() == 1 and "2024-03-01" in failed.inner_text() and "failed" in failed.inner_text()
+        page.screenshot(path=str(tmp_path / "lake-page.png"), full_page=True)
+
+        lake.locator("input[name=file]").fill(known.corrupt.name)
+        lake.get_by_role("button", name="Search").click()
+        hit = lake.locator("#ledger tr", has_text=known.corrupt.name)
+        hit.first.wait_for()
+        assert "quarantined" in hit.first.inner_text() and "corrupt_gzip" in hit.first.inner_text()
+
+        lake.get_by_role("link", name="Data Docs").click()
+        lake.get_by_text("Validation Results").first.wait_for()  # the lake's Data Docs, through the plugin
+        assert any(frame.url.endswith("/cloudtrail/docs/index.html") for frame in page.frames)
+
+        # The run's "Lake" tab: the DAG registered (no DAG processor here) and a run of it under the ingest's run id.
+        subprocess.run([sys.executable, "-m", "airflow", "dags", "reserialize"], env=api_server.env, check=True, capture_output=True)
+        api = Api(api_server.url, api_server.password)
+        api.call("POST", "/api/v2/dags/cloudtrail_ingest/dagRuns", {"dag_run_id": known.report.run_id, "logical_date": None})
+        page.goto(f"{api_server.url}/dags/cloudtrail_ingest/runs/{known.report.run_id}/plugin/cloudtrail_lake_run")
+        run = page.frame_locator("iframe").first
+        run.locator("pre").wait_for(timeout=60_000)
+        assert re.search(r"rows written +30 ", run.locator("pre").inner_text())
+        batches = run.locator("table tr").all_inner_texts()[1:]
+        assert len(batches) == len(known.report.batches)
+        assert batches[0].split("\t")[:5] == ["0", "2", "32", "30", "1"], "batch 0: files, records, rows written, quarantined"
+        page.screenshot(path=str(tmp_path / "run-view.png"), full_page=True)
+        browser.close()

@@ -1,0 +1,70 @@
+"""The lake's freshness, backlog and last run, in a terminal (the Airflow UI's lake page shows the same).
+
+python -m tools.status [--lake DIR] [--landing DIR]     freshness, backlog, the last run
+python -m tools.status --run latest|RUN_ID              what one ingest run did (the end of `make run`)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from datetime import timedelta
+from pathlib import Path
+
+from jobs import lake_status as status
+from jobs import options
+from jobs.lake import Lake
+
+
+def run_lines(lake: Lake, run_id: str | None) -> list[str]:
+    run = status.find_run(status.ingest_runs(lake), run_id)
+    if run is None:
+        return [f"no ingest report {'yet' if run_id is None else 'for run ' + run_id} in {lake.ingest_reports}"]
+    return status.run_summary(run, status.gate_of(status.gate_runs(lake), run["run_id"]))
+
+
+def overview(lake: Lake, landing: Path, threshold: timedelta) -> list[str]:
+    waiting = status.backlog(lake, landing)
+    lines = [f"lake {lake.root}, landing {landing}"]
+    lines.append(f"backlog: {waiting.files} landing files ({waiting.bytes / 1e6:.1f} MB) not taken by a run yet")
+    if waiting.oldest:
+        lines.append(f"  first of them: {waiting.oldest}")
+    lines.append(f"freshness (newest delivery against the newest eventTime written; STALE: no event yet, or a lag over {threshold}):")
+    rows = status.freshness(lake, landing, threshold, status.ingest_runs(lake))
+    account, region = (max([len(title), *(len(getattr(row, title)) for row in rows)]) + 2 for title in ("account", "region"))
+    lines.append(f"  {'account':<{account}}{'region':<{region}}{'delivered':<22}{'newest event':<22}lag")
+    for row in rows:
+        lines.append(
+            f"  {row.account:<{account}}{row.region:<{region}}{status.format_time(row.delivered_at):<22}"
+            f"{status.format_time(row.newest_event):<22}{status.format_lag(row.lag)}{'   STALE' if row.stale else ''}"
+        )
+    health = status.checkpoint_health(lake)
+    lines.append(
+        f"checkpoint: batch {health.committed_batch}, watermark {status.format_time(health.watermark)}, "
+        f"state {health.state_bytes / 1e6:.1f} MB, source log {health.source_log_bytes / 1e3:.0f} KB"
+    )
+    lines.append("last run:")
+    return lines + run_lines(lake, None)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--lake", type=Path, default=os.environ.get("CLOUDTRAIL_LAKE"))
+    parser.add_argument("--landing", type=Path, default=os.environ.get("CLOUDTRAIL_LANDING"))
+    threshold = os.environ.get("CLOUDTRAIL_FRESHNESS_THRESHOLD", options.FRESHNESS_THRESHOLD)
+    parser.add_argument("--threshold", type=options.duration, default=threshold)
+    parser.add_argument("--run", help="only what this ingest run did ('latest': the newest run)")
+    args = parser.parse_args(argv)
+    if args.lake is None or (args.landing is None and not args.run):
+        parser.error("--lake and --landing (or $CLOUDTRAIL_LAKE and $CLOUDTRAIL_LANDING) are needed")
+    lake = Lake.at(args.lake)
+    if args.run:
+        lines = run_lines(lake, None if args.run == "latest" else args.run)
+    else:
+        lines = overview(lake, args.landing.absolute(), args.threshold)
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
