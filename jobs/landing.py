@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
 from datetime import UTC, date, datetime
 from pathlib import Path
 
@@ -64,7 +65,7 @@ def newest_deliveries(landing: str | Path) -> dict[tuple[str, str], str]:
     found = {}
     for region_folder in _region_folders(landing):
         where = place(f"{region_folder.as_posix()}/0000/00/00")
-        for _, folder in reversed(_days(region_folder)):
+        for _, folder in _days(region_folder, newest_first=True):
             files = log_files_in(folder)
             if files and where is not None:
                 found[where] = max(files, key=_delivery_stamp).path
@@ -80,7 +81,7 @@ def _delivery_stamp(file: os.DirEntry) -> tuple[str, str]:
 
 def _folders(parent: Path, pattern: re.Pattern[str]) -> list[str]:
     try:
-        return sorted(e.name for e in os.scandir(parent) if pattern.fullmatch(e.name) and e.is_dir())
+        return [e.name for e in os.scandir(parent) if pattern.fullmatch(e.name) and e.is_dir()]
     except (FileNotFoundError, NotADirectoryError):
         return []
 
@@ -89,7 +90,7 @@ def _region_folders(landing: str | Path) -> list[Path]:
     """Every <account>/CloudTrail/<region> folder, with or without an organization id level above the account."""
     logs = aws_logs(landing)
     trails = [logs.joinpath(*parts, "CloudTrail") for levels in (1, 2) for parts in _paths(logs, levels)]
-    return [trail / name for trail in trails for name in _folders(trail, ANY_NAME)]
+    return [trail / name for trail in trails for name in sorted(_folders(trail, ANY_NAME))]
 
 
 def _paths(root: Path, levels: int) -> list[tuple[str, ...]]:
@@ -100,21 +101,24 @@ def _paths(root: Path, levels: int) -> list[tuple[str, ...]]:
     return paths
 
 
-def _days(region_folder: Path, since: date | None = None) -> list[tuple[date, Path]]:
-    """A region's day folders YYYY/MM/DD, oldest first; with `since`, those on or after it (older years and months are not listed)."""
-    found = []
-    for year in _folders(region_folder, YEAR):
+def _days(region_folder: Path, since: date | None = None, newest_first: bool = False) -> Iterator[tuple[date, Path]]:
+    """A region's day folders YYYY/MM/DD, oldest first (or newest first), listed as they are asked for;
+    with `since`, those on or after it (older years and months are not listed)."""
+
+    def names(parent: Path, pattern: re.Pattern[str]) -> list[str]:
+        return sorted(_folders(parent, pattern), reverse=newest_first)
+
+    for year in names(region_folder, YEAR):
         if since and int(year) < since.year:
             continue
-        for month in _folders(region_folder / year, TWO_DIGITS):
+        for month in names(region_folder / year, TWO_DIGITS):
             if since and (int(year), int(month)) < (since.year, since.month):
                 continue
-            for day in _folders(region_folder / year / month, TWO_DIGITS):
+            for day in names(region_folder / year / month, TWO_DIGITS):
                 folder = region_folder / year / month / day
                 folder_date = delivery_date(folder.as_posix())
                 if folder_date is not None and (since is None or folder_date >= since):
-                    found.append((folder_date, folder))
-    return found
+                    yield folder_date, folder
 
 
 def day_folders(landing: str | Path, since: date | None = None) -> list[tuple[date, Path]]:

@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import shutil
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -26,9 +24,8 @@ from jobs.lake import Lake
 from jobs.landing import delivery_path
 from jobs.report import RunReport
 from tests.helpers import DAY, deliver, event, events_of, ingest, put_raw
-from tools.airflow_api import Api
+from tools.airflow_api import Api, Server, api_server, sign_in
 from tools.generate_landing import write_delivery
-from tools.stack import free_port
 
 THRESHOLD = timedelta(hours=2)
 
@@ -128,47 +125,12 @@ def test_status_prints_freshness_backlog_and_the_last_run(known: KnownLake):
     assert re.search(r"gate +failed", shown)
 
 
-@dataclass(frozen=True)
-class Server:
-    url: str
-    password: str
-    env: dict[str, str]
-
-
 @pytest.fixture(scope="module")
-def api_server(known: KnownLake, airflow_db: Path, tmp_path_factory) -> Iterator[Server]:
+def server(known: KnownLake, airflow_db: Path, tmp_path_factory) -> Iterator[Server]:
     """`airflow api-server` with this project's plugins, on the known lake."""
-    port = free_port()
-    env = {
-        **os.environ,
-        "AIRFLOW__API__HOST": "127.0.0.1",
-        "AIRFLOW__API__PORT": str(port),
-        "AIRFLOW__API__WORKERS": "1",
-        "AIRFLOW__API_AUTH__JWT_SECRET": "lake-view-test",
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
-        "CLOUDTRAIL_LAKE": str(known.lake.root),
-        "CLOUDTRAIL_LANDING": str(known.landing),
-    }
-    log = tmp_path_factory.mktemp("api-server") / "api-server.log"
-    with open(log, "w") as out:
-        server = subprocess.Popen(
-            [sys.executable, "-m", "airflow", "api-server", "--port", str(port)], env=env, stdout=out, stderr=subprocess.STDOUT
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            assert server.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
-            try:
-                urllib.request.urlopen(f"{url}/api/v2/monitor/health", timeout=5)
-                break
-            except OSError:
-                time.sleep(1)
-        passwords = Path(env["AIRFLOW_HOME"]) / "simple_auth_manager_passwords.json.generated"
-        yield Server(url, json.loads(passwords.read_text())["admin"], env)
-    finally:
-        server.terminate()
-        server.wait(timeout=60)
+    env = {"CLOUDTRAIL_LAKE": str(known.lake.root), "CLOUDTRAIL_LANDING": str(known.landing)}
+    with api_server(env, tmp_path_factory.mktemp("api-server") / "api-server.log") as running:
+        yield running
 
 
 def get(url: str, token: str | None = None) -> tuple[int, bytes]:
@@ -180,30 +142,26 @@ def get(url: str, token: str | None = None) -> tuple[int, bytes]:
         return refused.code, b""
 
 
-def test_the_page_refuses_anonymous_requests_and_paths_outside_the_data_docs(api_server: Server):
+def test_the_page_refuses_anonymous_requests_and_paths_outside_the_data_docs(server: Server):
     for path in ("/cloudtrail/", "/cloudtrail/status.json", "/cloudtrail/docs/index.html", "/cloudtrail/runs/cloudtrail_ingest/x"):
-        code, body = get(api_server.url + path)
+        code, body = get(server.url + path)
         assert code in (401, 403) and not body, path
-    assert get(f"{api_server.url}/cloudtrail/", "not-a-token")[0] == 403, "a forged token"
-    token = Api(api_server.url, api_server.password).token
-    assert get(f"{api_server.url}/cloudtrail/docs/index.html", token)[0] == 200
+    assert get(f"{server.url}/cloudtrail/", "not-a-token")[0] == 403, "a forged token"
+    token = Api(server.url, server.password).token
+    assert get(f"{server.url}/cloudtrail/docs/index.html", token)[0] == 200
     for escape in ("..%2F..%2Freports%2Fingest", "%2E%2E/%2E%2E/_checkpoints/ingest.lock", "..%2F..%2F..%2F..%2Fetc%2Fpasswd"):
-        assert get(f"{api_server.url}/cloudtrail/docs/{escape}", token)[0] == 404, escape
+        assert get(f"{server.url}/cloudtrail/docs/{escape}", token)[0] == 404, escape
 
 
-def test_the_lake_page_in_the_airflow_ui(api_server: Server, known: KnownLake, tmp_path: Path):
+def test_the_lake_page_in_the_airflow_ui(server: Server, known: KnownLake, tmp_path: Path):
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=shutil.which("chromium"), args=["--no-sandbox"])
         page = browser.new_page(viewport={"width": 1400, "height": 1800})
-        page.goto(f"{api_server.url}/")
-        page.get_by_label("Username").fill("admin")
-        page.get_by_label("Password").fill(api_server.password)
-        page.get_by_role("button", name="Sign in").click()
-        page.wait_for_url(f"{api_server.url}/")
+        sign_in(page, server.url, server.password)
 
-        page.goto(f"{api_server.url}/plugin/cloudtrail_lake")  # the navigation's entry: the UI frames the plugin's page
+        page.goto(f"{server.url}/plugin/cloudtrail_lake")  # the navigation's entry: the UI frames the plugin's page
         lake = page.frame_locator("iframe").first
         stale = lake.locator("#freshness tr.stale")
         stale.first.wait_for(timeout=60_000)
@@ -225,10 +183,10 @@ def test_the_lake_page_in_the_airflow_ui(api_server: Server, known: KnownLake, t
         assert any(frame.url.endswith("/cloudtrail/docs/index.html") for frame in page.frames)
 
         # The run's "Lake" tab: the DAG registered (no DAG processor here) and a run of it under the ingest's run id.
-        subprocess.run([sys.executable, "-m", "airflow", "dags", "reserialize"], env=api_server.env, check=True, capture_output=True)
-        api = Api(api_server.url, api_server.password)
+        subprocess.run([sys.executable, "-m", "airflow", "dags", "reserialize"], env=server.env, check=True, capture_output=True)
+        api = Api(server.url, server.password)
         api.call("POST", "/api/v2/dags/cloudtrail_ingest/dagRuns", {"dag_run_id": known.report.run_id, "logical_date": None})
-        page.goto(f"{api_server.url}/dags/cloudtrail_ingest/runs/{known.report.run_id}/plugin/cloudtrail_lake_run")
+        page.goto(f"{server.url}/dags/cloudtrail_ingest/runs/{known.report.run_id}/plugin/cloudtrail_lake_run")
         run = page.frame_locator("iframe").first
         run.locator("pre").wait_for(timeout=60_000)
         assert re.search(r"rows written +30 ", run.locator("pre").inner_text())

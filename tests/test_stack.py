@@ -30,7 +30,7 @@ from jobs import gate
 from jobs.lake import Lake
 from tests.helpers import DAY, deliver, duckdb_rows, events_of
 from tests.test_downstream import hourly_from_activity, hourly_from_events
-from tools.airflow_api import DAG_ID, Api
+from tools.airflow_api import DAG_ID, Api, sign_in
 from tools.stack import ROOT, STATE, Stack, alive, write_env_file
 
 pytestmark = pytest.mark.stack
@@ -167,11 +167,7 @@ def make(*target: str, timeout: float) -> str:
 
 def backfill_in_the_ui(page: Any, base: str, password: str, first: str, last: str) -> None:
     """Sign in, open the DAG, Trigger -> Backfill, pick the date range (the picker's own fields), run it."""
-    page.goto(f"{base}/")
-    page.get_by_label("Username").fill("admin")
-    page.get_by_label("Password").fill(password)
-    page.get_by_role("button", name="Sign in").click()
-    page.wait_for_url(f"{base}/")
+    sign_in(page, base, password)
     page.goto(f"{base}/dags/{DAG_ID}")
     page.get_by_role("button", name="Trigger").first.click()
     dialog = page.get_by_role("dialog").first

@@ -1,18 +1,26 @@
 """The Airflow API server's public REST API (`/api/v2`), called as the UI calls it: with the admin's token.
 
-Used by the stack tests and the stack benchmark to drive the ingest DAG on a running stack.
+Used by the stack tests and the stack benchmark to drive the ingest DAG on a running stack, and
+(`api_server`, `sign_in`) by the lake page's test and benchmark to start an API server of their own.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
-from tools.stack import Stack
+from tools.stack import Stack, free_port
 
 DAG_ID = "cloudtrail_ingest"
 
@@ -97,3 +105,52 @@ class Api:
 
 def seconds(start: str, end: str) -> float:
     return (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds()
+
+
+@dataclass(frozen=True)
+class Server:
+    url: str
+    password: str  # the admin's
+    env: dict[str, str]  # what the server runs with: run Airflow commands against its DB with it
+
+
+@contextmanager
+def api_server(env: dict[str, str], log: Path, timeout: float = 180) -> Iterator[Server]:
+    """`airflow api-server` on a free loopback port with `env` (its AIRFLOW_HOME holds a migrated DB),
+    SimpleAuthManager's admin user, one worker; stopped on exit."""
+    port = free_port()
+    env = {
+        **os.environ,
+        **env,
+        "AIRFLOW__API__HOST": "127.0.0.1",
+        "AIRFLOW__API__PORT": str(port),
+        "AIRFLOW__API__WORKERS": "1",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
+    }
+    env.setdefault("AIRFLOW__API_AUTH__JWT_SECRET", os.urandom(16).hex())
+    with open(log, "w") as out:
+        server = subprocess.Popen([sys.executable, "-m", "airflow", "api-server", "--port", str(port)], env=env, stdout=out, stderr=out)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            assert server.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            try:
+                urllib.request.urlopen(f"{url}/api/v2/monitor/health", timeout=5)
+                break
+            except OSError:
+                time.sleep(1)
+        passwords = Path(env["AIRFLOW_HOME"]) / "simple_auth_manager_passwords.json.generated"
+        yield Server(url, json.loads(passwords.read_text())["admin"], env)
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+
+
+def sign_in(page: Any, url: str, password: str) -> None:
+    """Sign a Playwright page in to the UI at `url` as the admin (SimpleAuthManager's form)."""
+    page.goto(f"{url}/")
+    page.get_by_label("Username").fill("admin")
+    page.get_by_label("Password").fill(password)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(f"{url}/")

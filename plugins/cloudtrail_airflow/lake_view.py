@@ -30,6 +30,9 @@ from jobs.lake import Lake
 
 app = FastAPI(title="CloudTrail lake", dependencies=[Depends(requires_access_dag("GET", param_dag_id=INGEST_DAG_ID))])
 
+# Days of the quarantine's table by reason and day.
+QUARANTINE_DAYS = 30
+
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 16px; color: #1a202c; font-size: 14px; }
 h1 { font-size: 20px; } h2 { font-size: 16px; margin-top: 28px; border-bottom: 1px solid #ddd; }
@@ -135,9 +138,12 @@ def _ledger(query: str, hits: list[status.LedgerHit]) -> str:
 def _quarantine(found: status.Quarantined) -> str:
     if not found.by_reason_and_day:
         return "<p>nothing quarantined</p>"
-    by_day = [[escape(reason), escape(day), f"{rows:,}"] for reason, day, rows in found.by_reason_and_day]
-    counts = _table(["reason", "arrived", "rows"], by_day, numeric=frozenset({2}))
-    parts = [counts]
+    reasons = sorted({reason for reason, _, _ in found.by_reason_and_day})
+    days = sorted({day for _, day, _ in found.by_reason_and_day}, reverse=True)[:QUARANTINE_DAYS]
+    counts = {(reason, day): count for reason, day, count in found.by_reason_and_day}
+    by_day = [[escape(day), *(f"{counts.get((reason, day), 0):,}" for reason in reasons)] for day in days]
+    heading = f"<p class='muted'>Rows quarantined by the day they arrived, the newest {QUARANTINE_DAYS} days with any.</p>"
+    parts = [heading + _table(["arrived", *reasons], by_day, numeric=frozenset(range(1, len(reasons) + 1)))]
     for reason in sorted({s["reason"] for s in found.samples}):
         samples = [s for s in found.samples if s["reason"] == reason]
         rows = [
