@@ -120,6 +120,12 @@ def test_a_scheduled_run_and_a_backfill_at_the_same_time_on_postgres_and_the_spa
         time.sleep(10)
     assert {r["state"] for r in downstream_runs} == {"success"} and {r["run_type"] for r in downstream_runs} == {"asset_triggered"}
 
+    # The compose API server serves the lake page from the shared volumes, behind the same sign-in.
+    shown = api.call("GET", "/cloudtrail/status.json")
+    assert {(row["account"], row["region"]) for row in shown["freshness"]} == {("111122223333", "us-east-1")}
+    assert sum(day["rows"] for day in shown["rows_per_event_date"]) == len(expected)
+    assert shown["backlog"]["files"] == 0 and shown["checkpoint"]["committed_batch"] is not None
+
 
 def test_a_rebuild_backfill_from_the_rest_api_repairs_three_damaged_partitions(stack: Stack, spark):
     landing, lake = stack.home / "volumes" / "landing", stack.home / "volumes" / "lake"
