@@ -416,6 +416,22 @@ def run_summary(run: dict[str, Any], gate: dict[str, Any] | None) -> list[str]:
     return lines
 
 
+def activity_summary(lake: Lake, run_id: str) -> list[str] | None:
+    """What one downstream run (jobs/activity.py) built, as lines of text; None when it left no report."""
+    path = lake.activity_report(run_id)
+    if not path.exists():
+        return None
+    run = json.loads(path.read_text())
+    lines = [f"downstream run {run['run_id']}: {run['status']}" + (f" ({run['error']})" if run.get("error") else "")]
+    lines.append(f"  event dates built  {len(run.get('dates', []))}  {', '.join(run.get('dates', [])[:10])}")
+    for table, per_date in run.get("rows", {}).items():
+        lines.append(f"  {table:<18} {sum(per_date.values()):>10} rows")
+    top = sorted(run.get("findings_by_rule", {}).items(), key=lambda item: (-item[1], item[0]))[:5]
+    lines.append("  findings by rule   " + (", ".join(f"{rule} {count}" for rule, count in top) or "none"))
+    lines.append(f"  gate               {run.get('gate') or 'not run'}")
+    return lines
+
+
 def find_run(runs: list[dict[str, Any]], run_id: str | None) -> dict[str, Any] | None:
     """The report of `run_id` (the newest report when None)."""
     if run_id is None:

@@ -20,6 +20,7 @@ import pytest
 
 from jobs import lake_status as status
 from jobs import validate_events
+from jobs.activity import ActivityReport
 from jobs.lake import Lake
 from jobs.landing import delivery_path
 from jobs.report import RunReport
@@ -151,6 +152,14 @@ def test_the_page_refuses_anonymous_requests_and_paths_outside_the_data_docs(ser
     assert get(f"{server.url}/cloudtrail/docs/index.html", token)[0] == 200
     for escape in ("..%2F..%2Freports%2Fingest", "%2E%2E/%2E%2E/_checkpoints/ingest.lock", "..%2F..%2F..%2F..%2Fetc%2Fpasswd"):
         assert get(f"{server.url}/cloudtrail/docs/{escape}", token)[0] == 404, escape
+
+
+def test_a_downstream_run_has_a_view_of_its_own(server: Server, known: KnownLake):
+    token = Api(server.url, server.password).token
+    ActivityReport("asset_triggered__x", "2024-03-01T01:00:00+00:00", ["2024-03-01"], "succeeded", {"activity_hourly": {"2024-03-01": 3}},
+                   {"cis-4.1": 2}, "passed").write(known.lake)  # fmt: skip
+    code, page = get(f"{server.url}/cloudtrail/runs/cloudtrail_activity/asset_triggered__x", token)
+    assert code == 200 and re.search(r"activity_hourly +3 rows", page.decode()) and "cis-4.1 2" in page.decode()
 
 
 def test_the_lake_page_in_the_airflow_ui(server: Server, known: KnownLake, tmp_path: Path):

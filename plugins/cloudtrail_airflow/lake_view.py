@@ -224,7 +224,10 @@ def run_page(dag_id: str, run_id: str) -> HTMLResponse:
     _, lake = _settings()
     run = status.find_run(status.ingest_runs(lake), run_id)
     if run is None:
-        body = f"<p>No ingest report for {escape(dag_id)} run {escape(run_id)}: a run that wrote nothing, or another DAG's run.</p>"
+        built = status.activity_summary(lake, run_id)
+        if built is not None:
+            return _page("CloudTrail lake: downstream run", f"<pre>{escape(chr(10).join(built))}</pre>", started)
+        body = f"<p>No report in the lake for {escape(dag_id)} run {escape(run_id)}: it has not reached its Spark job yet.</p>"
         return _page("CloudTrail lake: run", body, started)
     gate = status.gate_of(status.gate_runs(lake), run_id)
     batches = [
