@@ -54,29 +54,29 @@ def place(path: str) -> tuple[str, str] | None:
     return (match[1], match[2]) if match else None
 
 
+def _stamp(name: str) -> str | None:
+    """The YYYYMMDDTHHmmZ delivery time stamp in a log file's name; as text it sorts as time does."""
+    match = DELIVERED_AT.search(name.split(".json")[0])
+    return match[1] if match else None
+
+
 def delivered_at(path: str) -> datetime | None:
     """When CloudTrail delivered a file: the time stamp in its name (UTC, to the minute)."""
-    match = DELIVERED_AT.search(os.path.basename(path).split(".json")[0])
-    return datetime.strptime(match[1], "%Y%m%dT%H%MZ").replace(tzinfo=UTC) if match else None
+    stamp = _stamp(os.path.basename(path))
+    return datetime.strptime(stamp, "%Y%m%dT%H%MZ").replace(tzinfo=UTC) if stamp else None
 
 
 def newest_deliveries(landing: str | Path) -> dict[tuple[str, str], str]:
     """Per account and region, the newest log file in the landing zone (its day folders listed newest first, until one holds a file)."""
     found = {}
     for region_folder in _region_folders(landing):
-        where = place(f"{region_folder.as_posix()}/0000/00/00")
         for _, folder in _days(region_folder, newest_first=True):
             files = log_files_in(folder)
-            if files and where is not None:
-                found[where] = max(files, key=_delivery_stamp).path
+            if files:
+                account = region_folder.parent.parent.name  # <account>/CloudTrail/<region>
+                found[(account, region_folder.name)] = max(files, key=lambda e: (_stamp(e.name) or "", e.name)).path
                 break
     return found
-
-
-def _delivery_stamp(file: os.DirEntry) -> tuple[str, str]:
-    """Orders files by delivery time: the name's YYYYMMDDTHHmmZ sorts as text."""
-    match = DELIVERED_AT.search(file.name.split(".json")[0])
-    return (match[1] if match else "", file.name)
 
 
 def _folders(parent: Path, pattern: re.Pattern[str]) -> list[str]:
@@ -89,7 +89,8 @@ def _folders(parent: Path, pattern: re.Pattern[str]) -> list[str]:
 def _region_folders(landing: str | Path) -> list[Path]:
     """Every <account>/CloudTrail/<region> folder, with or without an organization id level above the account."""
     logs = aws_logs(landing)
-    trails = [logs.joinpath(*parts, "CloudTrail") for levels in (1, 2) for parts in _paths(logs, levels)]
+    depths = [level.count("/") + 1 for level in ACCOUNT_LEVELS]
+    trails = [logs.joinpath(*parts, "CloudTrail") for depth in depths for parts in _paths(logs, depth)]
     return [trail / name for trail in trails for name in sorted(_folders(trail, ANY_NAME))]
 
 
