@@ -348,7 +348,6 @@ def run(config: IngestConfig, session: Callable[[], SparkSession]) -> RunReport:
             config.max_files_per_trigger, config.max_bytes_per_trigger, replay,
         )  # fmt: skip
         report.ledger = files.summary()
-        report.backlog_files, report.backlog_bytes = files.backlog_files, files.backlog_bytes
         if files.taken == 0 and files.pending == 0 and checkpoint.settled:
             # A streaming query would find nothing: skip Spark altogether.
             log.info("nothing new in %s since the last successful run; Spark not started", config.landing)

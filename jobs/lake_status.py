@@ -13,13 +13,14 @@ import json
 import os
 import zlib
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from jobs.lake import Lake
 from jobs.landing import day_folders, delivered_at, delivery_date, log_files_in, newest_deliveries
 from jobs.ledger import late_files, read_manifest
+from jobs.report import newest_per_place
 from jobs.spark_logs import last_commit, local_path, read_source_log, sink_log, source_file, source_offset
 
 # Text of a quarantined record shown on the page; the table holds all of it.
@@ -63,11 +64,15 @@ def gate_runs(lake: Lake) -> list[dict[str, Any]]:
     return _reports(lake.gate_reports)
 
 
-def _parse_time(text: str | None) -> datetime | None:
-    if not text:
-        return None
-    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+def _parse_time(text: str) -> datetime:
+    """An eventTime as the run report keeps it (jobs/report.py: ISO 8601, UTC, 'Z')."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def _account_region(place: str) -> tuple[str, str]:
+    """A place as the run report names it ("account/region")."""
+    account, _, region = place.partition("/")
+    return account, region
 
 
 @dataclass(frozen=True)
@@ -83,13 +88,8 @@ class Freshness:
 
 def freshness(lake: Lake, landing: Path, threshold: timedelta, runs: list[dict[str, Any]]) -> list[Freshness]:
     """Per account and region: the newest delivery in the landing zone against the newest eventTime the runs wrote."""
-    newest_event: dict[tuple[str, str], datetime] = {}
-    for run in runs:
-        for where, text in run.get("newest_event_times", {}).items():
-            account, _, region = where.partition("/")
-            moment = _parse_time(text)
-            if moment is not None and moment > newest_event.get((account, region), moment - timedelta(1)):
-                newest_event[(account, region)] = moment
+    written = newest_per_place(run.get("newest_event_times", {}) for run in runs)
+    newest_event = {_account_region(where): _parse_time(text) for where, text in written.items()}
     files = newest_deliveries(landing)
     rows = []
     for account, region in sorted(files.keys() | newest_event.keys()):

@@ -6,10 +6,11 @@ import json
 import logging
 import os
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from jobs.lake import Lake
 
@@ -58,22 +59,16 @@ class RunReport:
     swept_files: dict[str, int] = field(default_factory=dict)
     ledger: dict[str, object] = field(default_factory=dict)
     batches: list[BatchStats] = field(default_factory=list)
-    # Files and bytes the run has still to read: its plan's backlog, less each finished batch's.
-    backlog_files: int = 0
-    backlog_bytes: int = 0
 
     def totals(self) -> dict[str, Any]:
         written: Counter[str] = Counter()
         quarantined: Counter[str] = Counter()
         late: Counter[str] = Counter()
-        newest: dict[str, str] = {}
         for batch in self.batches:
             if not batch.already_committed:
                 written.update(batch.rows_written_per_event_date)
                 quarantined.update(batch.quarantined_by_reason)
                 late.update(batch.late_per_event_date)
-            for place, moment in batch.newest_event_times.items():
-                newest[place] = max(moment, newest.get(place, moment))
         records_read = sum(b.records_read for b in self.batches)
         rows_out = sum(sum(b.rows_written_per_event_date.values()) + sum(b.quarantined_by_reason.values()) for b in self.batches)
         return {
@@ -97,7 +92,7 @@ class RunReport:
             "rows_dropped_by_watermark": sum(b.rows_dropped_by_watermark for b in self.batches),
             "quarantined_by_reason": dict(sorted(quarantined.items())),
             "quarantined": sum(quarantined.values()),
-            "newest_event_times": dict(sorted(newest.items())),
+            "newest_event_times": newest_per_place(b.newest_event_times for b in self.batches),
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -114,6 +109,15 @@ class RunReport:
         tmp.write_text(json.dumps(self.to_json(), indent=2, default=str) + "\n")
         os.replace(tmp, path)
         return path
+
+
+def newest_per_place(times: Iterable[dict[str, str]]) -> dict[str, str]:
+    """Per "account/region", the newest of these eventTimes (ISO 8601 UTC text, which sorts as time does)."""
+    newest: dict[str, str] = {}
+    for per_place in times:
+        for place, moment in per_place.items():
+            newest[place] = max(moment, newest.get(place, moment))
+    return dict(sorted(newest.items()))
 
 
 def now_iso() -> str:
@@ -134,9 +138,10 @@ def apply_progress(report: RunReport, progress: dict[str, Any]) -> BatchStats | 
     batch.records_read = int(records.get("records") or 0)
     batch.rows_dropped_by_watermark = sum(int(op.get("numRowsDroppedByWatermark", 0)) for op in progress.get("stateOperators", []))
     batch.watermark = progress.get("eventTime", {}).get("watermark")
-    report.backlog_files = max(0, report.backlog_files - batch.files_read)
-    report.backlog_bytes = max(0, report.backlog_bytes - batch.bytes_read)
-    batch.backlog_files, batch.backlog_bytes = report.backlog_files, report.backlog_bytes
+    # Left to read: the plan's backlog less what the batches so far read (progress comes in batch order).
+    planned = cast(dict[str, int], report.ledger)
+    batch.backlog_files = max(0, planned.get("backlog_files", 0) - sum(b.files_read for b in report.batches))
+    batch.backlog_bytes = max(0, planned.get("backlog_bytes", 0) - sum(b.bytes_read for b in report.batches))
     return batch
 
 
