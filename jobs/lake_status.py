@@ -37,13 +37,19 @@ def _parquet(folders: list[Path]) -> str | None:
     return f"read_parquet({globs!r}, hive_partitioning = true, union_by_name = true)" if globs else None
 
 
+def _partitions(table: Path, newest: int | None = None) -> str | None:
+    """A DuckDB table function over a table's partitions (its newest `newest` of them); None when it has no data files."""
+    folders = sorted(p for p in table.glob("*=*") if p.is_dir())
+    return _parquet(folders[-newest:] if newest else folders)
+
+
 def _duckdb() -> Any:
     import duckdb  # imported on first use: the plugin module loads in every Airflow process
 
     return duckdb.connect()
 
 
-def _reports(folder: Path) -> list[dict[str, Any]]:
+def reports(folder: Path) -> list[dict[str, Any]]:
     """Every report in a reports folder, oldest first (index files such as _validated.json sit beside them)."""
     paths = [p for p in folder.glob("*.json") if not p.name.startswith("_")] if folder.is_dir() else []
     bodies = []
@@ -57,11 +63,11 @@ def _reports(folder: Path) -> list[dict[str, Any]]:
 
 def ingest_runs(lake: Lake) -> list[dict[str, Any]]:
     """The ingest runs' reports, oldest first."""
-    return _reports(lake.ingest_reports)
+    return reports(lake.ingest_reports)
 
 
 def gate_runs(lake: Lake) -> list[dict[str, Any]]:
-    return _reports(lake.gate_reports)
+    return reports(lake.gate_reports)
 
 
 def _parse_time(text: str) -> datetime:
@@ -148,8 +154,7 @@ class DayRows:
 
 def daily_rows(lake: Lake, runs: list[dict[str, Any]], days: int = 30) -> list[DayRows]:
     """Rows per event date in the table for its newest `days` dates, and the late events the runs wrote for each."""
-    folders = sorted(p for p in lake.events.glob("event_date=*") if p.is_dir())[-days:]
-    source = _parquet(folders)
+    source = _partitions(lake.events, newest=days)
     if source is None:
         return []
     counts = _duckdb().execute(f"select cast(event_date as varchar), count(*) from {source} group by 1 order by 1").fetchall()
@@ -197,7 +202,7 @@ class Quarantined:
 
 def quarantine(lake: Lake, samples_per_reason: int = 3) -> Quarantined:
     """What is in quarantine, by reason and the day it arrived, with the newest few rows of each reason."""
-    source = _parquet(sorted(p for p in lake.quarantine.glob("reason=*") if p.is_dir()))
+    source = _partitions(lake.quarantine)
     if source is None:
         return Quarantined([], [])
     db = _duckdb()
@@ -343,7 +348,7 @@ def _table_rows(
             path = local_path(name)
             written[path] = written.get(path, 0) + count
             runs.setdefault(path, set()).add(run)
-    held = _parquet(sorted(p for p in lake.quarantine.glob("reason=*") if p.is_dir()))
+    held = _partitions(lake.quarantine)
     if held is not None:
         query = (f"select source_file, reason, _ingest_run_id, count(*), min(detail) from {held} "
                  "where source_file in (select unnest(?)) group by 1, 2, 3")  # fmt: skip

@@ -6,19 +6,18 @@ python -m tools.summary --lake DIR
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from pathlib import Path
 
 import duckdb
 
 from jobs.lake import Lake
+from jobs.lake_status import reports
 
 
 def latest(folder: Path) -> dict | None:
-    # Index files (_validated.json) sit beside the reports.
-    reports = sorted((p for p in folder.glob("*.json") if not p.name.startswith("_")), key=lambda p: p.stat().st_mtime)
-    return json.loads(reports[-1].read_text()) if reports else None
+    found = reports(folder)
+    return found[-1] if found else None
 
 
 def summarize(lake: Lake) -> str:
