@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from airflow.sdk import DAG, Asset, get_current_context, task
+from airflow.sdk import DAG, get_current_context, task
 
 from cloudtrail_airflow.callbacks import log_failure
 from cloudtrail_airflow.operators import spark_job
@@ -30,8 +30,8 @@ from cloudtrail_airflow.params import activity_params, plan_activity
 from cloudtrail_airflow.settings import load_settings
 
 settings = load_settings()
-events_asset = Asset(name="cloudtrail_events", uri=settings.events_uri)
-activity_asset = Asset(name="cloudtrail_activity", uri=settings.activity_uri)
+events_asset = settings.events_asset
+activity_asset = settings.activity_asset
 
 with DAG(
     dag_id="cloudtrail_activity",

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from airflow.sdk import DAG, Asset, get_current_context, task
+from airflow.sdk import DAG, get_current_context, task
 
 from cloudtrail_airflow.callbacks import log_failure
 from cloudtrail_airflow.operators import spark_job
@@ -42,7 +42,7 @@ from cloudtrail_airflow.params import dag_params, plan_run, run_interval
 from cloudtrail_airflow.settings import INGEST_DAG_ID, load_settings
 
 settings = load_settings()
-events_asset = Asset(name="cloudtrail_events", uri=settings.events_uri)
+events_asset = settings.events_asset
 
 with DAG(
     dag_id=INGEST_DAG_ID,

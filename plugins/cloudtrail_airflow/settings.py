@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
+from airflow.sdk import Asset
+
 from jobs import options
 from jobs.lake import Lake
 
@@ -47,6 +49,15 @@ class Settings:
     @property
     def activity_uri(self) -> str:
         return Lake(self.lake).table("activity_hourly").as_uri()
+
+    @property
+    def events_asset(self) -> Asset:
+        """The events table as an Asset: the ingest DAG publishes it, the activity DAG is scheduled on it."""
+        return Asset(name="cloudtrail_events", uri=self.events_uri)
+
+    @property
+    def activity_asset(self) -> Asset:
+        return Asset(name="cloudtrail_activity", uri=self.activity_uri)
 
 
 def load_settings() -> Settings:
