@@ -51,7 +51,9 @@ def summarize(lake: Lake) -> str:
             f"{ingest['rows_written']} rows written, {ingest['duplicates_dropped']} duplicates dropped, {ingest['quarantined']} quarantined"
         )
     gate = latest(lake.gate_reports)
-    if gate:
+    if gate and gate["verdict"] == "skipped":  # jobs/gate.py: nothing changed since a gate passed
+        lines.append(f"DQ gate: SKIPPED ({gate['reason']})")
+    elif gate:
         lines.append(
             f"DQ gate: {gate['verdict'].upper()} ({len(gate['failed_critical'])} critical failures, {len(gate['warnings'])} warnings)"
         )
