@@ -91,7 +91,7 @@ $(AIRFLOW_HOME)/airflow.db: $(STAMP)
 
 # Warnings `airflow dags test` prints about libraries this project does not use (graphviz for DAG
 # images, httpx for Starlette's test client) and about its own DB once a DAG has changed between runs.
-run: export PYTHONWARNINGS := ignore:Could not import graphviz,ignore:Using `httpx` with `starlette.testclient`,ignore:Multiple rows returned with uselist=False
+run demo: export PYTHONWARNINGS := ignore:Could not import graphviz,ignore:Using `httpx` with `starlette.testclient`,ignore:Multiple rows returned with uselist=False
 run: setup build/jobs.zip $(AIRFLOW_HOME)/airflow.db
 	@mkdir -p $(CLOUDTRAIL_LAKE)
 	@airflow dags test cloudtrail_ingest $(RUN_DATE); code=$$?; \
