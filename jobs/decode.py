@@ -26,9 +26,9 @@ SHAPE_ARRAY = "array"  # a bare JSON array of records
 
 # Keys that make a JSON object a CloudTrail record rather than some other document.
 RECORD_MARKERS = ["eventVersion", "eventID", "eventTime", "eventSource", "eventName"]
-# The keys whose presence the scan reports per record: the ones whose raw text may need
-# rescuing (jobs/transforms.normalize_records) and the markers.
-FLAGGED_KEYS = [name for name, _, kind in RECORD_FIELDS if kind in ("json", "bool")] + RECORD_MARKERS
+# The keys whose presence the scan reports per record: the ones whose typed parse may fail, so that
+# their raw text needs rescuing (jobs/transforms.normalize_records), and the markers.
+FLAGGED_KEYS = [name for name, _, kind in RECORD_FIELDS if kind == "json"] + RECORD_MARKERS
 UNKNOWN_KEY = 1  # flag bit: the record has a key outside the schema
 
 

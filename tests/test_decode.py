@@ -23,13 +23,13 @@ def decode(spark, tmp_path, *contents: bytes | None, only_records=None):
 
 
 def test_gzip_records_file_is_decompressed_sniffed_and_its_records_placed(spark, tmp_path):
-    body = b'  {"Records":[{"eventID":"a","readOnly":true},{"eventID":"b","brandNew":1, "resources":null}]}\n'
+    body = b'  {"Records":[{"eventID":"a","readOnly":true,"userIdentity":{}},{"eventID":"b","brandNew":1, "resources":null}]}\n'
     (row,) = decode(spark, tmp_path, gzip.compress(body))
     assert (row.shape, row.file_error, row.content) == (SHAPE_OBJECT, None, body.lstrip())
     assert row.file_bytes == len(gzip.compress(body))
     first, second = row.records
-    assert first.text == b'{"eventID":"a","readOnly":true}'
-    assert first.flags == key_flag("eventID") | key_flag("readOnly")
+    assert first.text == b'{"eventID":"a","readOnly":true,"userIdentity":{}}'
+    assert first.flags == key_flag("eventID") | key_flag("userIdentity")  # a flag (readOnly) is typed as text: it cannot fail
     assert second.flags == UNKNOWN_KEY | key_flag("eventID") | key_flag("resources")
 
 

@@ -146,6 +146,13 @@ def test_unknown_fields_and_mistyped_known_fields_are_rescued_not_dropped(spark)
     assert row.resources is None and row.readOnly is None and row._reason is None
 
 
+def test_a_mistyped_flag_alone_is_rescued(spark):
+    # The one record of these with nothing else to rescue: its flag's text alone shows the misfit.
+    maybe, as_text = normalized(spark, record("m", readOnly="maybe"), record("t", managementEvent="true", readOnly=False)).collect()
+    assert json.loads(maybe._rescued) == {"readOnly": "maybe"} and maybe.readOnly is None
+    assert as_text._rescued is None and (as_text.managementEvent, as_text.readOnly) == (True, False)
+
+
 def test_only_what_does_not_fit_is_rescued(spark):
     unknown_only, null_payload = normalized(
         spark,
