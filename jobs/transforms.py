@@ -81,22 +81,22 @@ def _key_flags(keys: Column) -> Column:
     return F.when(keys.isNotNull(), reduce(Column.bitwiseOR, [F.coalesce(flag, F.lit(0)) for flag in flags]).cast("long"))
 
 
-# A record as parse_containers carries it to the explode: the same type on both paths, so that the
-# fast path's elements are its two arrays zipped, never rebuilt one by one (a transform() copies each
-# typed record: about a tenth of the batch's CPU).
-SCAN_RECORD = T.StructType([T.StructField("text", T.BinaryType()), T.StructField("flags", T.LongType())])
+# A record as parse_containers carries it to the explode has the same type on both paths, so that
+# the fast path's elements are its two arrays zipped, not rebuilt one by one by transform(), which
+# copied every typed record once more (BENCHMARKS.md, "Where the CPU goes").
 PROBLEM = T.StructType([T.StructField("reason", T.StringType()), T.StructField("detail", T.StringType())])
 
 
 def _item(text: Column, flags: Column, reason: Column | None = None, detail: Column | None = None) -> Column:
     """A record of the slow path: its JSON text and key flags (null when the text is not one JSON object),
     or why it is quarantined; its typed parse is left to normalize_records."""
+    problem = F.lit(None).cast(PROBLEM)
+    if reason is not None and detail is not None:
+        problem = F.when(reason.isNotNull(), F.struct(reason.alias("reason"), detail.alias("detail")))
     return F.struct(
         F.lit(None).cast(TYPED_RECORD).alias("typed"),
         F.struct(text.cast("binary").alias("text"), flags.alias("flags")).alias("scan"),
-        F.when(reason.isNotNull(), F.struct(reason.alias("reason"), detail.alias("detail"))).alias("problem")
-        if reason is not None and detail is not None
-        else F.lit(None).cast(PROBLEM).alias("problem"),
+        problem.alias("problem"),
     )
 
 
