@@ -47,7 +47,7 @@ from jobs.quarantine import Replacement, Replay, replay_entries
 from jobs.report import BatchStats, RunReport, apply_progress, log_batch, now_iso
 from jobs.session import STREAM_CONF, JobSession, for_table_reads, spark_session
 from jobs.sinks import ParquetSink
-from jobs.spark_logs import CheckpointError, last_commit, local_path
+from jobs.spark_logs import CheckpointError, batch_time, last_commit, local_path
 from jobs.sweep import sweep_lake
 from jobs.transforms import (
     arrival_floor,
@@ -58,6 +58,7 @@ from jobs.transforms import (
     parse_containers,
     split_events,
     split_quarantine,
+    stamp_ingest_time,
 )
 
 log = logging.getLogger("cloudtrail_ingest")
@@ -271,10 +272,11 @@ class BatchWriter:
                         newest[key] = max(row["newest"], newest.get(key, row["newest"]))
                 else:
                     quarantined[row["_reason"]] = quarantined.get(row["_reason"], 0) + row["rows"]
-            self.quarantine.add_batch(batch_id, replacement.add_kept(split_quarantine(rows)))
+            stamped = rows.transform(stamp_ingest_time, batch_time(self.lake.checkpoint, batch_id))
+            self.quarantine.add_batch(batch_id, replacement.add_kept(split_quarantine(stamped)))
             replacement.finish()
             record_late_files(self.lake.late_files, batch_id, {day: sorted(files) for day, files in late_files.items()})
-            self.events.add_batch(batch_id, split_events(rows))
+            self.events.add_batch(batch_id, split_events(stamped))
         finally:
             rows.unpersist(blocking=True)  # gone before the next batch is cached
         self.report.batches.append(

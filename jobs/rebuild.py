@@ -54,7 +54,7 @@ from jobs.report import now_iso
 from jobs.schema import EVENTS_SCHEMA, QUARANTINE_SCHEMA
 from jobs.session import spark_session
 from jobs.spark_logs import CheckpointError, local_path, source_file
-from jobs.transforms import keep_first_copy, normalize_records, parse_containers, split_quarantine
+from jobs.transforms import keep_first_copy, normalize_records, parse_containers, split_quarantine, stamp_ingest_time
 
 log = logging.getLogger("rebuild")
 
@@ -224,7 +224,7 @@ def read_records(spark: SparkSession, files: list[Entry], run_id: str) -> DataFr
     """The files' records, through the ingest job's own decode, parse and normalize steps."""
     rows = [{**asdict(e), "arrival_ms": e.arrival_ms or e.mtime_ms, "only_records": None, "supersedes": False} for e in files]
     manifest = spark.createDataFrame(rows, MANIFEST_DDL).repartition(max(1, min(len(rows) // 8, 64)))
-    return manifest.transform(decode_files).transform(parse_containers).transform(normalize_records, run_id)
+    return manifest.transform(decode_files).transform(parse_containers).transform(normalize_records, run_id).transform(stamp_ingest_time)
 
 
 def old_events(spark: SparkSession, lake: Lake, dates: tuple[date, ...]) -> DataFrame | None:

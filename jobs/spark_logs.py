@@ -82,6 +82,12 @@ def source_offset(checkpoint: Path, batch_id: int | None) -> int | None:
     return int(json.loads(lines[2])["logOffset"]) if len(lines) > 2 and lines[2] != "-" else None
 
 
+def batch_time(checkpoint: Path, batch_id: int) -> datetime:
+    """The time the offset log fixed for batch `batch_id` (what current_timestamp() is in that batch): the same on a replay."""
+    lines = (checkpoint / "offsets" / str(batch_id)).read_text().splitlines()
+    return datetime.fromtimestamp(json.loads(lines[1])["batchTimestampMs"] / 1000, tz=UTC)
+
+
 def local_path(logged: str) -> str:
     """A file log entry's path ('file:///a%20b/x') as a local path ('/a b/x')."""
     return unquote(re.sub(r"^file:(//)?", "", logged))

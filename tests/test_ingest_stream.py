@@ -9,12 +9,13 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from pyspark.sql import functions as F
 
 from jobs.checkpoint import STATE_FILE
 from jobs.cloudtrail_ingest import IngestConfig, main, run
 from jobs.lake import Lake, LakeBusyError, LakeLock
 from jobs.session import JobSession
-from jobs.spark_logs import CheckpointError
+from jobs.spark_logs import CheckpointError, batch_time
 from tests.helpers import (
     DAY,
     committed_batches,
@@ -201,6 +202,16 @@ def test_trigger_once_reads_everything_in_one_batch(spark, landing, lake):
         deliver(landing, events_of(5, DAY + timedelta(hours=hour), f"h{hour}"), DAY + timedelta(hours=hour, minutes=10))
     report = ingest(spark, landing, lake, trigger="once", max_files_per_trigger=1, max_bytes_per_trigger=None)
     assert len(written_batches(report)) == 1 and len(table_rows(spark, lake)) == 15
+
+
+def test_rows_carry_the_time_the_offset_log_fixed_for_their_batch(spark, landing, lake):
+    deliver(landing, events_of(3, DAY, "a"), DAY + timedelta(minutes=10))
+    put_raw(landing, b"not json", DAY + timedelta(minutes=20))
+    [batch] = written_batches(ingest(spark, landing, lake))
+    expected = int(batch_time(Lake(lake).checkpoint, batch).timestamp() * 1000)
+    for table in (Lake(lake).events, Lake(lake).quarantine):
+        stamps = spark.read.parquet(str(table)).select(F.unix_millis("_ingest_time")).distinct().collect()
+        assert [row[0] for row in stamps] == [expected], table
 
 
 def test_spark_and_a_directory_reader_see_the_same_rows(spark, landing, lake):

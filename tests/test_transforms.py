@@ -11,7 +11,7 @@ from pyspark.testing import assertDataFrameEqual
 
 from jobs.decode import decode_files
 from jobs.ledger import MANIFEST_DDL
-from jobs.transforms import mark_dedup_key, normalize_records, parse_containers, split_events, split_quarantine
+from jobs.transforms import mark_dedup_key, normalize_records, parse_containers, split_events, split_quarantine, stamp_ingest_time
 
 ARRIVAL = datetime(2024, 1, 2, tzinfo=UTC)
 FILES = tempfile.TemporaryDirectory(prefix="decoded-")  # removed when the tests end
@@ -113,7 +113,8 @@ def test_records_that_are_not_json_objects_are_quarantined_with_their_text(spark
 
 
 def normalized(spark, *records):
-    return normalize_records(parse_containers(decoded(spark, {"f.json": json.dumps({"Records": list(records)})})), "run-1")
+    files = decoded(spark, {"f.json": json.dumps({"Records": list(records)})})
+    return normalize_records(parse_containers(files), "run-1").transform(stamp_ingest_time)
 
 
 def test_payloads_stay_raw_json_and_types_are_parsed(spark):
