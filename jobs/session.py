@@ -10,6 +10,7 @@ from pathlib import Path
 from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 
+from jobs import options
 from jobs.decode import LANDING_FILE_CLASS, LANDING_FILE_FUNCTION, LANDING_FILE_TYPE
 from jobs.sinks import IGNORE_SINK_LOG
 
@@ -20,6 +21,8 @@ BASE_CONF = {
     "spark.sql.session.timeZone": "UTC",
     IGNORE_SINK_LOG: "true",
     "spark.sql.sources.parallelPartitionDiscovery.threshold": "1000000000",
+    # Executors start after the session is built, so they take it from here even under spark-submit.
+    "spark.executor.defaultJavaOptions": options.JVM_OPTIONS,
 }
 
 # The ingest stream's settings (docs/design.md, "Bounded metadata").
@@ -62,9 +65,9 @@ def helpers_jar() -> str:
 def spark_session(app_name: str, conf: dict[str, str] | None = None, master: str | None = None) -> SparkSession:
     """A session with BASE_CONF and `conf`.
 
-    Under spark-submit the master, driver memory and jars are spark-submit's (the helpers' jar
-    goes with --jars); started by `python -m`, Spark runs embedded on `master`,
-    $CLOUDTRAIL_SPARK_MASTER or local[*], with the helpers' jar.
+    Under spark-submit the master, driver memory, the driver's JVM options and jars are spark-submit's
+    (plugins/cloudtrail_airflow/operators.py); started by `python -m`, Spark runs embedded on `master`,
+    $CLOUDTRAIL_SPARK_MASTER or local[*], with the helpers' jar and options.JVM_OPTIONS.
     """
     # Python workers split the rare container Spark's parser rejects (jobs/decode.py) and need this
     # interpreter's packages; PySpark takes the worker interpreter from this variable only.
@@ -75,6 +78,7 @@ def spark_session(app_name: str, conf: dict[str, str] | None = None, master: str
         builder = builder.master(master or os.environ.get("CLOUDTRAIL_SPARK_MASTER", "local[*]"))
         builder = builder.config("spark.driver.memory", os.environ.get("CLOUDTRAIL_DRIVER_MEMORY", "2g"))
         builder = builder.config("spark.jars", helpers_jar())
+        builder = builder.config("spark.driver.defaultJavaOptions", options.JVM_OPTIONS)
     for key, value in {**BASE_CONF, **(conf or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from jobs import options
 from jobs.lake import Lake
 from tests.helpers import DAY, deliver, duckdb_rows, events_of
 from tools.stack import free_port
@@ -57,7 +58,7 @@ def standalone_cluster(tmp_path: Path):
         stop(master)
 
 
-def test_the_dag_runs_its_spark_applications_on_a_standalone_cluster(standalone_cluster, dag_roots, monkeypatch):
+def test_the_dag_runs_its_spark_applications_on_a_standalone_cluster(standalone_cluster, dag_roots, monkeypatch, tmp_path):
     from airflow.dag_processing.dagbag import DagBag
 
     port, ui = standalone_cluster
@@ -75,3 +76,7 @@ def test_the_dag_runs_its_spark_applications_on_a_standalone_cluster(standalone_
     names = sorted(app["name"] for app in state["completedapps"])
     assert names == ["cloudtrail_ingest"], f"one application: the ingest gates what it wrote itself; {names}"
     assert json.loads(Lake(lake).gate_report(run.run_id).read_text())["verdict"] == "passed"
+    # Its executors started with the product's JVM options (the worker logs each one's command line).
+    commands = [line for log in (tmp_path / "work").glob("app-*/*/stderr") for line in log.read_text().splitlines()
+                if "Spark Executor Command" in line]  # fmt: skip
+    assert commands and all(options.JVM_OPTIONS in line for line in commands), commands

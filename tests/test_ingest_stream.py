@@ -263,6 +263,11 @@ def test_a_job_stops_the_session_it_built_and_only_that_one(spark, monkeypatch):
         pass
 
 
+def test_a_session_built_here_runs_the_parallel_collector(spark):
+    beans = spark._jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()
+    assert {bean.getName() for bean in beans} == {"PS Scavenge", "PS MarkSweep"}
+
+
 def test_the_lock_can_wait_for_its_holder(lake):
     holder = LakeLock(Lake(lake)).__enter__()
     started = time.monotonic()

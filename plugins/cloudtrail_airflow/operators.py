@@ -7,6 +7,7 @@ from typing import Any
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 from cloudtrail_airflow.settings import Settings
+from jobs.options import JVM_OPTIONS
 
 
 def spark_job(settings: Settings, task_id: str, job: str, application_args: Any, **options: Any) -> SparkSubmitOperator:
@@ -24,6 +25,7 @@ def spark_job(settings: Settings, task_id: str, job: str, application_args: Any,
             "spark.pyspark.python": settings.python,
             "spark.pyspark.driver.python": settings.python,
             "spark.sql.session.timeZone": "UTC",
+            "spark.driver.defaultJavaOptions": JVM_OPTIONS,  # the executors take theirs from jobs/session.py
         },
         driver_memory=settings.driver_memory,
         name=f"cloudtrail_{job.removeprefix('cloudtrail_')}",
