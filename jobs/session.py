@@ -29,9 +29,6 @@ BASE_CONF = {
 STREAM_CONF = {
     # RocksDB keeps de-duplication state off the JVM heap, so it is bounded by disk, not memory.
     "spark.sql.streaming.stateStore.providerClass": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
-    # A batch's state commit writes a changelog of its changes instead of a RocksDB checkpoint;
-    # maintenance snapshots every 10 versions. 3-4% less work at 1M records (BENCHMARKS.md).
-    "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
     # A manifest is read in splits of this many bytes, some 10-20 landing files a task: its files
     # are read and decoded on every core, with no shuffle (the only files this session reads;
     # a session that reads the table with it splits each Parquet file into thousands of tasks:
