@@ -71,20 +71,25 @@ def planned_batch_id(checkpoint: Path) -> int | None:
     return entry[0] if entry else None
 
 
+def _offset_entry(checkpoint: Path, batch_id: int | None) -> list[str] | None:
+    """The lines of batch `batch_id`'s offset log entry (version, metadata, one offset per source); None if there is none."""
+    path = checkpoint / "offsets" / str(batch_id)
+    return path.read_text().splitlines() if batch_id is not None and path.exists() else None
+
+
 def source_offset(checkpoint: Path, batch_id: int | None) -> int | None:
     """The file source's log offset that batch `batch_id` read up to (its offset log entry); None if unknown.
 
     A query batch and the source's log count apart: a batch with no new file adds no source entry."""
-    path = checkpoint / "offsets" / str(batch_id)
-    if batch_id is None or not path.exists():
-        return None
-    lines = path.read_text().splitlines()
-    return int(json.loads(lines[2])["logOffset"]) if len(lines) > 2 and lines[2] != "-" else None
+    lines = _offset_entry(checkpoint, batch_id)
+    return int(json.loads(lines[2])["logOffset"]) if lines and len(lines) > 2 and lines[2] != "-" else None
 
 
 def batch_time(checkpoint: Path, batch_id: int) -> datetime:
     """The time the offset log fixed for batch `batch_id` (what current_timestamp() is in that batch): the same on a replay."""
-    lines = (checkpoint / "offsets" / str(batch_id)).read_text().splitlines()
+    lines = _offset_entry(checkpoint, batch_id)
+    if not lines or len(lines) < 2:
+        raise CheckpointError(f"batch {batch_id} has no offset log entry in {checkpoint}: Spark writes it before the batch runs")
     return datetime.fromtimestamp(json.loads(lines[1])["batchTimestampMs"] / 1000, tz=UTC)
 
 
