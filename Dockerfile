@@ -17,8 +17,8 @@ RUN apt-get update \
     && apt-get install -y --no-install-recommends openjdk-17-jre-headless procps \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --uid 50000 --create-home cloudtrail \
-    && mkdir -p /opt/airflow /data/landing /data/lake \
-    && chown cloudtrail /opt/airflow /data/landing /data/lake
+    && mkdir -p /opt/airflow /data/landing /data/lake /data/logs \
+    && chown cloudtrail /opt/airflow /data/landing /data/lake /data/logs
 WORKDIR /opt/cloudtrail
 COPY requirements.lock .
 RUN pip install --no-cache-dir -r requirements.lock
@@ -31,5 +31,6 @@ RUN python -m tools.package build/jobs.zip
 COPY --from=helpers /opt/cloudtrail/build/cloudtrail.jar build/cloudtrail.jar
 ENV PYTHONPATH=/opt/cloudtrail:/opt/cloudtrail/plugins \
     CLOUDTRAIL_HOME=/opt/cloudtrail \
-    PYSPARK_PYTHON=/usr/local/bin/python
+    PYSPARK_PYTHON=/usr/local/bin/python \
+    GX_ANALYTICS_ENABLED=False
 USER cloudtrail

@@ -22,6 +22,8 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON := $(PY)
 export PATH := $(VENV)/bin:$(PATH)
 export PYTHONPATH := $(CURDIR):$(CURDIR)/plugins
+# Great Expectations sends no usage statistics (jobs/validate_events.py sets it too, before GX is imported).
+export GX_ANALYTICS_ENABLED := False
 RUN_DATE ?= $(shell date -u +%Y-%m-%d)
 
 STACK_HOME ?= $(CURDIR)/.stack

@@ -42,7 +42,7 @@ from jobs import options, partitions, validate_events
 from jobs.downstream import findings, hourly_activity
 from jobs.lake import DOWNSTREAM_TABLES, Lake, LakeBusyError, LakeLock, partition
 from jobs.partitions import Swap, fingerprint
-from jobs.report import now_iso
+from jobs.report import gate_report, now_iso, write_json
 from jobs.rules import load_rules
 from jobs.schema import EVENTS_SCHEMA
 from jobs.session import JobSession, spark_session
@@ -79,10 +79,7 @@ class ActivityReport:
     error: str | None = None
 
     def write(self, lake: Lake) -> Path:
-        path = lake.activity_report(self.run_id)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(asdict(self), indent=2) + "\n")
-        return path
+        return write_json(lake.activity_report(self.run_id), asdict(self))
 
 
 def parse_args(argv: list[str] | None = None) -> ActivityConfig:
@@ -169,12 +166,9 @@ def check(lake: Lake, run_id: str, dates: list[str], events: DataFrame, staged: 
     days = tuple(date.fromisoformat(day) for day in dates)
     config = validate_events.ValidateConfig(lake, run_id, days, options.QUARANTINE_THRESHOLD, results)
     outcome = validate_events.validate(frames, config, {"rule_ids": [rule.rule_id for rule in load_rules()]})
-    verdict = "failed" if outcome["failed_critical"] else "passed"
-    body = {"run_id": run_id, "validated_at": now_iso(), "event_dates": dates, "verdict": verdict, "figures": figures.to_dict("records"),
-            **outcome}  # fmt: skip
-    results.parent.mkdir(parents=True, exist_ok=True)
-    results.write_text(json.dumps(body, indent=2, default=str) + "\n")
-    for failure in outcome["failed_critical"]:
+    body = gate_report(run_id, dates, outcome, figures=figures.to_dict("records"))
+    write_json(results, body)
+    for failure in body["failed_critical"]:
         log.error("CRITICAL %s %s failed; sample: %s", failure["expectation"], failure["kwargs"],
                   failure["sample_unexpected"] or failure["observed_value"])  # fmt: skip
     return body

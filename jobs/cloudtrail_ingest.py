@@ -19,7 +19,6 @@ a second one: the verdict is in <lake>/reports/dq/<run id>.json, the exit code d
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import logging
 import os
@@ -77,6 +76,7 @@ class IngestConfig:
     table_log_retention: str = options.TABLE_LOG_RETENTION
     source_retention: str = options.SOURCE_RETENTION
     settle: str = options.SETTLE
+    clock_skew: str = options.CLOCK_SKEW
     # Quarantined files and records to read again in this run (jobs/quarantine.py); None: none.
     replay: Replay | None = None
     run_id: str = ""
@@ -153,6 +153,10 @@ def parse_args(argv: Sequence[str] | None = None) -> IngestConfig:
         help="delivery folders this long before the newest one read are no longer tracked file by file",
     )  # fmt: skip
     parser.add_argument("--settle", type=duration, default=options.SETTLE, help="files written to more recently are left for a later run")
+    parser.add_argument(
+        "--clock-skew", type=duration, default=options.CLOCK_SKEW,
+        help="an event dated later than its batch by more than this is future-dated: counted, never taken for the newest event",
+    )  # fmt: skip
     parser.add_argument("--replay-quarantine", action="store_true", help="also read again the quarantined files and records below")
     parser.add_argument("--replay-reason", action="append", default=[], help="only those quarantined for this reason (repeatable)")
     parser.add_argument("--replay-from", type=date.fromisoformat, help="only files delivered on or after this date")
@@ -183,6 +187,7 @@ def parse_args(argv: Sequence[str] | None = None) -> IngestConfig:
         table_log_retention=args.table_log_retention,
         source_retention=args.source_retention,
         settle=args.settle,
+        clock_skew=args.clock_skew,
         replay=Replay(tuple(args.replay_reason), args.replay_from, args.replay_to) if args.replay_quarantine else None,
         run_id=args.run_id or f"manual__{now_iso()}",
         gate_dates=options.date_range(args.gate_from, args.gate_to) if args.gate_from else None,
@@ -235,10 +240,12 @@ class BatchWriter:
         self.events = ParquetSink(spark, str(config.layout.events), ["event_date"], retention_ms)
         self.quarantine = ParquetSink(spark, str(config.layout.quarantine), ["reason"], retention_ms)
         self.report = report
+        self.clock_skew = options.duration(config.clock_skew)
 
     def __call__(self, rows: DataFrame, batch_id: int) -> None:
         already_committed = self.events.is_committed(batch_id) and self.quarantine.is_committed(batch_id)
         replacement = Replacement(self.spark, self.lake, batch_id, self.quarantine.is_committed(batch_id))
+        ingested_at = batch_time(self.lake.checkpoint, batch_id)
         # The batch is computed once (parse, de-duplication) and read three times: counted, then each
         # output written. In memory: on local disk (DISK_ONLY) the runs were no faster and the
         # driver's heap after GC no smaller (BENCHMARKS.md, "Throughput against plain Spark").
@@ -250,12 +257,17 @@ class BatchWriter:
             late_files: dict[str, set[str]] = {}
             late_per_date: Counter[str] = Counter()
             newest: dict[str, str] = {}
-            # Per file too: which files held late events, and per delivery place the newest eventTime written.
+            future: Counter[str] = Counter()
+            # An event dated after the batch (plus the clock skew allowance) is forged or from a wrong clock: it is
+            # counted, and never taken for a place's newest event, which the lake page's freshness alarm rests on.
+            plausible = F.col("eventTime") <= F.lit(ingested_at + self.clock_skew)
+            # Per file too: which files held late events, and per delivery place the newest plausible eventTime written.
             counts = rows.groupBy("_reason", "event_date", "_source_file").agg(
                 F.count(F.lit(1)).alias("rows"),
                 F.count_if("_late").alias("late"),
                 F.count_if(implausible_event_time(F.col("eventTime"), F.col("_arrival_time"))).alias("implausible"),
-                F.date_format(F.max("eventTime"), "yyyy-MM-dd'T'HH:mm:ss'Z'").alias("newest"),  # UTC, the session's zone
+                F.date_format(F.max(F.when(plausible, F.col("eventTime"))), "yyyy-MM-dd'T'HH:mm:ss'Z'").alias("newest"),  # UTC
+                F.count_if(~plausible).alias("future_dated"),
             )
             for row in counts.collect():
                 day = str(row["event_date"])
@@ -269,10 +281,13 @@ class BatchWriter:
                     where = place(local_path(row["_source_file"]))
                     if where is not None:
                         key = "/".join(where)
-                        newest[key] = max(row["newest"], newest.get(key, row["newest"]))
+                        if row["newest"] is not None:
+                            newest[key] = max(row["newest"], newest.get(key, row["newest"]))
+                        if row["future_dated"]:
+                            future[key] += row["future_dated"]
                 else:
                     quarantined[row["_reason"]] = quarantined.get(row["_reason"], 0) + row["rows"]
-            stamped = rows.transform(stamp_ingest_time, batch_time(self.lake.checkpoint, batch_id))
+            stamped = rows.transform(stamp_ingest_time, ingested_at)
             self.quarantine.add_batch(batch_id, replacement.add_kept(split_quarantine(stamped)))
             replacement.finish()
             record_late_files(self.lake.late_files, batch_id, {day: sorted(files) for day, files in late_files.items()})
@@ -289,6 +304,7 @@ class BatchWriter:
                 implausible_event_times=implausible,
                 late_per_event_date=dict(late_per_date),
                 newest_event_times=newest,
+                future_dated_events=dict(future),
             )  # fmt: skip
         )
 
@@ -389,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def build() -> SparkSession:
         if config.gate_dates is not None:  # GX takes seconds to import: meanwhile the JVM starts and the batches run
-            threading.Thread(target=importlib.import_module, args=("great_expectations",), daemon=True).start()
+            threading.Thread(target=validate_events.import_gx, daemon=True).start()
         return build_session(config)
 
     try:

@@ -17,7 +17,7 @@ from typing import Any
 
 from jobs.lake import Lake, partition
 from jobs.partitions import fingerprint
-from jobs.report import now_iso
+from jobs.report import now_iso, write_json
 
 
 class GateFailed(RuntimeError):
@@ -68,8 +68,5 @@ def skip_reason(lake: Lake, run_id: str, dates: list[str]) -> str | None:
 
 
 def record_skip(lake: Lake, run_id: str, dates: list[str], reason: str) -> Path:
-    target = lake.gate_report(run_id)
-    target.parent.mkdir(parents=True, exist_ok=True)
     body = {"run_id": run_id, "validated_at": now_iso(), "event_dates": dates, "verdict": "skipped", "reason": reason}
-    target.write_text(json.dumps(body, indent=2) + "\n")
-    return target
+    return write_json(lake.gate_report(run_id), body)

@@ -22,8 +22,6 @@ Every path under the lake root is named here and nowhere else:
     <lake>/reports/dq/<run id>.json        gate results
     <lake>/reports/dq/activity/<run id>.json  the downstream tables' gate results
     <lake>/reports/dq/_validated.json      per event date: the partition's files when a gate last passed it
-    <lake>/reports/data_docs/index.html    Great Expectations Data Docs
-    <lake>/reports/gx/                     the Great Expectations file context
 """
 
 from __future__ import annotations
@@ -41,11 +39,14 @@ from typing import IO
 TABLES = ("events", "quarantine")
 # The tables jobs/activity.py derives from the events table, partition by partition.
 DOWNSTREAM_TABLES = ("activity_hourly", "findings")
+# The one file among the gate reports that is no report: the index of what the gates passed.
+VALIDATED = "_validated.json"
 
 
 def _safe(run_id: str) -> str:
-    """A run id as a file or folder name: Airflow's run ids hold ':' and '+'."""
-    return re.sub(r"[^A-Za-z0-9._-]", "_", run_id)
+    """A run id as a file or folder name: Airflow's run ids hold ':' and '+', one given to --run-id anything
+    (a leading dot is replaced too: '..' must not name the folder above)."""
+    return re.sub(r"[^A-Za-z0-9._-]|^\.", "_", run_id)
 
 
 def _file_name(run_id: str) -> str:
@@ -150,19 +151,15 @@ class Lake:
         return self.gate_reports / _file_name(run_id)
 
     def activity_gate_report(self, run_id: str) -> Path:
-        return self.gate_reports / "activity" / _file_name(run_id)
+        return self.activity_gate_reports / _file_name(run_id)
 
     @property
     def validated(self) -> Path:
-        return self.gate_reports / "_validated.json"
+        return self.gate_reports / VALIDATED
 
     @property
-    def data_docs(self) -> Path:
-        return self.reports / "data_docs"
-
-    @property
-    def gx_project(self) -> Path:
-        return self.reports / "gx"
+    def activity_gate_reports(self) -> Path:
+        return self.gate_reports / "activity"
 
 
 def partition(table: Path, column: str, value: object) -> Path:

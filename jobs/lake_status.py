@@ -12,15 +12,15 @@ import gzip
 import json
 import os
 import zlib
+from collections import Counter
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from jobs.lake import Lake
+from jobs.lake import VALIDATED, Lake
 from jobs.landing import day_folders, delivered_at, delivery_date, log_files_in, newest_deliveries
 from jobs.ledger import late_files, read_manifest
-from jobs.report import newest_per_place
 from jobs.spark_logs import last_commit, local_path, read_source_log, sink_log, source_file, source_offset
 
 # Text of a quarantined record shown on the page; the table holds all of it.
@@ -50,8 +50,8 @@ def _duckdb() -> Any:
 
 
 def reports(folder: Path) -> list[dict[str, Any]]:
-    """Every report in a reports folder, oldest first (index files such as _validated.json sit beside them)."""
-    paths = [p for p in folder.glob("*.json") if not p.name.startswith("_")] if folder.is_dir() else []
+    """Every report in a reports folder, oldest first (the gates' index sits beside their reports)."""
+    paths = [p for p in folder.glob("*.json") if p.name != VALIDATED] if folder.is_dir() else []
     bodies = []
     for path in paths:
         try:
@@ -67,7 +67,13 @@ def ingest_runs(lake: Lake) -> list[dict[str, Any]]:
 
 
 def gate_runs(lake: Lake) -> list[dict[str, Any]]:
+    """The events table's gate reports (the ingest's, a rebuild's), oldest first."""
     return reports(lake.gate_reports)
+
+
+def activity_gate_runs(lake: Lake) -> list[dict[str, Any]]:
+    """The downstream tables' gate reports, oldest first."""
+    return reports(lake.activity_gate_reports)
 
 
 def _parse_time(text: str) -> datetime:
@@ -87,24 +93,41 @@ class Freshness:
     region: str
     newest_file: str | None
     delivered_at: datetime | None
-    newest_event: datetime | None
-    lag: timedelta | None
+    newest_event: datetime | None  # the newest plausible eventTime written: not after the check time plus the clock skew
+    future_dated: int  # events written dated later than that: counted, never the newest event
+    lag: timedelta | None  # the newest delivery less the newest event: how far the table is behind the landing zone
     stale: bool
 
 
-def freshness(lake: Lake, landing: Path, threshold: timedelta, runs: list[dict[str, Any]]) -> list[Freshness]:
-    """Per account and region: the newest delivery in the landing zone against the newest eventTime the runs wrote."""
-    written = newest_per_place(run.get("newest_event_times", {}) for run in runs)
-    newest_event = {_account_region(where): _parse_time(text) for where, text in written.items()}
-    files = newest_deliveries(landing)
+def freshness(
+    lake: Lake, landing: Path, threshold: timedelta, runs: list[dict[str, Any]], now: datetime, skew: timedelta
+) -> list[Freshness]:
+    """Per account and region at `now`: the newest delivery in the landing zone and the newest plausible eventTime the runs wrote.
+
+    Plausible: at or before `now` + `skew`. The ingest counts an event dated after its batch (plus the skew) as
+    future-dated and never reports it as the newest (jobs/cloudtrail_ingest.py); a report from before it did is
+    filtered here the same way. So one forged event cannot hide that a place went quiet. STALE: no event written
+    yet, or the newest delivery or the newest plausible event is older than `threshold` at `now`."""
+    until = now + skew
+    newest_event: dict[tuple[str, str], datetime] = {}
+    future: Counter[tuple[str, str]] = Counter()
+    for run in runs:
+        for where, text in run.get("newest_event_times", {}).items():
+            moment, key = _parse_time(text), _account_region(where)
+            if moment > until:
+                future[key] += 1
+            elif key not in newest_event or moment > newest_event[key]:
+                newest_event[key] = moment
+        future.update({_account_region(where): count for where, count in run.get("future_dated_events", {}).items()})
+    files = newest_deliveries(landing, until)
     rows = []
-    for account, region in sorted(files.keys() | newest_event.keys()):
+    for account, region in sorted(files.keys() | newest_event.keys() | future.keys()):
         file = files.get((account, region))
         delivered = delivered_at(file) if file else None
         event = newest_event.get((account, region))
         lag = delivered - event if delivered and event else None
-        stale = event is None or (lag is not None and lag > threshold)
-        rows.append(Freshness(account, region, file, delivered, event, lag, stale))
+        stale = event is None or any(now - moment > threshold for moment in (delivered, event) if moment)
+        rows.append(Freshness(account, region, file, delivered, event, future[(account, region)], lag, stale))
     return rows
 
 
@@ -172,25 +195,37 @@ class Verdict:
     run_id: str
     validated_at: str
     failed: tuple[str, ...]
-    data_docs: str | None  # relative to the lake's Data Docs folder
 
 
-def _failure(check: dict[str, Any]) -> str:
+def verdict_of(gate: dict[str, Any]) -> str:
+    """passed, failed or skipped (a rebuild's report before jobs/report.py's gate_report had none: its failures say)."""
+    return str(gate.get("verdict") or ("failed" if gate.get("failed_critical") else "passed"))
+
+
+def failure_name(check: dict[str, Any]) -> str:
     """A failed expectation as the gate names it: suite, expectation, column."""
     kwargs = check.get("kwargs") or {}
     column = kwargs.get("column") or kwargs.get("column_A")
     return f"{check.get('suite')}: {check.get('expectation')}" + (f" on {column}" if column else "")
 
 
-def gate_verdicts(lake: Lake, gates: list[dict[str, Any]]) -> list[Verdict]:
+def failure_line(check: dict[str, Any]) -> str:
+    """A failed expectation with its unexpected count and up to 5 offending values, as JSON (a terminal shows no control character raw)."""
+    count, observed = check.get("unexpected_count"), check.get("observed_value")
+    samples = ", ".join(json.dumps(value, default=str)[:80] for value in (check.get("sample_unexpected") or [])[:5])
+    line = failure_name(check) + (f", {count} unexpected" if count is not None else "")
+    if samples:
+        return f"{line}; sample: {samples}"
+    return f"{line}; observed: {json.dumps(observed, default=str)[:200]}" if observed is not None else line
+
+
+def gate_verdicts(gates: list[dict[str, Any]]) -> list[Verdict]:
     """Per event date, the newest gate verdict on it, newest date first."""
     newest: dict[str, Verdict] = {}
     for gate in gates:  # oldest first: a later gate's verdict replaces an earlier one
-        failed = tuple(sorted({_failure(f) for f in gate.get("failed_critical", [])}))
-        docs = gate.get("data_docs")
-        relative = os.path.relpath(docs, lake.data_docs) if docs else None
+        failed = tuple(sorted({failure_name(f) for f in gate.get("failed_critical", [])}))
         for day in gate.get("event_dates", []):
-            newest[str(day)] = Verdict(str(day), gate["verdict"], gate.get("run_id", ""), gate.get("validated_at", ""), failed, relative)
+            newest[str(day)] = Verdict(str(day), verdict_of(gate), str(gate.get("run_id", "")), gate.get("validated_at", ""), failed)
     return sorted(newest.values(), key=lambda v: v.event_date, reverse=True)
 
 
@@ -411,13 +446,14 @@ def run_summary(run: dict[str, Any], gate: dict[str, Any] | None) -> list[str]:
     ]
     if gate is None:
         lines.append("  gate             not run")
-    elif gate["verdict"] == "skipped":
+    elif verdict_of(gate) == "skipped":
         lines.append(f"  gate         {'skipped':>14}  {gate.get('reason', '')}")
     else:
-        failed = len(gate.get("failed_critical", []))
-        lines.append(f"  gate             {gate['verdict']:>10}  {failed} critical failures, {len(gate.get('warnings', []))} warnings")
-        if gate.get("data_docs"):
-            lines.append(f"  Data Docs        {gate['data_docs']}")
+        failed = gate.get("failed_critical", [])
+        lines.append(
+            f"  gate             {verdict_of(gate):>10}  {len(failed)} critical failures, {len(gate.get('warnings', []))} warnings"
+        )
+        lines.extend(f"    {failure_line(check)}" for check in failed)
     return lines
 
 

@@ -66,15 +66,21 @@ def delivered_at(path: str) -> datetime | None:
     return datetime.strptime(stamp, "%Y%m%dT%H%MZ").replace(tzinfo=UTC) if stamp else None
 
 
-def newest_deliveries(landing: str | Path) -> dict[tuple[str, str], str]:
-    """Per account and region, the newest log file in the landing zone (its day folders listed newest first, until one holds a file)."""
-    found = {}
+def newest_deliveries(landing: str | Path, until: datetime) -> dict[tuple[str, str], str | None]:
+    """Per account and region, the newest log file in the landing zone delivered at or before `until` (its day
+    folders listed newest first, until one holds such a file); None when it has none. A later time stamp or
+    folder is not believed: a file named as delivered in the future would stand for its place's newest delivery for ever."""
+    found: dict[tuple[str, str], str | None] = {}
     for region_folder in _region_folders(landing):
-        for _, folder in _days(region_folder, newest_first=True):
-            files = log_files_in(folder)
-            if files:
-                account = region_folder.parent.parent.name  # <account>/CloudTrail/<region>
-                found[(account, region_folder.name)] = max(files, key=lambda e: (_stamp(e.name) or "", e.name)).path
+        account = region_folder.parent.parent.name  # <account>/CloudTrail/<region>
+        found[(account, region_folder.name)] = None
+        for day, folder in _days(region_folder, newest_first=True):
+            if day > until.date():
+                continue
+            stamps = [((_stamp(e.name) or ""), e.name, e.path) for e in log_files_in(folder)]
+            taken = [stamp for stamp in stamps if (delivered_at(stamp[1]) or until) <= until]
+            if taken:
+                found[(account, region_folder.name)] = max(taken)[2]
                 break
     return found
 

@@ -30,8 +30,11 @@ QUARANTINE_THRESHOLD = 0.01
 KEEP_REPLACED = "30 days"
 # How long a writer waits for the lake lock before giving up: a second writer queues, it does not fail.
 LOCK_WAIT_SECONDS = 900
-# The lake page and `make status` flag an account and region whose newest event is this much older than its newest delivery.
+# The lake page and `make status` flag an account and region whose newest delivery or newest event is older than this.
 FRESHNESS_THRESHOLD = "2 hours"
+# Clocks differ: an event dated up to this much after the moment it is checked against still counts as on time;
+# one dated later is future-dated (counted, never the newest event of its place).
+CLOCK_SKEW = "15 minutes"
 # Run modes: ingest what is new, or rebuild the event dates of the run's data interval from the landing files.
 MODES = ("incremental", "rebuild")
 

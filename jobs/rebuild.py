@@ -50,7 +50,7 @@ from jobs.lake import TABLES, Lake, LakeBusyError, LakeLock, partition
 from jobs.landing import day_folders, log_files_in
 from jobs.ledger import MANIFEST_DDL, Entry, late_files, read_files
 from jobs.partitions import Swap
-from jobs.report import now_iso
+from jobs.report import gate_report, now_iso, write_json
 from jobs.schema import EVENTS_SCHEMA, QUARANTINE_SCHEMA
 from jobs.session import spark_session
 from jobs.spark_logs import CheckpointError, local_path, source_file
@@ -341,11 +341,11 @@ def rebuild(config: RebuildConfig, spark: SparkSession, plans: list[DatePlan], r
         gate = validate_events.ValidateConfig(lake, tag, config.dates, options.QUARANTINE_THRESHOLD, lake.gate_report(f"{tag}.rebuild"))
         checks = validate_events.with_check_columns(staged_events)
         outcome = validate_events.validate({"cloudtrail_events.critical": checks, "cloudtrail_events.warning": checks}, gate)
-        report.gate = "failed" if outcome["failed_critical"] else "passed"
-        gate.results_path.parent.mkdir(parents=True, exist_ok=True)
-        gate.results_path.write_text(json.dumps({"run_id": tag, "event_dates": [str(d) for d in dates], **outcome}, default=str) + "\n")
-        if outcome["failed_critical"]:
-            for failure in outcome["failed_critical"]:
+        body = gate_report(tag, dates, outcome)
+        write_json(gate.results_path, body)
+        report.gate = body["verdict"]
+        if body["failed_critical"]:
+            for failure in body["failed_critical"]:
                 log.error("CRITICAL %s %s failed on the rebuilt partitions", failure["expectation"], failure["kwargs"])
             partitions.discard(lake, tag)
             return False
@@ -389,9 +389,7 @@ def run(config: RebuildConfig, session: Any) -> RebuildReport:
     finally:
         report.seconds = round(time.monotonic() - started, 1)
         if not config.dry_run:
-            path = lake.rebuild_report(report.tag)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps(asdict(report), indent=2) + "\n")
+            write_json(lake.rebuild_report(report.tag), asdict(report))
     return report
 
 

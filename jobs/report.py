@@ -6,7 +6,7 @@ import json
 import logging
 import os
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,9 +31,11 @@ class BatchStats:
     implausible_event_times: int = 0
     rows_dropped_by_watermark: int = 0
     watermark: str | None = None
-    # Late events per event date, and per "account/region" the newest eventTime written (freshness).
+    # Late events per event date; per "account/region" the newest eventTime written not after the batch's time
+    # plus the clock skew allowance (freshness), and how many events were dated after that (future-dated).
     late_per_event_date: dict[str, int] = field(default_factory=dict)
     newest_event_times: dict[str, str] = field(default_factory=dict)
+    future_dated_events: dict[str, int] = field(default_factory=dict)
     # What the run had left to read after this batch (its planned manifests' files).
     backlog_files: int = 0
     backlog_bytes: int = 0
@@ -64,11 +66,13 @@ class RunReport:
         written: Counter[str] = Counter()
         quarantined: Counter[str] = Counter()
         late: Counter[str] = Counter()
+        future: Counter[str] = Counter()
         for batch in self.batches:
             if not batch.already_committed:
                 written.update(batch.rows_written_per_event_date)
                 quarantined.update(batch.quarantined_by_reason)
                 late.update(batch.late_per_event_date)
+                future.update(batch.future_dated_events)
         records_read = sum(b.records_read for b in self.batches)
         rows_out = sum(sum(b.rows_written_per_event_date.values()) + sum(b.quarantined_by_reason.values()) for b in self.batches)
         return {
@@ -93,6 +97,7 @@ class RunReport:
             "quarantined_by_reason": dict(sorted(quarantined.items())),
             "quarantined": sum(quarantined.values()),
             "newest_event_times": newest_per_place(b.newest_event_times for b in self.batches),
+            "future_dated_events": dict(sorted(future.items())),
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -103,12 +108,25 @@ class RunReport:
         return body
 
     def write(self) -> Path:
-        path = Lake.at(self.lake).ingest_report(self.run_id)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(self.to_json(), indent=2, default=str) + "\n")
-        os.replace(tmp, path)
-        return path
+        return write_json(Lake.at(self.lake).ingest_report(self.run_id), self.to_json())
+
+
+def write_json(path: Path, body: Mapping[str, Any]) -> Path:
+    """A report written whole (a rename): a reader finds the old version or the new one, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(json.dumps(body, indent=2, default=str) + "\n")
+    os.replace(partial, path)
+    return path
+
+
+def gate_report(run_id: str | None, dates: Iterable[object], outcome: Mapping[str, Any], **extra: Any) -> dict[str, Any]:
+    """A gate's report, whoever ran it (the ingest's gate, a rebuild's, the downstream tables'): always a verdict.
+
+    `outcome`: jobs/validate_events.validate's suites, failed_critical and warnings."""
+    verdict = "failed" if outcome.get("failed_critical") else "passed"
+    body = {"run_id": run_id, "validated_at": now_iso(), "event_dates": [str(day) for day in dates], "verdict": verdict}
+    return {**body, **extra, **outcome}
 
 
 def newest_per_place(times: Iterable[dict[str, str]]) -> dict[str, str]:

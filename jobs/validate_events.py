@@ -9,7 +9,7 @@ Run it with either of:
 It validates the event_date partitions in the date range, plus those the run wrote (from
 its report), reading the table as Spark reads it. Suites are the JSON files in
 expectations/: *.critical.json fail the gate (exit 1), *.warning.json are reported only.
-Results: <lake>/reports/dq/<run id>.json; Data Docs: <lake>/reports/data_docs/index.html.
+Results: <lake>/reports/dq/<run id>.json (the Airflow UI's lake page shows them, /cloudtrail/gates/).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from pyspark.sql import functions as F
 
 from jobs import gate, options
 from jobs.lake import Lake
-from jobs.report import now_iso
+from jobs.report import gate_report, now_iso, write_json
 from jobs.schema import EVENTS_SCHEMA
 from jobs.session import spark_session
 from jobs.transforms import implausible_event_time
@@ -144,53 +144,48 @@ def describe(check: Any) -> dict[str, Any]:
         "expectation": config.type,
         "kwargs": {k: v for k, v in config.kwargs.items() if k != "batch_id"},
         "success": check.success,
+        "unexpected_count": check.result.get("unexpected_count"),
         "unexpected_percent": check.result.get("unexpected_percent"),
         "sample_unexpected": check.result.get("partial_unexpected_list", [])[:5],
         "observed_value": check.result.get("observed_value"),
     }
 
 
+def import_gx() -> Any:
+    """Great Expectations, with its usage statistics off (read when it is first imported, so set here, before).
+
+    Heavy (4-9 s): imported when a gate runs, never at DAG parse."""
+    os.environ["GX_ANALYTICS_ENABLED"] = "False"
+    import great_expectations as gx
+
+    return gx
+
+
 def validate(
     frames: dict[str, DataFrame | pd.DataFrame], config: ValidateConfig, parameters: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    """Run each suite on its frame through a file-backed GX context under <lake>/reports; `parameters`: the
-    suites' $PARAMETERs besides quarantine_threshold."""
-    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
-    import great_expectations as gx  # heavy (4-9 s): imported when the gate runs, never at DAG parse
+    """Run each suite on its frame in an in-memory GX context; `parameters`: the suites' $PARAMETERs besides
+    quarantine_threshold. The results are the report's: the lake page renders them (GX's Data Docs load
+    scripts from other hosts and show the data's values as HTML, so they are not built)."""
+    gx = import_gx()
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
-    context = gx.get_context(mode="file", project_root_dir=str(config.lake.gx_project))
+    context = gx.get_context(mode="ephemeral")
     context.variables.progress_bars = ProgressBarsConfig(globally=False)  # a bar per suite is noise in a task log
-    docs_dir = config.lake.data_docs
-    if "lake" not in context.get_site_names():
-        context.add_data_docs_site(
-            site_name="lake",
-            site_config={
-                "class_name": "SiteBuilder",
-                "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": str(docs_dir)},
-                "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
-            },
-        )
     spark_source = context.data_sources.add_or_update_spark(name="cloudtrail")
     pandas_source = context.data_sources.add_or_update_pandas(name="figures")
     outcome: dict[str, Any] = {"suites": {}, "failed_critical": [], "warnings": []}
-    results: list[Any] = []  # the validation results this gate stored, for one Data Docs update at the end
     for suite_name, frame in frames.items():
         source = pandas_source if isinstance(frame, pd.DataFrame) else spark_source
-        asset = next((a for a in source.assets if a.name == suite_name), None) or source.add_dataframe_asset(name=suite_name)
-        batch = next((b for b in asset.batch_definitions if b.name == "partitions"), None) or asset.add_batch_definition_whole_dataframe(
-            "partitions"
-        )
+        batch = source.add_dataframe_asset(name=suite_name).add_batch_definition_whole_dataframe("partitions")
         suite = context.suites.add_or_update(gx.ExpectationSuite(**load_suite(suite_name)))
-        # Named after their source too: GX cannot load a stored definition whose asset has moved to another source.
-        checked_as = f"{source.name}.{suite_name}"
-        definition = context.validation_definitions.add_or_update(gx.ValidationDefinition(name=checked_as, data=batch, suite=suite))
+        definition = context.validation_definitions.add_or_update(gx.ValidationDefinition(name=suite_name, data=batch, suite=suite))
 
         # Verdicts first: each sample of offending values costs a Spark job, and a passing suite has none.
-        # A suite that fails runs again for the shares and samples of what failed (report, Data Docs).
+        # A suite that fails runs again for the counts and samples of what failed (the report, the lake page).
         for result_format in ({"result_format": "BOOLEAN_ONLY"}, {"result_format": "SUMMARY", "partial_unexpected_count": 5}):
             checkpoint = context.checkpoints.add_or_update(
-                gx.Checkpoint(name=checked_as, validation_definitions=[definition], actions=[], result_format=result_format)
+                gx.Checkpoint(name=suite_name, validation_definitions=[definition], actions=[], result_format=result_format)
             )
             result = checkpoint.run(
                 batch_parameters={"dataframe": frame},
@@ -199,15 +194,11 @@ def validate(
             )
             if result.success:
                 break
-        results.extend(result.run_results)
         critical = suite_name.endswith(".critical")
         checks = [describe(check) for validation in result.run_results.values() for check in validation.results]
         failures = outcome["failed_critical"] if critical else outcome["warnings"]
         failures.extend({"suite": suite_name, **check} for check in checks if not check["success"])
         outcome["suites"][suite_name] = {"success": result.success, "critical": critical, "checks": checks}
-    # Only this gate's pages and the index: a build without identifiers renders every result ever stored.
-    context.build_data_docs(site_names=["lake"], resource_identifiers=results)
-    outcome["data_docs"] = str(docs_dir / "index.html")
     return outcome
 
 
@@ -222,28 +213,18 @@ def check(spark: SparkSession, config: ValidateConfig) -> dict[str, Any]:
     frames: dict[str, DataFrame | pd.DataFrame] = {"cloudtrail_events.critical": events, "cloudtrail_events.warning": events}
     if report is not None:
         frames["cloudtrail_run.critical"] = run_figures(rows_for_run, report)
-    outcome = validate(frames, config)
-    verdict = "failed" if outcome["failed_critical"] else "passed"
-    body = {
-        "run_id": config.run_id,
-        "validated_at": now_iso(),
-        "event_dates": dates,
-        "rows_validated": rows,
-        "verdict": verdict,
-        **outcome,
-    }
-    config.results_path.parent.mkdir(parents=True, exist_ok=True)
-    config.results_path.write_text(json.dumps(body, indent=2, default=str) + "\n")
-    if verdict == "passed":
+    body = gate_report(config.run_id, dates, validate(frames, config), rows_validated=rows)
+    write_json(config.results_path, body)
+    if body["verdict"] == "passed":
         gate.record_validated(config.lake, prints, config.run_id)
-    for failure in outcome["failed_critical"]:
+    for failure in body["failed_critical"]:
         log.error(
             "CRITICAL %s %s failed; sample: %s",
             failure["expectation"],
             failure["kwargs"],
             failure["sample_unexpected"] or failure["observed_value"],
         )
-    for warning in outcome["warnings"]:
+    for warning in body["warnings"]:
         log.warning(
             "warning %s %s: %s%% unexpected; sample: %s",
             warning["expectation"],
@@ -251,14 +232,7 @@ def check(spark: SparkSession, config: ValidateConfig) -> dict[str, Any]:
             warning["unexpected_percent"],
             warning["sample_unexpected"],
         )
-    log.info(
-        "DQ gate %s on %d rows in %d partitions; results %s; Data Docs %s",
-        verdict,
-        body["rows_validated"],
-        len(dates),
-        config.results_path,
-        outcome["data_docs"],
-    )
+    log.info("DQ gate %s on %d rows in %d partitions; results %s", body["verdict"], rows, len(dates), config.results_path)
     return body
 
 

@@ -17,7 +17,7 @@ import pytest
 from jobs import options
 from jobs.lake import Lake
 from tests.helpers import DAY, deliver, duckdb_rows, events_of
-from tools.stack import free_port
+from tools.stack import free_port, listeners
 
 
 def start(*command: str, log: Path) -> subprocess.Popen:
@@ -52,7 +52,7 @@ def standalone_cluster(tmp_path: Path):
             time.sleep(1)
         else:
             pytest.fail(f"the standalone worker did not register:\n{(tmp_path / 'worker.log').read_text()[-2000:]}")
-        yield port, ui
+        yield port, ui, (master.pid, worker.pid)
     finally:
         stop(worker)
         stop(master)
@@ -61,7 +61,7 @@ def standalone_cluster(tmp_path: Path):
 def test_the_dag_runs_its_spark_applications_on_a_standalone_cluster(standalone_cluster, dag_roots, monkeypatch, tmp_path):
     from airflow.dag_processing.dagbag import DagBag
 
-    port, ui = standalone_cluster
+    port, ui, processes = standalone_cluster
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "spark://127.0.0.1", "port": port}))
     landing, lake = dag_roots
     deliver(landing, events_of(40, DAY, "cluster"), DAY + timedelta(minutes=20))
@@ -80,3 +80,6 @@ def test_the_dag_runs_its_spark_applications_on_a_standalone_cluster(standalone_
     commands = [line for log in (tmp_path / "work").glob("app-*/*/stderr") for line in log.read_text().splitlines()
                 if "Spark Executor Command" in line]  # fmt: skip
     assert commands and all(options.JVM_OPTIONS in line for line in commands), commands
+    # What the master and the worker listen on, read from the kernel: loopback only (make test-stack checks every service).
+    sockets = listeners(processes)
+    assert {port, ui} <= {listener.port for listener in sockets} and all(listener.loopback for listener in sockets), sockets

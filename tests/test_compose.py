@@ -79,3 +79,19 @@ def test_the_env_file_takes_values_by_name_and_refuses_unknown_names(tmp_path: P
     assert all(line.split("=", 1)[1] for line in lines if line.startswith(("POSTGRES_PASSWORD=", "AIRFLOW_JWT_SECRET=")))
     with pytest.raises(StackError, match="CLOUDTRAIL_SETTEL"):
         write_env_file(target, {"CLOUDTRAIL_SETTEL": "0 seconds"})
+
+
+def test_nothing_listens_open_and_the_api_server_reads_the_task_logs_from_a_shared_volume(env_file: Path):
+    """The configuration side of what `make test-stack` checks on the sockets the services really open."""
+    services = resolve(ROOT / "docker-compose.yml", env_file)["services"]
+    for name in ("airflow-scheduler", "airflow-triggerer"):
+        assert "--skip-serve-logs" in services[name]["command"], f"{name} would start Airflow's log server on 0.0.0.0:8793"
+    for name in AIRFLOW_SERVICES:
+        environment, volumes = services[name]["environment"], services[name]["volumes"]
+        assert environment["GX_ANALYTICS_ENABLED"] == "False", name
+        folder = environment["AIRFLOW__LOGGING__BASE_LOG_FOLDER"]
+        assert f"logs:{folder}:rw" in volumes, f"{name} keeps its logs apart"
+    published = [port for service in services.values() for port in service.get("ports", [])]
+    assert published and all(port.startswith("127.0.0.1:") for port in published), published
+    assert all("expose" not in services[name] for name in AIRFLOW_SERVICES), "no Airflow service offers a port to the others but the API"
+    assert "GX_ANALYTICS_ENABLED=False" in (ROOT / "Dockerfile").read_text()

@@ -28,7 +28,7 @@ from tests.helpers import DAY, deliver, event, events_of, ingest, put_raw
 from tools.airflow_api import Api, Server, api_server, sign_in
 from tools.generate_landing import write_delivery
 
-THRESHOLD = timedelta(hours=2)
+THRESHOLD, SKEW = timedelta(hours=2), timedelta(minutes=15)
 
 
 @dataclass(frozen=True)
@@ -82,17 +82,25 @@ def test_the_run_report_has_a_progress_line_per_batch_and_the_newest_event_per_r
 
 def test_the_read_model_answers_the_operators_questions(known: KnownLake):
     lake, runs = known.lake, status.ingest_runs(known.lake)
-    fresh = {(row.account, row.region): row for row in status.freshness(lake, known.landing, THRESHOLD, runs)}
+
+    def places(now: timedelta) -> dict[tuple[str, str], status.Freshness]:
+        return {(row.account, row.region): row for row in status.freshness(lake, known.landing, THRESHOLD, runs, DAY + now, SKEW)}
+
+    fresh = places(timedelta(hours=1))
     east, west = fresh["111122223333", "us-east-1"], fresh["111122223333", "eu-west-1"]
     assert east.newest_file == str(known.corrupt) and east.lag == timedelta(minutes=16) and not east.stale
-    assert west.newest_file == str(known.waiting) and west.newest_event is None and west.stale
+    assert west.newest_event is None and west.stale
+    assert west.newest_file is None, "at 01:00 the file stamped 05:00 is a delivery from the future: not believed"
+    later = places(timedelta(hours=5))
+    assert later["111122223333", "eu-west-1"].newest_file == str(known.waiting)
+    assert later["111122223333", "us-east-1"].stale, "nothing delivered nor written for over 2 hours: the place went quiet"
 
     assert status.backlog(lake, known.landing) == status.Backlog(1, known.waiting.stat().st_size, str(known.waiting))
     assert status.daily_rows(lake, runs) == [status.DayRows("2024-03-01", 30, 0)]
 
-    (gate,) = status.gate_verdicts(lake, status.gate_runs(lake))
+    (gate,) = status.gate_verdicts(status.gate_runs(lake))
     assert (gate.event_date, gate.verdict, gate.run_id) == ("2024-03-01", "failed", known.report.run_id)
-    assert any("quarantine" in failure for failure in gate.failed) and gate.data_docs == "index.html"
+    assert any("quarantine" in failure for failure in gate.failed)
 
     held = status.quarantine(lake)
     assert [(reason, rows) for reason, _, rows in held.by_reason_and_day] == [("corrupt_gzip", 1)]
@@ -134,31 +142,38 @@ def server(known: KnownLake, airflow_db: Path, tmp_path_factory) -> Iterator[Ser
         yield running
 
 
-def get(url: str, token: str | None = None) -> tuple[int, bytes]:
+def get(url: str, token: str | None = None) -> tuple[int, bytes, dict[str, str]]:
     request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
     try:
         with urllib.request.urlopen(request, timeout=60) as response:
-            return response.status, response.read()
+            return response.status, response.read(), {k.lower(): v for k, v in response.headers.items()}
     except urllib.error.HTTPError as refused:
-        return refused.code, b""
+        return refused.code, b"", {k.lower(): v for k, v in refused.headers.items()}
 
 
-def test_the_page_refuses_anonymous_requests_and_paths_outside_the_data_docs(server: Server):
-    for path in ("/cloudtrail/", "/cloudtrail/status.json", "/cloudtrail/docs/index.html", "/cloudtrail/runs/cloudtrail_ingest/x"):
-        code, body = get(server.url + path)
+PAGES = ("/cloudtrail/", "/cloudtrail/status.json", "/cloudtrail/gates/", "/cloudtrail/runs/cloudtrail_ingest/x")
+
+
+def test_the_page_refuses_anonymous_requests_and_every_answer_forbids_scripts_and_other_origins(server: Server, known: KnownLake):
+    for path in PAGES:
+        code, body, _ = get(server.url + path)
         assert code in (401, 403) and not body, path
     assert get(f"{server.url}/cloudtrail/", "not-a-token")[0] == 403, "a forged token"
     token = Api(server.url, server.password).token
-    assert get(f"{server.url}/cloudtrail/docs/index.html", token)[0] == 200
-    for escape in ("..%2F..%2Freports%2Fingest", "%2E%2E/%2E%2E/_checkpoints/ingest.lock", "..%2F..%2F..%2F..%2Fetc%2Fpasswd"):
-        assert get(f"{server.url}/cloudtrail/docs/{escape}", token)[0] == 404, escape
+    for path in (*PAGES, f"/cloudtrail/gates/events/{known.report.run_id}", "/cloudtrail/gates/events/no-such-run"):
+        code, _, headers = get(server.url + path, token)
+        assert code == (404 if path.endswith("no-such-run") else 200), path
+        policy = headers["content-security-policy"]
+        assert "default-src 'self'" in policy and "script-src 'none'" in policy and "frame-ancestors 'self'" in policy, path
+        assert headers["x-content-type-options"] == "nosniff", path
+    assert get(f"{server.url}/cloudtrail/docs/index.html", token)[0] == 404, "GX's Data Docs are not served"
 
 
 def test_a_downstream_run_has_a_view_of_its_own(server: Server, known: KnownLake):
     token = Api(server.url, server.password).token
     ActivityReport("asset_triggered__x", "2024-03-01T01:00:00+00:00", ["2024-03-01"], "succeeded", {"activity_hourly": {"2024-03-01": 3}},
                    {"cis-4.1": 2}, "passed").write(known.lake)  # fmt: skip
-    code, page = get(f"{server.url}/cloudtrail/runs/cloudtrail_activity/asset_triggered__x", token)
+    code, page, _ = get(f"{server.url}/cloudtrail/runs/cloudtrail_activity/asset_triggered__x", token)
     assert code == 200 and re.search(r"activity_hourly +3 rows", page.decode()) and "cis-4.1 2" in page.decode()
 
 
@@ -172,9 +187,10 @@ def test_the_lake_page_in_the_airflow_ui(server: Server, known: KnownLake, tmp_p
 
         page.goto(f"{server.url}/plugin/cloudtrail_lake")  # the navigation's entry: the UI frames the plugin's page
         lake = page.frame_locator("iframe").first
-        stale = lake.locator("#freshness tr.stale")
+        stale = lake.locator("#freshness tr.stale", has_text="eu-west-1")
         stale.first.wait_for(timeout=60_000)
-        assert stale.count() == 1 and "eu-west-1" in stale.inner_text() and "waitingfile" in stale.inner_text()
+        assert "waitingfile" in stale.inner_text() and "none" in stale.inner_text(), "delivered, no event written yet"
+        assert lake.locator("#freshness tr.stale").count() == 2, "us-east-1 too: its newest delivery is years old today"
         assert "corrupt_gzip" in lake.locator("#quarantine h3").all_inner_texts()
         assert "replay_reason" in lake.get_by_text("airflow dags trigger cloudtrail_ingest").first.inner_text()
         failed = lake.locator("#gate tr.failed")
@@ -187,9 +203,11 @@ def test_the_lake_page_in_the_airflow_ui(server: Server, known: KnownLake, tmp_p
         hit.first.wait_for()
         assert "quarantined" in hit.first.inner_text() and "corrupt_gzip" in hit.first.inner_text()
 
-        lake.get_by_role("link", name="Data Docs").click()
-        lake.get_by_text("Validation Results").first.wait_for()  # the lake's Data Docs, through the plugin
-        assert any(frame.url.endswith("/cloudtrail/docs/index.html") for frame in page.frames)
+        lake.locator("#gate").get_by_role("link", name="results").click()  # the gate's results, rendered by the plugin
+        failed = lake.locator("section[id='cloudtrail_run.critical'] tr.failed")
+        failed.first.wait_for()
+        assert "quarantine_share" in failed.first.inner_text() and "expect_column_max_to_be_between" in failed.first.inner_text()
+        assert any(frame.url.endswith(f"/cloudtrail/gates/events/{known.report.run_id}") for frame in page.frames)
 
         # The run's "Lake" tab: the DAG registered (no DAG processor here) and a run of it under the ingest's run id.
         subprocess.run([sys.executable, "-m", "airflow", "dags", "reserialize"], env=server.env, check=True, capture_output=True)

@@ -3,7 +3,8 @@
 Every service of docker-compose.yml started natively from that file (tools/stack.py):
 PostgreSQL, the Airflow API server, scheduler (LocalExecutor), DAG processor and triggerer,
 a Spark master and two workers. The DAG is unpaused and driven through the REST API with the
-admin's credentials, as the UI does: a scheduled run and a backfill at the same time, then a
+admin's credentials, as the UI does: a scheduled run and a backfill at the same time (every socket the
+services open meanwhile is on loopback, read from the kernel), then a
 `mode=rebuild` backfill over 3 damaged partitions; the downstream DAG follows on the events Asset.
 A last test starts the stack with `make stack-up`,
 clicks a backfill through the UI in headless Chromium (Debian's, driven by Playwright) and stops it
@@ -16,10 +17,12 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -31,7 +34,7 @@ from jobs.lake import Lake
 from tests.helpers import DAY, deliver, duckdb_rows, events_of
 from tests.test_downstream import hourly_from_activity, hourly_from_events
 from tools.airflow_api import DAG_ID, Api, sign_in
-from tools.stack import ROOT, STATE, Stack, alive, write_env_file
+from tools.stack import ROOT, STATE, Listener, Stack, alive, write_env_file
 
 pytestmark = pytest.mark.stack
 
@@ -53,6 +56,27 @@ def stack(tmp_path: Path, env_file: Path) -> Iterator[Stack]:
         yield running
     finally:
         running.down()
+
+
+@contextmanager
+def watching_sockets(stack: Stack, every: float = 1.0) -> Iterator[set[Listener]]:
+    """Every socket the stack's processes listen on while the block runs (Spark drivers and executors come and go)."""
+    seen: set[Listener] = set()
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(every):
+            seen.update(stack.listening())
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    seen.update(stack.listening())
+    sampler.start()
+    try:
+        yield seen
+    finally:
+        done.set()
+        sampler.join()
+        seen.update(stack.listening())
 
 
 def spark_applications(stack: Stack) -> list[dict]:
@@ -79,9 +103,19 @@ def test_a_scheduled_run_and_a_backfill_at_the_same_time_on_postgres_and_the_spa
     downstream = Api(stack.url("airflow-api", 8080), stack.admin_password(), "cloudtrail_activity")
     downstream.unpause()  # scheduled on the events Asset: it runs after each ingest run that publishes
     api = Api.of(stack)
-    api.unpause()  # the scheduler creates the latest daily run at once (catchup is off)
-    api.backfill(DATES[0], DATES[-1])
-    runs = api.finished_runs(expected=4, timeout=1200)
+    with watching_sockets(stack) as sockets:
+        api.unpause()  # the scheduler creates the latest daily run at once (catchup is off)
+        api.backfill(DATES[0], DATES[-1])
+        runs = api.finished_runs(expected=4, timeout=1200)
+
+    # What listens, read from the kernel while the runs ran: loopback only, and no task log server at all.
+    assert {listener for listener in sockets if not listener.loopback} == set()
+    ports = {listener.port for listener in sockets}
+    assert {stack.ports["airflow-api:8080"], stack.ports["postgres:5432"], stack.ports["spark-master:7077"]} <= ports
+    assert not ports & {8793, 8794}, "the scheduler and the triggerer start no log server (--skip-serve-logs)"
+    assert any("java" in listener.commands for listener in sockets if listener.port not in stack.ports.values()), (
+        "the sampler saw the Spark applications' own ports (drivers, executors) too"
+    )
 
     assert sorted(r["run_type"] for r in runs) == ["backfill", "backfill", "backfill", "scheduled"]
     assert {r["dag_run_id"]: r["state"] for r in runs} == {r["dag_run_id"]: "success" for r in runs}
@@ -105,6 +139,8 @@ def test_a_scheduled_run_and_a_backfill_at_the_same_time_on_postgres_and_the_spa
     assert {app["state"] for app in applications} == {"FINISHED"}
     ingests = [json.loads(Lake(lake).ingest_report(r["dag_run_id"]).read_text()) for r in runs]
     assert sum(app["name"] == "cloudtrail_ingest" for app in applications) == sum(bool(report["batches"]) for report in ingests) >= 1
+    wrote = next(run["dag_run_id"] for run, report in zip(runs, ingests, strict=True) if report["batches"])
+    assert "batch 0:" in api.task_log(wrote, "ingest"), "the UI's log view reads the task's log from the shared volume"
     gated_apart = [r["dag_run_id"] for r, report in zip(runs, ingests, strict=True) if not gate.wrote_anything(report)]
     assert sum(app["name"] == "cloudtrail_validate_events" for app in applications) == sum(
         gates[run_id]["verdict"] == "passed" for run_id in gated_apart

@@ -11,7 +11,7 @@ from tools.summary import summarize
 def test_the_summary_shows_the_newest_gate_report_not_the_index_beside_it(tmp_path):
     lake = Lake.at(tmp_path)
     lake.gate_reports.mkdir(parents=True)
-    report = {"verdict": "passed", "failed_critical": [], "warnings": [], "data_docs": "docs/index.html"}
+    report = {"verdict": "passed", "failed_critical": [], "warnings": []}
     lake.gate_report("run-1").write_text(json.dumps(report))
     lake.validated.write_text(json.dumps({"2024-03-01": {"fingerprint": "x", "run_id": "run-1"}}))
     later = time.time() + 10

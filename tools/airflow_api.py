@@ -37,7 +37,7 @@ class Api:
         return cls(stack.url("airflow-api", 8080), stack.admin_password())
 
     def call(self, method: str, path: str, body: dict | None = None, token: str | None = "") -> Any:
-        headers = {"Content-Type": "application/json"}
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if token is not None:
             headers["Authorization"] = f"Bearer {token or self.token}"
         data = json.dumps(body).encode() if body is not None else None
@@ -83,6 +83,10 @@ class Api:
                 return list(runs)
             assert time.monotonic() < deadline, f"runs did not finish: {[(r['dag_run_id'], r['state']) for r in runs]}"
             time.sleep(10)
+
+    def task_log(self, run_id: str, task_id: str, try_number: int = 1) -> str:
+        """A task try's log as the UI shows it, as text."""
+        return json.dumps(self.call("GET", f"{self.dag}/dagRuns/{run_id}/taskInstances/{task_id}/logs/{try_number}")["content"])
 
     def task_instance(self, run_id: str, task_id: str) -> dict:
         return dict(self.call("GET", f"{self.dag}/dagRuns/{run_id}/taskInstances/{task_id}"))

@@ -34,6 +34,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -288,6 +289,58 @@ class Stack:
 
     def status(self) -> dict[str, str]:
         return {process: "running" if alive(group) else "stopped" for process, group in self.processes.items()}
+
+    def listening(self) -> list[Listener]:
+        """The TCP sockets the stack's processes (and every process they started) listen on now."""
+        return listeners(self.processes.values())
+
+
+@dataclass(frozen=True)
+class Listener:
+    """A listening TCP socket as `ss` shows it, and the processes that hold it."""
+
+    address: str
+    port: int
+    commands: tuple[str, ...]
+
+    @property
+    def loopback(self) -> bool:
+        return self.address in ("::1", "localhost") or self.address.removeprefix("::ffff:").startswith("127.")
+
+
+def _process_table() -> dict[int, tuple[int, int]]:
+    """pid -> (parent pid, session id) of every process, from /proc."""
+    table = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue  # gone meanwhile
+            table[int(entry.name)] = (int(fields[1]), int(fields[3]))
+    return table
+
+
+def listeners(roots: Iterable[int]) -> list[Listener]:
+    """The sockets listening now (`ss -ltnp`, as the kernel has them, not as a configuration says) that belong to the
+    processes `roots`, their descendants, or a process in their sessions (a daemon that left its parent)."""
+    table = _process_table()
+    ours = {pid for pid in roots if pid in table}
+    sessions = {table[pid][1] for pid in ours}
+    grew = True
+    while grew:
+        found = {pid for pid, (parent, session) in table.items() if parent in ours or session in sessions} - ours
+        ours |= found
+        grew = bool(found)
+    shown = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, check=True).stdout
+    found_sockets = []
+    for line in shown.splitlines():
+        local, users = line.split()[3], line.partition("users:")[2]
+        holders = [(name, int(pid)) for name, pid in re.findall(r'\("([^"]*)",pid=(\d+)', users)]
+        if any(pid in ours for _, pid in holders):
+            address, _, port = local.rpartition(":")
+            found_sockets.append(Listener(address.strip("[]"), int(port), tuple(sorted({name for name, _ in holders}))))
+    return found_sockets
 
 
 def depends_on(service: dict[str, Any]) -> dict[str, str]:

@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import argparse
 import os
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from jobs import lake_status as status
 from jobs import options
 from jobs.lake import Lake
+
+
+def _printable(name: str) -> str:
+    return name if name.isprintable() else repr(name)
 
 
 def run_lines(lake: Lake, run_id: str | None) -> list[str]:
@@ -23,20 +27,26 @@ def run_lines(lake: Lake, run_id: str | None) -> list[str]:
     return status.run_summary(run, status.gate_of(status.gate_runs(lake), run["run_id"]))
 
 
-def overview(lake: Lake, landing: Path, threshold: timedelta) -> list[str]:
+def overview(lake: Lake, landing: Path, threshold: timedelta, skew: timedelta, now: datetime) -> list[str]:
     waiting = status.backlog(lake, landing)
     lines = [f"lake {lake.root}, landing {landing}"]
     lines.append(f"backlog: {waiting.files} landing files ({waiting.bytes / 1e6:.1f} MB) not taken by a run yet")
     if waiting.oldest:
         lines.append(f"  first of them: {waiting.oldest}")
-    lines.append(f"freshness (newest delivery against the newest eventTime written; STALE: no event yet, or a lag over {threshold}):")
-    rows = status.freshness(lake, landing, threshold, status.ingest_runs(lake))
-    account, region = (max([len(title), *(len(getattr(row, title)) for row in rows)]) + 2 for title in ("account", "region"))
-    lines.append(f"  {'account':<{account}}{'region':<{region}}{'delivered':<22}{'newest event':<22}lag")
-    for row in rows:
+    lines.append(
+        f"freshness at {status.format_time(now)} (STALE: no event written yet, or the newest delivery or event is over {threshold} old; "
+        f"future-dated: events dated over {skew} after they were ingested, never taken for the newest):"
+    )
+    rows = status.freshness(lake, landing, threshold, status.ingest_runs(lake), now, skew)
+    # Folder names are data: shown as Python would quote them when they hold anything a terminal would act on.
+    names = [(_printable(row.account), _printable(row.region)) for row in rows]
+    account, region = (max([len(title), *(len(pair[i]) for pair in names)]) + 2 for i, title in enumerate(("account", "region")))
+    lines.append(f"  {'account':<{account}}{'region':<{region}}{'delivered':<22}{'newest event':<22}{'lag':<14}future-dated")
+    for (account_name, region_name), row in zip(names, rows, strict=True):
         lines.append(
-            f"  {row.account:<{account}}{row.region:<{region}}{status.format_time(row.delivered_at):<22}"
-            f"{status.format_time(row.newest_event):<22}{status.format_lag(row.lag)}{'   STALE' if row.stale else ''}"
+            f"  {account_name:<{account}}{region_name:<{region}}{status.format_time(row.delivered_at):<22}"
+            f"{status.format_time(row.newest_event):<22}{status.format_lag(row.lag):<14}{row.future_dated or '':<12}"
+            f"{'STALE' if row.stale else ''}"
         )
     health = status.checkpoint_health(lake)
     lines.append(
@@ -53,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--landing", type=Path, default=os.environ.get("CLOUDTRAIL_LANDING"))
     threshold = os.environ.get("CLOUDTRAIL_FRESHNESS_THRESHOLD", options.FRESHNESS_THRESHOLD)
     parser.add_argument("--threshold", type=options.duration, default=threshold)
+    parser.add_argument("--clock-skew", type=options.duration, default=os.environ.get("CLOUDTRAIL_CLOCK_SKEW", options.CLOCK_SKEW))
     parser.add_argument("--run", help="only what this ingest run did ('latest': the newest run)")
     args = parser.parse_args(argv)
     if args.lake is None or (args.landing is None and not args.run):
@@ -61,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.run:
         lines = run_lines(lake, None if args.run == "latest" else args.run)
     else:
-        lines = overview(lake, args.landing.absolute(), args.threshold)
+        lines = overview(lake, args.landing.absolute(), args.threshold, args.clock_skew, datetime.now(tz=UTC))
     print("\n".join(lines))
     return 0
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import duckdb
 
 from jobs.lake import Lake
-from jobs.lake_status import reports
+from jobs.lake_status import failure_line, reports, verdict_of
 
 
 def latest(folder: Path) -> dict | None:
@@ -51,13 +51,12 @@ def summarize(lake: Lake) -> str:
             f"{ingest['rows_written']} rows written, {ingest['duplicates_dropped']} duplicates dropped, {ingest['quarantined']} quarantined"
         )
     gate = latest(lake.gate_reports)
-    if gate and gate["verdict"] == "skipped":  # jobs/gate.py: nothing changed since a gate passed
+    if gate and verdict_of(gate) == "skipped":  # jobs/gate.py: nothing changed since a gate passed
         lines.append(f"DQ gate: SKIPPED ({gate['reason']})")
     elif gate:
-        lines.append(
-            f"DQ gate: {gate['verdict'].upper()} ({len(gate['failed_critical'])} critical failures, {len(gate['warnings'])} warnings)"
-        )
-        lines.append(f"  Data Docs: {gate['data_docs']}")
+        failed = gate.get("failed_critical", [])
+        lines.append(f"DQ gate: {verdict_of(gate).upper()} ({len(failed)} critical failures, {len(gate.get('warnings', []))} warnings)")
+        lines.extend(f"  {failure_line(check)}" for check in failed)
     return "\n".join(lines)
 
 

@@ -4,25 +4,36 @@
                                       quarantine, gate verdicts, checkpoint health
     /cloudtrail/runs/{dag_id}/{run_id}  what one run did (the DAG run's "Lake" tab)
     /cloudtrail/status.json           the page's figures as JSON
-    /cloudtrail/docs/{path}           the lake's Great Expectations Data Docs
+    /cloudtrail/gates/                every gate's verdict, newest first
+    /cloudtrail/gates/{table}/{run_id}  one gate's results: each suite's expectations, counts and offending values
 
 Every route needs the same sign-in as the rest of the UI and read access to the ingest DAG
 (Airflow's auth manager, through the session cookie or a bearer token). Nothing a request
-carries becomes a path, except a Data Docs page name, which must resolve inside the Data Docs folder.
+carries becomes a path: a run id is looked up among the reports read.
+
+Every value shown comes from the lake, and CloudTrail's fields are chosen by whoever calls an AWS
+API or writes into the landing zone: each is escaped where it is put into the page, and every
+response carries a Content-Security-Policy that lets a page load nothing from another origin and
+run no script at all (the pages have none), so a value that slipped through could not run either.
 """
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import hashlib
+import json
 import time
-from datetime import timedelta
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
 from html import escape
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from airflow.api_fastapi.core_api.security import requires_access_dag
-from fastapi import Depends, FastAPI, HTTPException, Request
-from fastapi.responses import FileResponse, HTMLResponse
+from fastapi import Depends, FastAPI, Request, Response
+from fastapi.responses import HTMLResponse
 
 from cloudtrail_airflow.settings import INGEST_DAG_ID, Settings, load_settings
 from jobs import lake_status as status
@@ -41,13 +52,37 @@ td.n { text-align: right; font-variant-numeric: tabular-nums; } tr.stale td, tr.
 code, pre { font-size: 12px; background: #f5f5f5; padding: 1px 4px; } pre { white-space: pre-wrap; max-width: 1100px; }
 .muted { color: #718096; } .bar { fill: #4a90d9; } .late { fill: #e07b39; }
 """
+# The one inline style is allowed by its hash; nothing else inline, nothing from another origin, no script.
+_STYLE_HASH = base64.b64encode(hashlib.sha256(STYLE.encode()).digest()).decode()
+SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        f"default-src 'self'; script-src 'none'; style-src 'sha256-{_STYLE_HASH}'; object-src 'none'; "
+        "base-uri 'none'; form-action 'self'; frame-ancestors 'self'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+}
 
 
-def _page(title: str, body: str, started: float) -> HTMLResponse:
+@app.middleware("http")
+async def security_headers(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+    response = await call_next(request)
+    response.headers.update(SECURITY_HEADERS)
+    return response
+
+
+def _href(request: Request, *parts: str) -> str:
+    """A link to one of this app's pages, each part of its path percent-encoded, ready for an attribute."""
+    path = "/".join(quote(part, safe="") for part in parts)
+    return escape(f"{request.scope.get('root_path', '')}/{path}", quote=True)
+
+
+def _page(title: str, body: str, started: float, status_code: int = 200) -> HTMLResponse:
     took = (time.perf_counter() - started) * 1000
     return HTMLResponse(
         f"<!doctype html><html><head><meta charset='utf-8'><title>{escape(title)}</title><style>{STYLE}</style></head>"
-        f"<body><h1>{escape(title)}</h1>{body}<p class='muted' id='took'>rendered in {took:.0f} ms</p></body></html>"
+        f"<body><h1>{escape(title)}</h1>{body}<p class='muted' id='took'>rendered in {took:.0f} ms</p></body></html>",
+        status_code=status_code,
     )
 
 
@@ -86,7 +121,7 @@ def _chart(days: list[status.DayRows]) -> str:
     return svg + _table(["event date", "rows", "late events", "late share"], rows, numeric=frozenset({1, 2, 3}))
 
 
-def _freshness(rows: list[status.Freshness], threshold: timedelta) -> str:
+def _freshness(rows: list[status.Freshness], threshold: timedelta, skew: timedelta, now: datetime) -> str:
     cells = [
         [
             escape(r.account),
@@ -95,15 +130,18 @@ def _freshness(rows: list[status.Freshness], threshold: timedelta) -> str:
             status.format_time(r.delivered_at),
             status.format_time(r.newest_event),
             status.format_lag(r.lag),
+            f"{r.future_dated:,}" if r.future_dated else "",
         ]  # fmt: skip
         for r in rows
     ]
     note = (
-        f"<p class='muted'>Highlighted: no event written yet, or the newest event is more than {threshold} "
-        "older than the newest delivery.</p>"
+        f"<p class='muted'>At {status.format_time(now)}. Highlighted (STALE): no event written yet, or the newest delivery or the "
+        f"newest event is more than {status.format_lag(threshold)} old. Future-dated: events dated more than "
+        f"{status.format_lag(skew)} after they were ingested (a forged or wrong clock); they are in the table, but never "
+        "count as a place's newest event.</p>"
     )
-    head = ["account", "region", "newest delivery file", "delivered", "newest eventTime in the table", "lag"]
-    return _table(head, cells, ["stale" if r.stale else "" for r in rows]) + note
+    head = ["account", "region", "newest delivery file", "delivered", "newest eventTime in the table", "lag", "future-dated"]
+    return _table(head, cells, ["stale" if r.stale else "" for r in rows], numeric=frozenset({6})) + note
 
 
 def _ledger(query: str, hits: list[status.LedgerHit]) -> str:
@@ -170,12 +208,41 @@ def _gates(request: Request, verdicts: list[status.Verdict]) -> str:
             escape(v.run_id),
             escape(v.validated_at),
             escape("; ".join(v.failed)),
-            f"<a href='{request.url_for('data_docs', path=v.data_docs)}'>Data Docs</a>" if v.data_docs else "",
+            f"<a href='{_href(request, 'gates', 'events', v.run_id)}'>results</a>",
         ]  # fmt: skip
         for v in verdicts[:60]
     ]
     head = ["event date", "verdict", "run", "validated", "critical failures", ""]
-    return _table(head, rows, ["failed" if v.verdict == "failed" else "" for v in verdicts[:60]])
+    link = f"<p><a href='{_href(request, 'gates', '')}'>Every gate run</a></p>"
+    return _table(head, rows, ["failed" if v.verdict == "failed" else "" for v in verdicts[:60]]) + link
+
+
+def _values(values: list[Any]) -> str:
+    """Offending values as the gate sampled them, each as JSON text in its own box."""
+    return " ".join(f"<code>{escape(json.dumps(value, default=str))}</code>" for value in values)
+
+
+def _suite(name: str, suite: dict[str, Any]) -> str:
+    """One suite's expectations: verdict, unexpected count and share, up to 5 offending values, the observed value."""
+    rows, classes = [], []
+    for check in suite.get("checks", []):
+        kwargs = {k: v for k, v in (check.get("kwargs") or {}).items() if k != "batch_id"}
+        count, share = check.get("unexpected_count"), check.get("unexpected_percent")
+        observed = check.get("observed_value")
+        rows.append([
+            escape(str(check.get("expectation"))),
+            escape(json.dumps(kwargs, default=str)),
+            "passed" if check.get("success") else "failed",
+            "" if count is None else f"{count:,}",
+            "" if share is None else f"{share:.3g}%",
+            _values(check.get("sample_unexpected") or []),
+            "" if observed is None else f"<code>{escape(json.dumps(observed, default=str))}</code>",
+        ])  # fmt: skip
+        classes.append("" if check.get("success") else "failed")
+    kind = "critical: a failure fails the gate" if suite.get("critical") else "warning: reported only"
+    verdict = "passed" if suite.get("success") else "failed"
+    head = ["expectation", "arguments", "verdict", "unexpected", "unexpected share", "sample of unexpected values", "observed"]
+    return _section(name, f"{name}: {verdict}", f"<p class='muted'>{kind}</p>" + _table(head, rows, classes, numeric=frozenset({3, 4})))
 
 
 def _checkpoint(health: status.CheckpointHealth) -> str:
@@ -203,22 +270,23 @@ def lake_page(request: Request, file: str = "") -> HTMLResponse:
     waiting = status.backlog(lake, settings.landing)
     last = status.find_run(runs, None)
     summary = "\n".join(status.run_summary(last, status.gate_of(gates, last["run_id"]))) if last else "no run yet"
-    threshold = settings.freshness_threshold
+    threshold, skew, now = settings.freshness_threshold, settings.clock_skew, datetime.now(tz=UTC)
+    places = status.freshness(lake, settings.landing, threshold, runs, now, skew)
     sections = [
         f"<p class='muted'>lake {escape(str(lake.root))}, landing {escape(str(settings.landing))}</p>",
         f"<p>Backlog: {waiting.files:,} landing files ({waiting.bytes / 1e6:.1f} MB) not taken by a run yet.</p>",
         _section("run", "Last run", f"<pre>{escape(summary)}</pre>"),
-        _section("freshness", "Freshness", _freshness(status.freshness(lake, settings.landing, threshold, runs), threshold)),
+        _section("freshness", "Freshness", _freshness(places, threshold, skew, now)),
         _section("rows", "Rows per event date (last 30 dates)", _chart(status.daily_rows(lake, runs))),
         _section("ledger", "File ledger", _ledger(file, status.ledger(lake, settings.landing, file) if file else [])),
         _section("quarantine", "Quarantine", _quarantine(status.quarantine(lake))),
-        _section("gate", "Gate verdicts", _gates(request, status.gate_verdicts(lake, gates))),
+        _section("gate", "Gate verdicts", _gates(request, status.gate_verdicts(gates))),
         _section("checkpoint", "Checkpoint", _checkpoint(status.checkpoint_health(lake))),
     ]  # fmt: skip
     return _page("CloudTrail lake", "".join(sections), started)
 
 
-@app.get("/runs/{dag_id}/{run_id}", response_class=HTMLResponse)
+@app.get("/runs/{dag_id}/{run_id:path}", response_class=HTMLResponse)
 def run_page(dag_id: str, run_id: str) -> HTMLResponse:
     started = time.perf_counter()
     _, lake = _settings()
@@ -256,20 +324,58 @@ def run_page(dag_id: str, run_id: str) -> HTMLResponse:
 def status_json() -> dict[str, Any]:
     settings, lake = _settings()
     runs = status.ingest_runs(lake)
+    places = status.freshness(lake, settings.landing, settings.freshness_threshold, runs, datetime.now(tz=UTC), settings.clock_skew)
     return {
         "backlog": dataclasses.asdict(status.backlog(lake, settings.landing)),
-        "freshness": [dataclasses.asdict(row) for row in status.freshness(lake, settings.landing, settings.freshness_threshold, runs)],
+        "freshness": [dataclasses.asdict(row) for row in places],
         "rows_per_event_date": [dataclasses.asdict(row) for row in status.daily_rows(lake, runs)],
-        "gate_verdicts": [dataclasses.asdict(v) for v in status.gate_verdicts(lake, status.gate_runs(lake))],
+        "gate_verdicts": [dataclasses.asdict(v) for v in status.gate_verdicts(status.gate_runs(lake))],
         "checkpoint": dataclasses.asdict(status.checkpoint_health(lake)),
     }
 
 
-@app.get("/docs/{path:path}", name="data_docs")
-def data_docs(path: str) -> FileResponse:
+def _gate_reports(lake: Lake) -> dict[str, list[dict[str, Any]]]:
+    """The gates' reports by the table they checked: the events table (ingest and rebuild) and the downstream tables."""
+    return {"events": status.gate_runs(lake), "activity": status.activity_gate_runs(lake)}
+
+
+@app.get("/gates/", response_class=HTMLResponse)
+def gates_page(request: Request) -> HTMLResponse:
+    started = time.perf_counter()
     _, lake = _settings()
-    root = lake.data_docs.resolve()
-    target = (root / path).resolve()
-    if not target.is_relative_to(root) or not target.is_file():
-        raise HTTPException(status_code=404, detail="no such Data Docs page")
-    return FileResponse(target)
+    found = [(table, gate) for table, gates in _gate_reports(lake).items() for gate in gates]
+    found.sort(key=lambda pair: str(pair[1].get("validated_at", "")), reverse=True)
+    rows = [
+        [
+            escape(str(gate.get("validated_at", ""))),
+            table,
+            escape(str(gate.get("run_id"))),
+            escape(status.verdict_of(gate)),
+            escape(", ".join(map(str, gate.get("event_dates", [])))[:200]),
+            f"{len(gate.get('failed_critical', [])):,}",
+            f"{len(gate.get('warnings', [])):,}",
+            f"<a href='{_href(request, 'gates', table, str(gate.get('run_id')))}'>results</a>" if gate.get("suites") else "",
+        ]  # fmt: skip
+        for table, gate in found
+    ]
+    head = ["validated", "tables", "run", "verdict", "event dates", "critical failures", "warnings", ""]
+    classes = ["failed" if status.verdict_of(gate) == "failed" else "" for _, gate in found]
+    body = _table(head, rows, classes, numeric=frozenset({5, 6})) if rows else "<p>no gate has run</p>"
+    return _page("CloudTrail lake: gate runs", body, started)
+
+
+@app.get("/gates/{table}/{run_id:path}", response_class=HTMLResponse)
+def gate_page(table: str, run_id: str) -> HTMLResponse:
+    started = time.perf_counter()
+    _, lake = _settings()
+    gate = status.gate_of(_gate_reports(lake).get(table, []), run_id)
+    if gate is None:
+        return _page("CloudTrail lake: gate", f"<p>No {escape(table)} gate report for run {escape(run_id)}.</p>", started, status_code=404)
+    summary = (
+        f"<p>Run <code>{escape(run_id)}</code>: {escape(status.verdict_of(gate))}, validated {escape(str(gate.get('validated_at')))}"
+        f" on event dates {escape(', '.join(map(str, gate.get('event_dates', []))))}"
+        + (f", {gate['rows_validated']:,} rows" if isinstance(gate.get("rows_validated"), int) else "")
+        + (f". {escape(str(gate['reason']))}" if gate.get("reason") else "") + ".</p>"
+    )  # fmt: skip
+    suites = "".join(_suite(name, suite) for name, suite in gate.get("suites", {}).items())
+    return _page("CloudTrail lake: gate", summary + suites, started)

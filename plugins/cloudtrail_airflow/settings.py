@@ -26,6 +26,7 @@ class Settings:
     driver_memory: str
     settle: str
     freshness_threshold: timedelta = options.duration(options.FRESHNESS_THRESHOLD)
+    clock_skew: timedelta = options.duration(options.CLOCK_SKEW)
     # One slot: the tasks that write the lake queue for it (scheduled, manual and backfill runs alike).
     lake_pool: str = "cloudtrail_lake"
 
@@ -70,4 +71,5 @@ def load_settings() -> Settings:
         driver_memory=os.environ.get("CLOUDTRAIL_DRIVER_MEMORY", "2g"),
         settle=os.environ.get("CLOUDTRAIL_SETTLE", options.SETTLE),
         freshness_threshold=options.duration(os.environ.get("CLOUDTRAIL_FRESHNESS_THRESHOLD", options.FRESHNESS_THRESHOLD)),
+        clock_skew=options.duration(os.environ.get("CLOUDTRAIL_CLOCK_SKEW", options.CLOCK_SKEW)),
     )
