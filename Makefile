@@ -30,7 +30,7 @@ STACK_HOME ?= $(CURDIR)/.stack
 STACK_ENV ?= $(CURDIR)/.env
 PG_BIN := /usr/lib/postgresql/15/bin
 
-.PHONY: help setup debian-deps browser-deps demo run status test test-stack stack-up stack-status stack-down lint bench bench-cost bench-ui bench-stack chaos fuzz metadata-growth clean
+.PHONY: help setup debian-deps browser-deps demo run status test test-fast test-stack stack-up stack-status stack-down lint bench bench-cost bench-ui bench-stack chaos fuzz metadata-growth clean
 
 help:
 	@echo "make setup           - create .venv with the pinned dependencies, runtime and dev (needs Java 17+)"
@@ -38,7 +38,8 @@ help:
 	@echo "make run             - one run of the DAG on \$$CLOUDTRAIL_LANDING into \$$CLOUDTRAIL_LAKE, then what it did"
 	@echo "make status          - freshness per account and region, backlog, checkpoint and the last run"
 	@echo "make test            - ruff, mypy and pytest"
-	@echo "make lint            - ruff and mypy only"
+	@echo "make test-fast       - the unit tests only (pytest -m unit): static frames and plain files, under 2 minutes"
+	@echo "make lint            - ruff and mypy only (also a pre-commit hook: pre-commit install)"
 	@echo "make test-stack      - docker-compose.yml's services natively (PostgreSQL, Airflow, Spark cluster): schedule, backfills, rebuild, a backfill clicked in the UI"
 	@echo "make stack-up        - start those services on this machine (no Docker needed); prints the UI URL and admin password"
 	@echo "make stack-status    - what runs, where, and the UI's credentials"
@@ -79,7 +80,7 @@ browser-deps:
 	@command -v chromium >/dev/null || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium >/dev/null; }
 
 # The job code shipped to Spark executors (--py-files).
-build/jobs.zip: $(wildcard jobs/*.py jobs/rules/*)
+build/jobs.zip: $(wildcard jobs/*.py jobs/*/*.py jobs/rules/*)
 	@$(PY) -m tools.package $@ >/dev/null
 
 # The JVM helpers (jobs/java/): every Spark session of the jobs loads them (--jars under spark-submit).
@@ -118,6 +119,10 @@ lint: setup
 # The tests build their own jobs.zip and jar from the working tree (tests/conftest.py).
 test: lint debian-deps browser-deps
 	$(PY) -m pytest -q
+
+# The unit tests: in-process, on static frames and plain files (tests marked `unit`; the rest are `integration`).
+test-fast: setup debian-deps
+	$(PY) -m pytest -q -m unit
 
 # Longer runs, outside `make test`.
 test-stack: setup debian-deps browser-deps

@@ -9,6 +9,8 @@ import time
 
 import duckdb
 
+from jobs.lake import EVENT_DATE
+
 landing, out = sys.argv[1], sys.argv[2]
 db = duckdb.connect()
 db.execute("SET preserve_insertion_order = false")  # lets the partitioned COPY stream instead of buffering
@@ -23,10 +25,10 @@ db.execute(f"""
                CAST(r->'additionalEventData' AS VARCHAR) AS additionalEventData, r->>'requestID' AS requestID, r->>'eventID' AS eventID,
                (r->>'readOnly')::BOOLEAN AS readOnly, r->'resources' AS resources, r->>'eventType' AS eventType,
                r->>'recipientAccountId' AS recipientAccountId, r->'tlsDetails' AS tlsDetails,
-               CAST((r->>'eventTime')::TIMESTAMPTZ AS DATE) AS event_date
+               CAST((r->>'eventTime')::TIMESTAMPTZ AS DATE) AS {EVENT_DATE}
         FROM (SELECT unnest(Records) AS r FROM read_json('{landing}/AWSLogs/*/CloudTrail/*/*/*/*/*.json.gz',
                                                         columns = {{Records: 'JSON[]'}}))
-    ) TO '{out}' (FORMAT parquet, PARTITION_BY (event_date), OVERWRITE_OR_IGNORE)
+    ) TO '{out}' (FORMAT parquet, PARTITION_BY ({EVENT_DATE}), OVERWRITE_OR_IGNORE)
 """)
 work = time.monotonic() - started
 print(json.dumps({"work_s": work, "rows": db.execute(f"select count(*) from read_parquet('{out}/*/*.parquet')").fetchone()[0]}))

@@ -10,6 +10,7 @@ import time
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from jobs.lake import EVENT_DATE
 from jobs.landing import landing_glob
 from jobs.schema import EVENT_TIME_FORMAT, RECORD_FIELDS
 from jobs.session import spark_session
@@ -26,8 +27,8 @@ files = (
 )
 events = files.select(F.explode("Records").alias("r")).select("r.*")
 events = events.withColumn("eventTime", F.try_to_timestamp("eventTime", F.lit(EVENT_TIME_FORMAT))).withColumn(
-    "event_date", F.to_date("eventTime")
+    EVENT_DATE, F.to_date("eventTime")
 )
-events.write.mode("overwrite").partitionBy("event_date").parquet(out)
+events.write.mode("overwrite").partitionBy(EVENT_DATE).parquet(out)
 work = time.monotonic() - started
 print(json.dumps({"work_s": work, "rows": spark.read.parquet(out).count()}))

@@ -34,7 +34,8 @@ import duckdb
 import psutil
 
 from bench.metadata_growth import deliver_one, size_kb
-from jobs.lake import Lake
+from jobs.lake import EVENT_DATE, Lake, partition_folders
+from jobs.spark_logs import sink_log
 from tools.generate_landing import generate, like, real_records
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -249,16 +250,17 @@ def daily_sizes(scratch: Path, days: int, day_seconds: float) -> dict:
     rng = random.Random(9)
     landing, lake = scratch / "daily-landing", scratch / "daily-lake"
     start = datetime(2024, 2, 1, tzinfo=UTC)
-    parts = {"state": ["_checkpoints/ingest/state"], "sources": ["_checkpoints/ingest/sources", "_checkpoints/ingest/manifests"],
-             "offsets+commits": ["_checkpoints/ingest/offsets", "_checkpoints/ingest/commits"],
-             "events/_spark_metadata": ["events/_spark_metadata"]}  # fmt: skip
+    layout = Lake.at(lake)
+    parts = {"state": [layout.checkpoint / "state"], "sources": [layout.checkpoint / "sources", layout.manifests],
+             "offsets+commits": [layout.checkpoint / "offsets", layout.checkpoint / "commits"],
+             "events/_spark_metadata": [sink_log(layout.events)]}  # fmt: skip
     sizes: dict[int, dict[str, float]] = {}
     for day in range(1, days + 1):
         began = time.monotonic()
         for hour in range(24):
             deliver_one(landing, rng, start + timedelta(days=day - 1, hours=hour, minutes=30), f"d{day}h{hour}", records=200)
         run_product(landing, lake, "--table-log-retention", f"{int(2 * day_seconds)} seconds")
-        sizes[day] = {name: sum(size_kb(lake / folder)[0] for folder in folders) for name, folders in parts.items()}
+        sizes[day] = {name: sum(size_kb(folder)[0] for folder in folders) for name, folders in parts.items()}
         time.sleep(max(0.0, day_seconds - (time.monotonic() - began)))
     shutil.rmtree(landing), shutil.rmtree(lake)
 
@@ -273,19 +275,19 @@ def daily_sizes(scratch: Path, days: int, day_seconds: float) -> dict:
 
 
 def analyst_queries(landing: Path, lake: Path, repeats: int) -> list[dict]:
-    table = f"read_parquet('{lake}/events/*/*.parquet', hive_partitioning = true)"
+    table = f"read_parquet('{Lake.at(lake).events}/*/*.parquet', hive_partitioning = true)"
     raw = (f"(SELECT unnest(Records, recursive := true) FROM read_json('{landing}/AWSLogs/*/CloudTrail/*/*/*/*/*.json.gz', "
            f"columns = {{Records: 'STRUCT(eventTime VARCHAR, eventSource VARCHAR, errorCode VARCHAR, userIdentity STRUCT(arn VARCHAR))[]'}}))")  # fmt: skip
     db = duckdb.connect()
     arn = db.execute(f"select userIdentity.arn from {table} where userIdentity.arn is not null limit 1").fetchone()[0]
-    day = db.execute(f"select min(event_date) from {table}").fetchone()[0]
+    day = db.execute(f"select min({EVENT_DATE}) from {table}").fetchone()[0]
     queries = {
         "events per eventSource, one day": (
-            f"select eventSource, count(*) from {table} where event_date = DATE '{day}' group by 1",
+            f"select eventSource, count(*) from {table} where {EVENT_DATE} = DATE '{day}' group by 1",
             f"select eventSource, count(*) from {raw} where eventTime like '{day}%' group by 1",
         ),
         "errors by errorCode, one week": (
-            f"select errorCode, count(*) from {table} where event_date between DATE '{day}' and DATE '{day}' + 6 and errorCode is not null group by 1",
+            f"select errorCode, count(*) from {table} where {EVENT_DATE} between DATE '{day}' and DATE '{day}' + 6 and errorCode is not null group by 1",
             f"select errorCode, count(*) from {raw} where eventTime::TIMESTAMPTZ < TIMESTAMPTZ '{day}' + INTERVAL 7 DAY and errorCode is not null group by 1",
         ),
         "all events of one principal ARN": (
@@ -308,8 +310,9 @@ def analyst_queries(landing: Path, lake: Path, repeats: int) -> list[dict]:
 
 
 def files_per_partition(lake: Path) -> dict:
-    sizes = [p.stat().st_size for p in (lake / "events").glob("event_date=*/*.parquet")]
-    partitions = len(list((lake / "events").glob("event_date=*")))
+    folders = partition_folders(Lake.at(lake).events)
+    sizes = [p.stat().st_size for folder in folders for p in folder.glob("*.parquet")]
+    partitions = len(folders)
     return {"files": len(sizes), "partitions": partitions, "median_file_mb": statistics.median(sizes) / 1e6 if sizes else 0}
 
 

@@ -141,7 +141,9 @@ def stream_worker(staging: Path, scratch: Path, measured: int, idle_s: float) ->
     """Print this process's CPU (its JVM's included) after the first slice, after `measured` slices, and after idling `idle_s`."""
     import psutil
 
-    from jobs.cloudtrail_ingest import build_session, parse_args, run
+    from jobs.ingest.cli import parse_args
+    from jobs.ingest.run import run
+    from jobs.ingest.stream import build_session
     from jobs.session import JobSession
 
     def cpu() -> float:

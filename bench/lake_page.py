@@ -35,7 +35,7 @@ from typing import Any
 
 import duckdb
 
-from jobs.lake import Lake
+from jobs.lake import Lake, partition
 from jobs.landing import delivery_path
 from jobs.ledger import Entry
 from jobs.report import BatchStats, RunReport
@@ -80,7 +80,7 @@ def build(root: Path, days: int, full_days: int) -> tuple[Lake, Path, date]:
                 "verdict": "failed" if back % 50 == 0 else "passed", "failed_critical": [], "warnings": []}  # fmt: skip
         lake.gate_report(run_id).parent.mkdir(parents=True, exist_ok=True)
         lake.gate_report(run_id).write_text(json.dumps(gate))
-        folder = lake.events / f"event_date={day}"
+        folder = partition(lake.events, day)
         folder.mkdir(parents=True)
         rows = FULL_DAY_ROWS if back < full_days else 1_000
         db.execute(
@@ -89,7 +89,7 @@ def build(root: Path, days: int, full_days: int) -> tuple[Lake, Path, date]:
                              '{run_id}' as _ingest_run_id
                       from range({rows}) t(i)) to '{folder}/part-0.parquet' (format parquet)"""
         )
-    quarantine = lake.quarantine / "reason=not_json"
+    quarantine = partition(lake.quarantine, "not_json")
     quarantine.mkdir(parents=True)
     db.execute(
         f"""copy (select 'file:{landing}/x' || i || '.json.gz' as source_file, i::int as record_index, repeat('x', 3000) as record,

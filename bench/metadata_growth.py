@@ -21,17 +21,21 @@ import tempfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from jobs.lake import Lake
 from jobs.landing import delivery_path
+from jobs.spark_logs import batch_files, sink_log
 from tools.generate_landing import make_record, write_delivery
 
-PARTS = {
-    "checkpoint offsets/": "_checkpoints/ingest/offsets",
-    "checkpoint commits/": "_checkpoints/ingest/commits",
-    "checkpoint sources/ (read manifests)": "_checkpoints/ingest/sources",
-    "checkpoint manifests/ (file ledger)": "_checkpoints/ingest/manifests",
-    "checkpoint state/ (dedup)": "_checkpoints/ingest/state",
-    "events/_spark_metadata": "events/_spark_metadata",
-}
+
+def parts(lake: Lake) -> dict[str, Path]:
+    return {
+        "checkpoint offsets/": lake.checkpoint / "offsets",
+        "checkpoint commits/": lake.checkpoint / "commits",
+        "checkpoint sources/ (read manifests)": lake.checkpoint / "sources",
+        "checkpoint manifests/ (file ledger)": lake.manifests,
+        "checkpoint state/ (dedup)": lake.checkpoint / "state",
+        "events/_spark_metadata": sink_log(lake.events),
+    }
 
 
 def deliver_one(landing: Path, rng: random.Random, when: datetime, name: str, records: int = 100) -> None:
@@ -56,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     landing, lake = work / "landing", work / "lake"
     rng = random.Random(5)
     start = datetime(2024, 1, 1, tzinfo=UTC)
-    print(f"{'batches':>8} | " + " | ".join(f"{name}" for name in PARTS))
+    print(f"{'batches':>8} | " + " | ".join(f"{name}" for name in parts(Lake.at(lake))))
     for run in range(args.runs):
         for index in range(args.files_per_run):
             delivered = start + timedelta(hours=run * args.files_per_run + index)
@@ -65,11 +69,8 @@ def main(argv: list[str] | None = None) -> int:
                         "--max-files-per-trigger", "1", "--dedup-horizon", "1 day",
                         "--table-log-retention", args.table_log_retention, "--source-retention", args.source_retention, "--settle", "0 seconds"],
                        check=True, capture_output=True)  # fmt: skip
-        batches = (
-            len(list((lake / "events" / "_spark_metadata").glob("[0-9]*")))
-            and max(int(p.name.split(".")[0]) for p in (lake / "events" / "_spark_metadata").glob("[0-9]*")) + 1
-        )
-        cells = [f"{kb:8.0f} KB in {n:>3} files" for kb, n in (size_kb(lake / rel) for rel in PARTS.values())]
+        batches = max((batch for batch, _ in batch_files(sink_log(Lake.at(lake).events))), default=-1) + 1
+        cells = [f"{kb:8.0f} KB in {n:>3} files" for kb, n in (size_kb(folder) for folder in parts(Lake.at(lake)).values())]
         print(f"{batches:>8} | " + " | ".join(cells), flush=True)
     return 0
 

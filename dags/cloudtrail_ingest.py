@@ -104,12 +104,11 @@ with DAG(
     @task
     def rebuild_summary(lake: str) -> dict:
         """The rebuild's report, per partition, as this task's XCom."""
-        import json
-
         from jobs.lake import Lake
+        from jobs.report import read_report
 
         reports = Lake.at(lake).rebuild_reports(get_current_context()["run_id"])
-        return json.loads(reports[-1].read_text())
+        return read_report(reports[-1]) or {}
 
     ingest = spark_job(
         settings,

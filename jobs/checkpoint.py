@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from jobs.lake import LAST_SUCCESS
 from jobs.spark_logs import (
     CheckpointError,
     Commit,
@@ -24,8 +25,6 @@ from jobs.spark_logs import (
     source_offset,
 )
 
-STATE_FILE = "last_success.json"
-
 
 @dataclass(frozen=True)
 class LastSuccess:
@@ -34,7 +33,7 @@ class LastSuccess:
 
 
 def read_last_success(checkpoint: Path) -> LastSuccess:
-    path = checkpoint / STATE_FILE
+    path = checkpoint / LAST_SUCCESS
     if not path.exists():
         return LastSuccess()
     body = json.loads(path.read_text())
@@ -42,9 +41,9 @@ def read_last_success(checkpoint: Path) -> LastSuccess:
 
 
 def write_last_success(checkpoint: Path, state: LastSuccess) -> None:
-    path = checkpoint / STATE_FILE
+    path = checkpoint / LAST_SUCCESS
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{STATE_FILE}.partial")
+    partial = path.with_name(f".{LAST_SUCCESS}.partial")
     partial.write_text(json.dumps({"checked_at_ns": state.checked_at_ns, "batch_id": state.batch_id}) + "\n")
     os.replace(partial, path)
 
@@ -84,5 +83,6 @@ class CheckpointSnapshot:
             raise CheckpointError(
                 f"the table {table} has committed batches but the checkpoint {self.path} has none: it is missing or was reset. "
                 "Refusing to start, as that would ingest every landing file again. Recovery: restore the checkpoint from backup, "
-                "or move events/, quarantine/ and _checkpoints/ aside to rebuild the table (README, 'Recovering a checkpoint')."
+                f"or move {table}, the quarantine beside it and {self.path.parent} aside to rebuild the table "
+                "(README, 'Recovering a checkpoint')."
             )

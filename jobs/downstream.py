@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from jobs.lake import EVENT_DATE
 from jobs.rules import Rule
 
 
@@ -45,9 +46,9 @@ def hourly_activity(events: DataFrame) -> DataFrame:
             "errorCode",
             "sourceIPAddress",
             "eventTime",
-            "event_date",
+            EVENT_DATE,
         )
-        .groupBy("window_start", *ACTIVITY_KEYS, "event_date")
+        .groupBy("window_start", *ACTIVITY_KEYS, EVENT_DATE)
         .agg(
             F.count(F.lit(1)).alias("events"),
             F.count("errorCode").alias("errors"),
@@ -55,14 +56,14 @@ def hourly_activity(events: DataFrame) -> DataFrame:
             F.min("eventTime").alias("first_seen"),
             F.max("eventTime").alias("last_seen"),
         )
-        .select("window_start", *ACTIVITY_KEYS, "events", "errors", "distinct_source_ips", "first_seen", "last_seen", "event_date")
+        .select("window_start", *ACTIVITY_KEYS, "events", "errors", "distinct_source_ips", "first_seen", "last_seen", EVENT_DATE)
     )
 
 
 FINDING_COLUMNS = [
     "rule_id", "rule_title", "severity", "eventID", "eventTime", "principal", "identity_type", "sourceIPAddress",
     "recipientAccountId", "awsRegion", "eventSource", "eventName", "errorCode", "errorMessage", "userAgent",
-    "requestParameters", "_source_file", "event_date",
+    "requestParameters", "_source_file", EVENT_DATE,
 ]  # fmt: skip
 
 

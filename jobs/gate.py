@@ -17,7 +17,7 @@ from typing import Any
 
 from jobs.lake import Lake, partition
 from jobs.partitions import fingerprint
-from jobs.report import now_iso, write_json
+from jobs.report import read_report, skipped_gate_report, verdict_of, write_json
 
 
 class GateFailed(RuntimeError):
@@ -25,7 +25,7 @@ class GateFailed(RuntimeError):
 
 
 def fingerprints(lake: Lake, dates: list[str]) -> dict[str, str]:
-    return {day: fingerprint(partition(lake.events, "event_date", day)) for day in dates}
+    return {day: fingerprint(partition(lake.events, day)) for day in dates}
 
 
 def validated(lake: Lake) -> dict[str, dict[str, str]]:
@@ -48,16 +48,15 @@ def wrote_anything(figures: Mapping[str, Any]) -> bool:
 
 def verdict(lake: Lake, run_id: str) -> str | None:
     """The verdict of this run's gate so far: passed, failed, skipped, or None when none ran."""
-    path = lake.gate_report(run_id)
-    return str(json.loads(path.read_text())["verdict"]) if path.exists() else None
+    report = read_report(lake.gate_report(run_id))
+    return verdict_of(report) if report is not None else None
 
 
 def skip_reason(lake: Lake, run_id: str, dates: list[str]) -> str | None:
     """Why this run's gate would check nothing new, or None when it must run."""
-    path = lake.ingest_report(run_id)
-    if not path.exists():
+    report = read_report(lake.ingest_report(run_id))
+    if report is None:
         return None
-    report: dict[str, Any] = json.loads(path.read_text())
     if report.get("status") != "succeeded" or wrote_anything(report):
         return None
     index = validated(lake)
@@ -68,5 +67,4 @@ def skip_reason(lake: Lake, run_id: str, dates: list[str]) -> str | None:
 
 
 def record_skip(lake: Lake, run_id: str, dates: list[str], reason: str) -> Path:
-    body = {"run_id": run_id, "validated_at": now_iso(), "event_dates": dates, "verdict": "skipped", "reason": reason}
-    return write_json(lake.gate_report(run_id), body)
+    return write_json(lake.gate_report(run_id), skipped_gate_report(run_id, dates, reason))

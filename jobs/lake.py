@@ -35,12 +35,21 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
 
+# Partition columns, which are also the tables' column names for those values.
+EVENT_DATE = "event_date"
+REASON = "reason"
 # The tables the ingest job writes through Spark's file sink, by folder name.
-TABLES = ("events", "quarantine")
+EVENTS, QUARANTINE = "events", "quarantine"
+TABLES = (EVENTS, QUARANTINE)
 # The tables jobs/activity.py derives from the events table, partition by partition.
-DOWNSTREAM_TABLES = ("activity_hourly", "findings")
+ACTIVITY_HOURLY, FINDINGS = "activity_hourly", "findings"
+DOWNSTREAM_TABLES = (ACTIVITY_HOURLY, FINDINGS)
+# Each table's partition column.
+PARTITION_COLUMN = {EVENTS: EVENT_DATE, QUARANTINE: REASON, ACTIVITY_HOURLY: EVENT_DATE, FINDINGS: EVENT_DATE}
 # The one file among the gate reports that is no report: the index of what the gates passed.
 VALIDATED = "_validated.json"
+# The streaming checkpoint's own file (jobs/checkpoint.py): the last successful run's check time and batch.
+LAST_SUCCESS = "last_success.json"
 
 
 def _safe(run_id: str) -> str:
@@ -66,15 +75,23 @@ class Lake:
 
     @property
     def events(self) -> Path:
-        return self.table("events")
+        return self.table(EVENTS)
 
     @property
     def quarantine(self) -> Path:
-        return self.table("quarantine")
+        return self.table(QUARANTINE)
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.root / "_checkpoints"
 
     @property
     def checkpoint(self) -> Path:
-        return self.root / "_checkpoints" / "ingest"
+        return self.checkpoints / "ingest"
+
+    @property
+    def last_success(self) -> Path:
+        return self.checkpoint / LAST_SUCCESS
 
     @property
     def manifests(self) -> Path:
@@ -87,18 +104,26 @@ class Lake:
 
     @property
     def downstream_state(self) -> Path:
-        return self.root / "_checkpoints" / "downstream.json"
+        return self.checkpoints / "downstream.json"
 
     @property
     def lock(self) -> Path:
-        return self.root / "_checkpoints" / "ingest.lock"
+        return self.checkpoints / "ingest.lock"
 
     def swept(self, table: str, stamp: str) -> Path:
         return self.root / "_swept" / table / stamp
 
+    @property
+    def replaced_root(self) -> Path:
+        return self.root / "_replaced"
+
+    def replaced_tables(self, name: str) -> Path:
+        """Every version of table `name`'s files or partitions that a later write replaced."""
+        return self.replaced_root / name
+
     def replaced(self, table: Path, tag: str) -> Path:
         """Where files of `table` (one of this lake's) that a later write replaced are kept."""
-        return self.root / "_replaced" / table.name / tag
+        return self.replaced_tables(table.name) / tag
 
     def replaced_by_run(self, table: Path, run_id: str) -> Path:
         """Where a rebuild run keeps the partitions of `table` it replaced."""
@@ -106,11 +131,15 @@ class Lake:
 
     def staging(self, run_id: str) -> Path:
         """Where a rebuild run writes its partitions, outside every table folder (same file system, so a rename moves them)."""
-        return self.root / "_staging" / _safe(run_id)
+        return self.staging_root / _safe(run_id)
+
+    @property
+    def staging_root(self) -> Path:
+        return self.root / "_staging"
 
     @property
     def rebuilds(self) -> Path:
-        return self.root / "_checkpoints" / "rebuilds"
+        return self.checkpoints / "rebuilds"
 
     def rebuild_journal(self, run_id: str) -> Path:
         return self.rebuilds / _file_name(run_id)
@@ -162,9 +191,19 @@ class Lake:
         return self.gate_reports / "activity"
 
 
-def partition(table: Path, column: str, value: object) -> Path:
-    """A table's partition folder, Hive style."""
-    return table / f"{column}={value}"
+def partition(table: Path, value: object) -> Path:
+    """A table's partition folder, Hive style (`table` is one of the lake's tables, or a staged copy of one)."""
+    return table / f"{PARTITION_COLUMN[table.name]}={value}"
+
+
+def partition_folders(table: Path) -> list[Path]:
+    """A table's partition folders, in order of their values' text."""
+    return sorted(folder for folder in table.glob(f"{PARTITION_COLUMN[table.name]}=*") if folder.is_dir())
+
+
+def partition_value(folder: Path) -> str:
+    """The value a partition folder holds, as text (`event_date=2024-03-01` -> `2024-03-01`)."""
+    return folder.name.split("=", 1)[1]
 
 
 class LakeBusyError(RuntimeError):

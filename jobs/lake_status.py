@@ -18,9 +18,10 @@ from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from jobs.lake import VALIDATED, Lake
+from jobs.lake import EVENT_DATE, REASON, Lake, partition
 from jobs.landing import day_folders, delivered_at, delivery_date, log_files_in, newest_deliveries
 from jobs.ledger import late_files, read_manifest
+from jobs.report import failure_line, failure_name, read_report, read_reports, verdict_of
 from jobs.spark_logs import last_commit, local_path, read_source_log, sink_log, source_file, source_offset
 
 # Text of a quarantined record shown on the page; the table holds all of it.
@@ -49,31 +50,19 @@ def _duckdb() -> Any:
     return duckdb.connect()
 
 
-def reports(folder: Path) -> list[dict[str, Any]]:
-    """Every report in a reports folder, oldest first (the gates' index sits beside their reports)."""
-    paths = [p for p in folder.glob("*.json") if p.name != VALIDATED] if folder.is_dir() else []
-    bodies = []
-    for path in paths:
-        try:
-            bodies.append((path.stat().st_mtime_ns, json.loads(path.read_text())))
-        except (OSError, ValueError):
-            continue  # written as we read it (reports are replaced whole): shown next time
-    return [body for _, body in sorted(bodies, key=lambda pair: pair[0])]
-
-
 def ingest_runs(lake: Lake) -> list[dict[str, Any]]:
     """The ingest runs' reports, oldest first."""
-    return reports(lake.ingest_reports)
+    return read_reports(lake.ingest_reports)
 
 
 def gate_runs(lake: Lake) -> list[dict[str, Any]]:
     """The events table's gate reports (the ingest's, a rebuild's), oldest first."""
-    return reports(lake.gate_reports)
+    return read_reports(lake.gate_reports)
 
 
 def activity_gate_runs(lake: Lake) -> list[dict[str, Any]]:
     """The downstream tables' gate reports, oldest first."""
-    return reports(lake.activity_gate_reports)
+    return read_reports(lake.activity_gate_reports)
 
 
 def _parse_time(text: str) -> datetime:
@@ -180,7 +169,7 @@ def daily_rows(lake: Lake, runs: list[dict[str, Any]], days: int = 30) -> list[D
     source = _partitions(lake.events, newest=days)
     if source is None:
         return []
-    counts = _duckdb().execute(f"select cast(event_date as varchar), count(*) from {source} group by 1 order by 1").fetchall()
+    counts = _duckdb().execute(f"select cast({EVENT_DATE} as varchar), count(*) from {source} group by 1 order by 1").fetchall()
     late: dict[str, int] = {}
     for run in runs:
         for day, count in run.get("late_events", {}).get("per_event_date", {}).items():
@@ -197,28 +186,6 @@ class Verdict:
     failed: tuple[str, ...]
 
 
-def verdict_of(gate: dict[str, Any]) -> str:
-    """passed, failed or skipped (a rebuild's report before jobs/report.py's gate_report had none: its failures say)."""
-    return str(gate.get("verdict") or ("failed" if gate.get("failed_critical") else "passed"))
-
-
-def failure_name(check: dict[str, Any]) -> str:
-    """A failed expectation as the gate names it: suite, expectation, column."""
-    kwargs = check.get("kwargs") or {}
-    column = kwargs.get("column") or kwargs.get("column_A")
-    return f"{check.get('suite')}: {check.get('expectation')}" + (f" on {column}" if column else "")
-
-
-def failure_line(check: dict[str, Any]) -> str:
-    """A failed expectation with its unexpected count and up to 5 offending values, as JSON (a terminal shows no control character raw)."""
-    count, observed = check.get("unexpected_count"), check.get("observed_value")
-    samples = ", ".join(json.dumps(value, default=str)[:80] for value in (check.get("sample_unexpected") or [])[:5])
-    line = failure_name(check) + (f", {count} unexpected" if count is not None else "")
-    if samples:
-        return f"{line}; sample: {samples}"
-    return f"{line}; observed: {json.dumps(observed, default=str)[:200]}" if observed is not None else line
-
-
 def gate_verdicts(gates: list[dict[str, Any]]) -> list[Verdict]:
     """Per event date, the newest gate verdict on it, newest date first."""
     newest: dict[str, Verdict] = {}
@@ -230,9 +197,23 @@ def gate_verdicts(gates: list[dict[str, Any]]) -> list[Verdict]:
 
 
 @dataclass(frozen=True)
+class QuarantinedRow:
+    """One quarantined row as the page shows it: its text cut at SAMPLE_CHARS."""
+
+    reason: str
+    source_file: str  # a local path
+    record_index: int | None  # None: the whole file
+    record: str | None
+    record_chars: int | None
+    detail: str | None
+    run_id: str
+    ingested_at: str
+
+
+@dataclass(frozen=True)
 class Quarantined:
     by_reason_and_day: list[tuple[str, str, int]]  # reason, ingest date, rows
-    samples: list[dict[str, Any]]
+    samples: list[QuarantinedRow]
 
 
 def quarantine(lake: Lake, samples_per_reason: int = 3) -> Quarantined:
@@ -242,17 +223,16 @@ def quarantine(lake: Lake, samples_per_reason: int = 3) -> Quarantined:
         return Quarantined([], [])
     db = _duckdb()
     counts = db.execute(
-        f"select reason, cast(cast(_ingest_time as date) as varchar) d, count(*) from {source} group by 1, 2 order by 2 desc, 1"
+        f"select {REASON}, cast(cast(_ingest_time as date) as varchar) d, count(*) from {source} group by 1, 2 order by 2 desc, 1"
     ).fetchall()
     rows = db.execute(
-        f"""select reason, source_file, record_index, left(record, {SAMPLE_CHARS}), length(record), detail,
+        f"""select {REASON}, source_file, record_index, left(record, {SAMPLE_CHARS}), length(record), detail,
                    _ingest_run_id, cast(_ingest_time as varchar)
-            from {source} qualify row_number() over (partition by reason order by _ingest_time desc, source_file, record_index) <= ?
-            order by reason, _ingest_time desc""",
+            from {source} qualify row_number() over (partition by {REASON} order by _ingest_time desc, source_file, record_index) <= ?
+            order by {REASON}, _ingest_time desc""",
         [samples_per_reason],
     ).fetchall()
-    keys = ("reason", "source_file", "record_index", "record", "record_chars", "detail", "run_id", "ingested_at")
-    samples = [{**dict(zip(keys, row, strict=True)), "source_file": local_path(row[1])} for row in rows]
+    samples = [QuarantinedRow(reason, local_path(path), *rest) for reason, path, *rest in rows]
     return Quarantined([tuple(row) for row in counts], samples)
 
 
@@ -376,7 +356,7 @@ def _table_rows(
     days = {d - timedelta(days=back) for d in (delivery_date(p) for p in paths) if d is not None for back in range(3)}
     named = [source_file(path) for path in paths]
     days |= {d for d, files in late_files(lake.late_files).items() if files & set(named)}
-    events = _parquet([lake.events / f"event_date={d}" for d in sorted(days)])
+    events = _parquet([partition(lake.events, d) for d in sorted(days)])
     if events is not None:
         query = f"select _source_file, _ingest_run_id, count(*) from {events} where _source_file in (select unnest(?)) group by 1, 2"
         for name, run, count in db.execute(query, [named]).fetchall():
@@ -385,7 +365,7 @@ def _table_rows(
             runs.setdefault(path, set()).add(run)
     held = _partitions(lake.quarantine)
     if held is not None:
-        query = (f"select source_file, reason, _ingest_run_id, count(*), min(detail) from {held} "
+        query = (f"select source_file, {REASON}, _ingest_run_id, count(*), min(detail) from {held} "
                  "where source_file in (select unnest(?)) group by 1, 2, 3")  # fmt: skip
         for name, reason, run, count, detail in db.execute(query, [named]).fetchall():
             path = local_path(name)
@@ -459,10 +439,9 @@ def run_summary(run: dict[str, Any], gate: dict[str, Any] | None) -> list[str]:
 
 def activity_summary(lake: Lake, run_id: str) -> list[str] | None:
     """What one downstream run (jobs/activity.py) built, as lines of text; None when it left no report."""
-    path = lake.activity_report(run_id)
-    if not path.exists():
+    run = read_report(lake.activity_report(run_id))
+    if run is None:
         return None
-    run = json.loads(path.read_text())
     lines = [f"downstream run {run['run_id']}: {run['status']}" + (f" ({run['error']})" if run.get("error") else "")]
     lines.append(f"  event dates built  {len(run.get('dates', []))}  {', '.join(run.get('dates', [])[:10])}")
     for table, per_date in run.get("rows", {}).items():

@@ -133,7 +133,7 @@ def day_folders(landing: str | Path, since: date | None = None) -> list[tuple[da
     return sorted(day for region_folder in _region_folders(landing) for day in _days(region_folder, since))
 
 
-def log_files_in(folder: Path) -> list[os.DirEntry]:
+def log_files_in(folder: Path) -> list[os.DirEntry[str]]:
     """The files Spark lists there: CloudTrail log names, not hidden (Spark skips '.' and '_' names)."""
     return [e for e in os.scandir(folder) if e.is_file() and not e.name.startswith((".", "_")) and FILE_NAME.fullmatch(e.name)]
 

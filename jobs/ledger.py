@@ -39,13 +39,29 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
-from jobs.checkpoint import STATE_FILE, CheckpointSnapshot, LastSuccess, write_last_success
+from jobs import options
+from jobs.checkpoint import CheckpointSnapshot, LastSuccess, write_last_success
+from jobs.dedup import Dedup
+from jobs.lake import LAST_SUCCESS
 from jobs.landing import day_folders, delivery_date, log_files_in
 from jobs.spark_logs import CheckpointError, SourceLog, rewrite_compaction
 
 MANIFEST_DDL = "path string, size long, mtime_ms long, arrival_ms long, only_records array<long>, supersedes boolean"
 # Timestamps on some file systems are coarse; a file is "new" if it changed this close to the check.
 CLOCK_SLACK_NS = 60 * 10**9
+
+
+@dataclass(frozen=True)
+class LedgerOptions:
+    """How the ledger plans a run: retention of delivery folders, settle time, and batch size."""
+
+    # Delivery folders this long before the newest one read are no longer tracked file by file.
+    retention: timedelta = options.duration(options.SOURCE_RETENTION)
+    # A file written to more recently is left for a later run.
+    settle: timedelta = options.duration(options.SETTLE)
+    # A batch's files: at most this many, or about this many compressed bytes (one limit: files win).
+    max_files: int | None = None
+    max_bytes: int | None = options.size(options.MAX_BYTES_PER_TRIGGER)
 
 
 @dataclass(frozen=True)
@@ -176,21 +192,19 @@ def _write(folder: Path, batches: Iterable[list[Entry]], stamp_ns: int) -> tuple
 def plan_files(
     checkpoint: CheckpointSnapshot,
     folder: Path,
-    landing: str,
-    retention: timedelta,
-    settle: timedelta,
-    floor: datetime | None = None,
-    max_files: int | None = None,
-    max_bytes: int | None = None,
+    landing: str | Path,
+    ledger_options: LedgerOptions,
+    dedup: Dedup,
     replay: Sequence[Entry] = (),
 ) -> Plan:
     """List the landing zone against the ledger (the manifests in `folder`), write this run's manifests, and let go of retired ones.
 
-    `floor` is the newest arrival the checkpoint has committed (transforms.arrival_floor): no file
-    taken now arrives before it, or before any file already taken. `replay` files (or records)
-    are taken again, whatever the ledger says. Call it under the lake lock, before the stream starts."""
+    No file taken now arrives before the newest arrival the checkpoint has committed (Dedup.arrival_floor),
+    or before any file already taken. `replay` files (or records) are taken again, whatever the ledger
+    says. Call it under the lake lock, before the stream starts."""
     now_ns = time.time_ns()
-    settle_ns = int(settle.total_seconds() * 1e9)
+    settle_ns = int(ledger_options.settle.total_seconds() * 1e9)
+    floor = dedup.arrival_floor(checkpoint.watermark)
     previous_check_ns = checkpoint.last_success.checked_at_ns
     # Every file that changed before this was listed by this run, or left settling for the next
     # one to find; never backwards (a clock stepped back): files up to the previous check were listed then.
@@ -207,7 +221,7 @@ def plan_files(
     ledger = {path: Entry(path, None, None) for path in legacy}
     ledger.update((entry.path, entry) for manifest in manifests for entry in manifest.entries)
 
-    retired_before = _retired_before(ledger, retention)
+    retired_before = _retired_before(ledger, ledger_options.retention)
 
     replayed = {entry.path for entry in replay}  # taken as the replay asks, whatever the listing finds
     new: list[Entry] = []
@@ -236,13 +250,13 @@ def plan_files(
                 entry = dataclasses.replace(entry, supersedes=True)
             (stragglers if retired else changed if known else new).append(entry)
 
-    if not (checkpoint.path / STATE_FILE).exists():
+    if not (checkpoint.path / LAST_SUCCESS).exists():
         # Written before the first manifest is let go, so a checkpoint without it has never lost one.
         write_last_success(checkpoint.path, LastSuccess(previous_check_ns, None))
     taken = [entry.arrival_ms for manifest in manifests for entry in manifest.entries if entry.arrival_ms is not None]
     floor_ms = max([int(floor.timestamp() * 1000) if floor else 0, *taken])
     files = _arrivals(new + changed + stragglers + list(replay), floor_ms)
-    written = _write(folder, _batches(files, max_files, max_bytes), now_ns)
+    written = _write(folder, _batches(files, ledger_options.max_files, ledger_options.max_bytes), now_ns)
 
     def done(path: str, files: Iterable[str]) -> bool:
         """Read by a committed batch, every file retired and passed by a successful run's check."""

@@ -50,12 +50,22 @@ def duration(text: str) -> timedelta:
     return timedelta(**{f"{match[2]}s": int(match[1])})
 
 
+def duration_text(span: timedelta) -> str:
+    """timedelta(days=2) -> '2 days': a duration as `duration` reads it, in its largest whole unit."""
+    seconds = int(span.total_seconds())
+    for unit, length in (("week", 604800), ("day", 86400), ("hour", 3600), ("minute", 60), ("second", 1)):
+        if seconds % length == 0 and (seconds or length == 1):
+            count = seconds // length
+            return f"{count} {unit}{'' if count == 1 else 's'}"
+    raise AssertionError("a whole number of seconds always has a unit")
+
+
 def size(text: str) -> int:
     """'128m' -> bytes (Spark's file source takes a plain byte count)."""
     match = re.fullmatch(SIZE_PATTERN, text.strip())
     if not match:
         raise ValueError(f"{text!r} is not a size like '128m' or '1g'")
-    return int(match[1]) * 1024 ** " kmg".index(match[2].lower() or " ")
+    return int(match[1]) << 10 * " kmg".index(match[2].lower() or " ")  # 1024 to the unit's power
 
 
 def date_range(first: date, last: date) -> tuple[date, ...]:

@@ -142,7 +142,7 @@ def recover(lake: Lake) -> list[str]:
             _swap_one(Swap(**swap), body["run_id"])
         journal.unlink()
         finished.append(body["run_id"])
-    staging = lake.root / "_staging"
+    staging = lake.staging_root
     if staging.is_dir():
         shutil.rmtree(staging)  # no journal: nothing in it was ever visible
     return finished

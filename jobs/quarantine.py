@@ -25,7 +25,7 @@ import pyarrow.dataset as ds
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from jobs.lake import Lake
+from jobs.lake import REASON, Lake
 from jobs.landing import delivery_date
 from jobs.ledger import Entry, read_manifest
 from jobs.schema import QUARANTINE_SCHEMA
@@ -54,14 +54,12 @@ def replay_entries(lake: Lake, replay: Replay) -> list[Entry]:
     """The landing files (or records of them) the quarantine holds for `replay`; a file gone from the landing zone is left."""
     if not any(lake.quarantine.glob("*/*.parquet")):
         return []
-    rows = ds.dataset(str(lake.quarantine), format="parquet", partitioning="hive").to_table(
-        columns=["source_file", "record_index", "reason"]
-    )
+    rows = ds.dataset(str(lake.quarantine), format="parquet", partitioning="hive").to_table(columns=["source_file", "record_index", REASON])
     whole: set[str] = set()
     records: dict[str, set[int]] = {}
     for row in rows.to_pylist():
         path = local_path(row["source_file"])
-        if replay.wants(row["reason"], path):
+        if replay.wants(row[REASON], path):
             if row["record_index"] is None:
                 whole.add(path)  # the whole file was quarantined: it is read whole
             else:

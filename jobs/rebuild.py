@@ -20,13 +20,12 @@ replaces the live one atomically (jobs/partitions.py) and the old one stays unde
 the same run rebuilds again); --rollback TAG puts the old partitions back. Runs under the lake
 lock, waiting for it (--lock-wait). --dry-run lists per date the files and bytes it would
 read and an estimate of the time, and writes nothing.
-Report: <lake>/reports/rebuild/<tag>.json. Exit codes: 0 done, 1 the gate failed (nothing
+Report: <lake>/reports/rebuild/<tag>.json. Exit codes (jobs/cli.py): 0 done, 1 the gate failed (nothing
 swapped) or the run failed, 2 bad arguments or an unsettled checkpoint, 75 the lake stayed busy.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import math
@@ -34,7 +33,7 @@ import os
 import shutil
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
@@ -43,18 +42,18 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from jobs import options, partitions
+from jobs import cli, options, partitions
 from jobs.checkpoint import CheckpointSnapshot
-from jobs.decode import decode_files
-from jobs.lake import TABLES, Lake, LakeBusyError, LakeLock, partition
+from jobs.dedup import Dedup
+from jobs.lake import EVENT_DATE, EVENTS, QUARANTINE, REASON, TABLES, Lake, LakeLock, partition, partition_folders
 from jobs.landing import day_folders, log_files_in
 from jobs.ledger import MANIFEST_DDL, Entry, late_files, read_files
-from jobs.partitions import Swap
-from jobs.report import gate_report, now_iso, write_json
+from jobs.report import PartitionStats, RebuildReport, now_iso
 from jobs.schema import EVENTS_SCHEMA, QUARANTINE_SCHEMA
 from jobs.session import spark_session
 from jobs.spark_logs import CheckpointError, local_path, source_file
-from jobs.transforms import keep_first_copy, normalize_records, parse_containers, split_quarantine, stamp_ingest_time
+from jobs.staging import Staging
+from jobs.transforms import keep_first_copy, read_records, split_quarantine, stamp_ingest_time
 
 log = logging.getLogger("rebuild")
 
@@ -70,9 +69,9 @@ class RebuildConfig:
     lake: str
     dates: tuple[date, ...]
     run_id: str
-    dedup_horizon: str = options.DEDUP_HORIZON
-    source_retention: str = options.SOURCE_RETENTION
-    keep_replaced: str = options.KEEP_REPLACED
+    dedup: Dedup = Dedup()
+    source_retention: timedelta = options.duration(options.SOURCE_RETENTION)
+    keep_replaced: timedelta = options.duration(options.KEEP_REPLACED)
     lock_wait: float = options.LOCK_WAIT_SECONDS
     dry_run: bool = False
     # The tag of a rebuild to undo instead (--rollback).
@@ -102,64 +101,35 @@ def unreadable_sources(plans: list[DatePlan]) -> list[str]:
     return sorted({source_file(path) for p in plans for path in p.unreadable})
 
 
-@dataclass
-class PartitionStats:
-    rows_before: int = 0
-    rows_after: int = 0
-    files_read: int = 0
-    duplicates_dropped: int = 0
-    quarantined: int = 0
-    rows_kept_from_unreadable_files: int = 0
-
-
-@dataclass
-class RebuildReport:
-    run_id: str
-    tag: str
-    started_at: str
-    dates: list[str]
-    status: str = "running"
-    dry_run: bool = False
-    partitions: dict[str, Any] = field(default_factory=dict)
-    quarantine_partitions_replaced: list[str] = field(default_factory=list)
-    gate: str | None = None
-    seconds: float | None = None
-    error: str | None = None
-
-
 def parse_args(argv: list[str] | None = None) -> RebuildConfig:
-    parser = argparse.ArgumentParser(prog="rebuild", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--landing", default=os.environ.get("CLOUDTRAIL_LANDING"), help="root holding AWSLogs/ [$CLOUDTRAIL_LANDING]")
-    parser.add_argument("--lake", default=os.environ.get("CLOUDTRAIL_LAKE"), help="the lake [$CLOUDTRAIL_LAKE]")
-    parser.add_argument("--from-date", type=date.fromisoformat, help="first event date to rebuild")
-    parser.add_argument("--to-date", type=date.fromisoformat, help="last event date to rebuild")
-    parser.add_argument("--dedup-horizon", default=options.DEDUP_HORIZON, help="the ingest job's: how long after a date its files arrive")
-    parser.add_argument("--source-retention", default=options.SOURCE_RETENTION, help="the ingest job's --source-retention")
-    parser.add_argument("--keep-replaced", default=options.KEEP_REPLACED, help="how long replaced partitions are kept for a rollback")
-    parser.add_argument("--lock-wait", type=float, default=options.LOCK_WAIT_SECONDS, help="seconds to wait for another writer")
+    parser = cli.parser("rebuild", __doc__)
+    cli.add_landing(parser)
+    cli.add_lake(parser)
+    cli.add_dates(parser, "event date to rebuild")
+    parser.add_argument(
+        "--dedup-horizon", type=cli.duration, default=options.DEDUP_HORIZON, help="the ingest job's: how long after a date its files arrive"
+    )
+    parser.add_argument(
+        "--source-retention", type=cli.duration, default=options.SOURCE_RETENTION, help="the ingest job's --source-retention"
+    )
+    parser.add_argument(
+        "--keep-replaced", type=cli.duration, default=options.KEEP_REPLACED, help="how long replaced partitions are kept for a rollback"
+    )
+    cli.add_lock_wait(parser)
     parser.add_argument("--dry-run", action="store_true", help="list what would be read, write nothing")
     parser.add_argument("--rollback", metavar="TAG", help="put back the partitions the rebuild TAG replaced")
-    parser.add_argument("--run-id", help="id of this run; None: manual__<UTC time>")
+    cli.add_run_id(parser)
     args = parser.parse_args(argv)
-    if not args.lake:
-        parser.error("--lake (or CLOUDTRAIL_LAKE) is required")
+    cli.required(parser, args, "lake")
     if args.rollback:
         return RebuildConfig(landing="", lake=os.path.abspath(args.lake), dates=(), run_id=args.rollback, rollback=args.rollback)
-    if not args.landing or not args.from_date or not args.to_date:
-        parser.error("--landing, --from-date and --to-date are required")
-    if args.from_date > args.to_date:
-        parser.error(f"--from-date {args.from_date} is after --to-date {args.to_date}")
-    for name in ("dedup_horizon", "source_retention", "keep_replaced"):
-        try:
-            options.duration(getattr(args, name))
-        except ValueError as exc:
-            parser.error(f"--{name.replace('_', '-')}: {exc}")
+    cli.required(parser, args, "landing", "from_date", "to_date")
     return RebuildConfig(
         landing=os.path.abspath(args.landing),
         lake=os.path.abspath(args.lake),
-        dates=options.date_range(args.from_date, args.to_date),
-        run_id=args.run_id or f"manual__{now_iso()}",
-        dedup_horizon=args.dedup_horizon,
+        dates=cli.date_range(parser, args.from_date, args.to_date, "--from-date and --to-date") or (),
+        run_id=cli.run_id(args.run_id),
+        dedup=Dedup(args.dedup_horizon),
         source_retention=args.source_retention,
         keep_replaced=args.keep_replaced,
         lock_wait=args.lock_wait,
@@ -185,13 +155,13 @@ def plan(config: RebuildConfig) -> list[DatePlan]:
             f"an ingest run on {lake.root} has not finished (batch {checkpoint.planned_batch_id} is planned, not settled): "
             "run an incremental ingest first, so the rebuild knows which files the stream has read"
         )
-    read = read_files(checkpoint, lake.manifests, config.landing, options.duration(config.source_retention))
-    horizon_days = math.ceil(options.duration(config.dedup_horizon) / timedelta(days=1))
+    read = read_files(checkpoint, lake.manifests, config.landing, config.source_retention)
+    horizon_days = math.ceil(config.dedup.horizon / timedelta(days=1))
     folders = dict(day_folders(config.landing))
     late = late_files(lake.late_files)
     plans = []
     for day in config.dates:
-        named = source_files(partition(lake.events, "event_date", day))
+        named = source_files(partition(lake.events, day))
         delivery_days = options.date_range(day, day + timedelta(days=horizon_days))
         delivered = {f.path for d in delivery_days if d in folders for f in log_files_in(folders[d])}
         wanted = named | delivered | {local_path(path) for path in late.get(day, ())}
@@ -220,25 +190,25 @@ def dry_run_summary(plans: list[DatePlan]) -> dict[str, Any]:
     }
 
 
-def read_records(spark: SparkSession, files: list[Entry], run_id: str) -> DataFrame:
-    """The files' records, through the ingest job's own decode, parse and normalize steps."""
+def records_of(spark: SparkSession, files: list[Entry], run_id: str) -> DataFrame:
+    """The files' records, through the ingest job's own chain (jobs/transforms.read_records)."""
     rows = [{**asdict(e), "arrival_ms": e.arrival_ms or e.mtime_ms, "only_records": None, "supersedes": False} for e in files]
     manifest = spark.createDataFrame(rows, MANIFEST_DDL).repartition(max(1, min(len(rows) // 8, 64)))
-    return manifest.transform(decode_files).transform(parse_containers).transform(normalize_records, run_id).transform(stamp_ingest_time)
+    return read_records(manifest, run_id).transform(stamp_ingest_time)
 
 
 def old_events(spark: SparkSession, lake: Lake, dates: tuple[date, ...]) -> DataFrame | None:
-    folders = [str(p) for p in (partition(lake.events, "event_date", d) for d in dates) if partitions.data_files(p)]
+    folders = [str(p) for p in (partition(lake.events, d) for d in dates) if partitions.data_files(p)]
     if not folders:
         return None
     return spark.read.schema(EVENTS_SCHEMA).option("basePath", str(lake.events)).parquet(*folders)
 
 
-def rebuilt_events(records: DataFrame, old: DataFrame | None, plans: list[DatePlan]) -> tuple[DataFrame, DataFrame]:
+def rebuilt_events(records: DataFrame, old: DataFrame | None, plans: list[DatePlan], dedup: Dedup) -> tuple[DataFrame, DataFrame]:
     """(candidates, events): rows of the dates from the files read plus the rows kept from unreadable
     files, before and after de-duplication on eventID."""
     dates = [p.event_date for p in plans]
-    fresh = records.where(F.col("_reason").isNull() & F.col("event_date").isin(dates))
+    fresh = records.where(F.col("_reason").isNull() & F.col(EVENT_DATE).isin(dates))
     candidates = fresh.select(*EVENTS_SCHEMA.fieldNames(), "_arrival_time", "_record_index")
     unreadable = unreadable_sources(plans)
     if old is not None and unreadable:
@@ -246,7 +216,7 @@ def rebuilt_events(records: DataFrame, old: DataFrame | None, plans: list[DatePl
         candidates = candidates.unionByName(
             kept.withColumn("_arrival_time", F.lit(None).cast("timestamp")).withColumn("_record_index", F.lit(None).cast("long"))
         )
-    return candidates, candidates.transform(keep_first_copy).select(*EVENTS_SCHEMA.fieldNames())
+    return candidates, candidates.transform(keep_first_copy, dedup).select(*EVENTS_SCHEMA.fieldNames())
 
 
 def rebuilt_quarantine(spark: SparkSession, lake: Lake, records: DataFrame, dates: list[date]) -> tuple[DataFrame | None, set[str]]:
@@ -256,15 +226,15 @@ def rebuilt_quarantine(spark: SparkSession, lake: Lake, records: DataFrame, date
     quarantine again, or an event of a rebuilt date (a whole-file row: when every record of
     the file is accounted for). A new quarantine row comes in unless its record is dated
     outside the rebuilt dates, whose partitions still hold what they held."""
-    in_dates = F.col("event_date").isNull() | F.col("event_date").isin(dates)
+    in_dates = F.col(EVENT_DATE).isNull() | F.col(EVENT_DATE).isin(dates)
     new = split_quarantine(records.where(F.col("_reason").isNotNull() & in_dates))
     accounted = records.select(
         F.col("_source_file").alias("source_file"),
         F.col("_record_index").cast("int").alias("record_index"),
-        (F.col("_reason").isNotNull() & in_dates | F.col("_reason").isNull() & F.col("event_date").isin(dates)).alias("accounted"),
+        (F.col("_reason").isNotNull() & in_dates | F.col("_reason").isNull() & F.col(EVENT_DATE).isin(dates)).alias("accounted"),
     )
-    new_reasons = {row.reason for row in new.select("reason").distinct().collect()}
-    if not any(lake.quarantine.glob("reason=*/*.parquet")):
+    new_reasons = {row[REASON] for row in new.select(REASON).distinct().collect()}
+    if not any(partitions.data_files(folder) for folder in partition_folders(lake.quarantine)):
         return (new if new_reasons else None), new_reasons
     old = spark.read.schema(QUARANTINE_SCHEMA).option("basePath", str(lake.quarantine)).parquet(str(lake.quarantine))
     positions = accounted.where("accounted").select("source_file", "record_index").distinct().withColumn("_position", F.lit(True))
@@ -272,18 +242,18 @@ def rebuilt_quarantine(spark: SparkSession, lake: Lake, records: DataFrame, date
     marked = old.join(positions, ["source_file", "record_index"], "left").join(whole, ["source_file"], "left")
     goes = F.coalesce(F.when(F.col("record_index").isNull(), F.col("_whole")).otherwise(F.col("_position")), F.lit(False))
     marked = marked.withColumn("_goes", goes)
-    gone_reasons = {row.reason for row in marked.where("_goes").select("reason").distinct().collect()}
+    gone_reasons = {row[REASON] for row in marked.where("_goes").select(REASON).distinct().collect()}
     reasons = new_reasons | gone_reasons
     if not reasons:
         return None, set()
-    kept = marked.where(~F.col("_goes") & F.col("reason").isin(sorted(reasons))).select(*QUARANTINE_SCHEMA.fieldNames())
+    kept = marked.where(~F.col("_goes") & F.col(REASON).isin(sorted(reasons))).select(*QUARANTINE_SCHEMA.fieldNames())
     return kept.unionByName(new), reasons
 
 
 def purge_replaced(lake: Lake, keep: timedelta) -> None:
     """Delete replaced partitions older than `keep` (a rollback is possible until then)."""
     cutoff = time.time() - keep.total_seconds()
-    for folder in (lake.root / "_replaced").glob("*/*"):
+    for folder in lake.replaced_root.glob("*/*"):
         if folder.is_dir() and folder.stat().st_mtime < cutoff:
             shutil.rmtree(folder)
             log.info("deleted %s (older than --keep-replaced)", folder)
@@ -300,28 +270,28 @@ def rebuild(config: RebuildConfig, spark: SparkSession, plans: list[DatePlan], r
     from jobs import validate_events  # imports GX only when a rebuild gets this far
 
     lake, tag = config.layout, report.tag
-    staging = lake.staging(tag)
+    staging = Staging(lake, tag)
     files = sorted({entry.path: entry for p in plans for entry in p.files}.values(), key=lambda e: e.path)
     dates = [p.event_date for p in plans]
     # Rows say the rebuild wrote them: the gate's run check compares the ingest run's rows with its report.
-    records = read_records(spark, files, f"rebuild:{tag}").persist()
+    records = records_of(spark, files, f"rebuild:{tag}").persist()
     old = old_events(spark, lake, config.dates)
-    candidates, events = rebuilt_events(records, old, plans)
-    events.write.partitionBy("event_date").parquet(str(staging / "events"))
+    candidates, events = rebuilt_events(records, old, plans, config.dedup)
+    staged_events = staging.write(EVENTS, events)
     quarantine, reasons = rebuilt_quarantine(spark, lake, records, dates)
     if quarantine is not None:
-        quarantine.write.partitionBy("reason").parquet(str(staging / "quarantine"))
+        staging.write(QUARANTINE, quarantine)
 
     counts = {
-        "rows_before": old.groupBy("event_date").count() if old is not None else None,
-        "candidates": candidates.groupBy("event_date").count(),
-        "rows_after": spark.read.parquet(str(staging / "events")).groupBy("event_date").count() if dates else None,
+        "rows_before": old.groupBy(EVENT_DATE).count() if old is not None else None,
+        "candidates": candidates.groupBy(EVENT_DATE).count(),
+        "rows_after": staged_events.groupBy(EVENT_DATE).count(),
     }
     figures = {name: {str(r[0]): r[1] for r in frame.collect()} if frame is not None else {} for name, frame in counts.items()}
     quarantined = records.where(F.col("_reason").isNotNull()).groupBy("_source_file").count().collect()
     per_file = {local_path(r[0]): r[1] for r in quarantined}
     kept_unreadable = old.where(F.col("_source_file").isin(unreadable_sources(plans))) if old is not None else None
-    kept = {str(r[0]): r[1] for r in kept_unreadable.groupBy("event_date").count().collect()} if kept_unreadable is not None else {}
+    kept = {str(r[0]): r[1] for r in kept_unreadable.groupBy(EVENT_DATE).count().collect()} if kept_unreadable is not None else {}
     for p in plans:
         day = p.event_date.isoformat()
         report.partitions[day] = asdict(
@@ -336,32 +306,15 @@ def rebuild(config: RebuildConfig, spark: SparkSession, plans: list[DatePlan], r
         )
     records.unpersist()
 
-    staged_events = spark.read.parquet(str(staging / "events")) if any((staging / "events").glob("event_date=*")) else None
-    if staged_events is not None:
+    passed = True
+    if any(figures["rows_after"].values()):
         gate = validate_events.ValidateConfig(lake, tag, config.dates, options.QUARANTINE_THRESHOLD, lake.gate_report(f"{tag}.rebuild"))
         checks = validate_events.with_check_columns(staged_events)
-        outcome = validate_events.validate({"cloudtrail_events.critical": checks, "cloudtrail_events.warning": checks}, gate)
-        body = gate_report(tag, dates, outcome)
-        write_json(gate.results_path, body)
-        report.gate = body["verdict"]
-        if body["failed_critical"]:
-            for failure in body["failed_critical"]:
-                log.error("CRITICAL %s %s failed on the rebuilt partitions", failure["expectation"], failure["kwargs"])
-            partitions.discard(lake, tag)
-            return False
-
-    swaps: list[Swap] = []
-    for table, column, values in ((lake.events, "event_date", dates), (lake.quarantine, "reason", sorted(reasons))):
-        for value in values:
-            staged = partition(staging / table.name, column, value)
-            if staged.is_dir():
-                partitions.write_marker(staged, tag)
-            live = partition(table, column, value)
-            if staged.is_dir() or live.exists():
-                swaps.append(Swap(str(live), str(staged) if staged.is_dir() else None, str(lake.replaced_by_run(table, tag) / live.name)))
+        frames: dict[str, Any] = {"cloudtrail_events.critical": checks, "cloudtrail_events.warning": checks}
+        report.gate = validate_events.judge(frames, gate, [str(day) for day in dates])["verdict"]
+        passed = report.gate == "passed"
     report.quarantine_partitions_replaced = sorted(reasons)
-    partitions.replace(lake, tag, swaps)
-    return True
+    return staging.publish(passed, {EVENTS: dates, QUARANTINE: sorted(reasons)})
 
 
 def run(config: RebuildConfig, session: Any) -> RebuildReport:
@@ -382,45 +335,43 @@ def run(config: RebuildConfig, session: Any) -> RebuildReport:
             len(plans), summary["files"], summary["bytes"], summary["estimated_seconds"],
         )  # fmt: skip
         report.status = "succeeded" if rebuild(config, session(), plans, report) else "gate_failed"
-        purge_replaced(lake, options.duration(config.keep_replaced))
+        purge_replaced(lake, config.keep_replaced)
     except Exception as exc:
         report.status, report.error = "failed", str(exc).splitlines()[0][:2000]
         raise
     finally:
         report.seconds = round(time.monotonic() - started, 1)
         if not config.dry_run:
-            write_json(lake.rebuild_report(report.tag), asdict(report))
+            report.write(lake)
     return report
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     config = parse_args(argv)
-    try:
-        if config.rollback:
-            lake = config.layout
-            with LakeLock(lake, wait_seconds=config.lock_wait):
-                partitions.recover(lake)
-                restored = partitions.rollback(lake, config.rollback, [lake.table(name) for name in TABLES])
-            log.info("rolled back %d partitions to their versions before %s: %s", len(restored), config.rollback, restored)
-            return 0
-        if config.dry_run:
-            report = run(config, None)
-        else:
-            with LakeLock(config.layout, wait_seconds=config.lock_wait):
-                report = run(config, lambda: spark_session("cloudtrail_rebuild"))
-    except LakeBusyError as exc:
-        log.error("%s", exc)
-        return 75
-    except CheckpointError as exc:
-        log.error("%s", exc)
-        return 2
+    return cli.run(lambda: rollback(config) if config.rollback else rebuild_dates(config))
+
+
+def rollback(config: RebuildConfig) -> int:
+    lake, tag = config.layout, str(config.rollback)
+    with LakeLock(lake, wait_seconds=config.lock_wait):
+        partitions.recover(lake)
+        restored = partitions.rollback(lake, tag, [lake.table(name) for name in TABLES])
+    log.info("rolled back %d partitions to their versions before %s: %s", len(restored), tag, restored)
+    return cli.OK
+
+
+def rebuild_dates(config: RebuildConfig) -> int:
+    if config.dry_run:
+        report = run(config, None)
+    else:
+        with LakeLock(config.layout, wait_seconds=config.lock_wait):
+            report = run(config, lambda: spark_session("cloudtrail_rebuild"))
     print(json.dumps(asdict(report), indent=2))
     if report.status == "gate_failed":
         log.error("the rebuilt partitions failed the critical suite: nothing was swapped; the old partitions stay")
-        return 1
+        return cli.FAILED
     log.info("rebuild %s %s in %.1f s: %s", report.tag, report.status, report.seconds, report.partitions)
-    return 0
+    return cli.OK
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
     python -m jobs.replay_quarantine --landing DIR --lake DIR [--from-date D --to-date D] [--reason R ...]
     spark-submit --py-files build/jobs.zip jobs/replay_quarantine.py --landing DIR --lake DIR ...
 
-It is an ingest run (jobs/cloudtrail_ingest.py, any of its options may follow) that also takes
+It is an ingest run (jobs/ingest/, any of its options may follow) that also takes
 the quarantined files of those delivery dates and reasons: a file quarantined whole is read
 whole, and of a file with quarantined records only those records are read. What now parses
 moves into the table, de-duplicated as usual; what still fails stays in quarantine with its
@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from jobs import cloudtrail_ingest
+from jobs.ingest import cli
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     replay = ["--replay-quarantine", *(f"--replay-reason={reason}" for reason in args.reason)]
     replay += [f"--replay-from={args.from_date}"] if args.from_date else []
     replay += [f"--replay-to={args.to_date}"] if args.to_date else []
-    return cloudtrail_ingest.main([*ingest, *replay])
+    return cli.main([*ingest, *replay])
 
 
 if __name__ == "__main__":

@@ -1,4 +1,12 @@
-"""The run report: what one ingest run read, wrote, dropped and quarantined."""
+"""Every report the lake keeps: their shapes, the one writer (`write_json`: whole, by a rename) and the one
+reader (`read_report`, `read_reports`), which the lake page, `make status`, the DAGs and the jobs all use.
+
+    <lake>/reports/ingest/<run id>.json     RunReport: what one ingest run read, wrote, dropped and quarantined
+    <lake>/reports/rebuild/<tag>.json       RebuildReport: per rebuilt partition, rows before and after
+    <lake>/reports/activity/<run id>.json   ActivityReport: what one downstream run built
+    <lake>/reports/dq/<run id>.json         a gate's report (gate_report, skipped_gate_report): always a verdict,
+    <lake>/reports/dq/activity/<run id>.json  passed, failed or skipped, and each suite's checks
+"""
 
 from __future__ import annotations
 
@@ -12,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
-from jobs.lake import Lake
+from jobs.lake import VALIDATED, Lake
 
 log = logging.getLogger("cloudtrail_ingest")
 
@@ -111,6 +119,52 @@ class RunReport:
         return write_json(Lake.at(self.lake).ingest_report(self.run_id), self.to_json())
 
 
+@dataclass
+class ActivityReport:
+    run_id: str
+    started_at: str
+    dates: list[str] = field(default_factory=list)
+    status: str = "running"
+    # Per table, per event date: the rows the new partition holds (0: the partition was removed).
+    rows: dict[str, dict[str, int]] = field(default_factory=dict)
+    findings_by_rule: dict[str, int] = field(default_factory=dict)
+    # The downstream suites' verdict on the staged partitions (reports/dq/activity/<run id>.json); failed: nothing swapped.
+    gate: str | None = None
+    seconds: float | None = None
+    error: str | None = None
+
+    def write(self, lake: Lake) -> Path:
+        return write_json(lake.activity_report(self.run_id), asdict(self))
+
+
+@dataclass
+class PartitionStats:
+    rows_before: int = 0
+    rows_after: int = 0
+    files_read: int = 0
+    duplicates_dropped: int = 0
+    quarantined: int = 0
+    rows_kept_from_unreadable_files: int = 0
+
+
+@dataclass
+class RebuildReport:
+    run_id: str
+    tag: str
+    started_at: str
+    dates: list[str]
+    status: str = "running"
+    dry_run: bool = False
+    partitions: dict[str, Any] = field(default_factory=dict)
+    quarantine_partitions_replaced: list[str] = field(default_factory=list)
+    gate: str | None = None
+    seconds: float | None = None
+    error: str | None = None
+
+    def write(self, lake: Lake) -> Path:
+        return write_json(lake.rebuild_report(self.tag), asdict(self))
+
+
 def write_json(path: Path, body: Mapping[str, Any]) -> Path:
     """A report written whole (a rename): a reader finds the old version or the new one, never half of one."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -120,6 +174,36 @@ def write_json(path: Path, body: Mapping[str, Any]) -> Path:
     return path
 
 
+def read_report(path: Path) -> dict[str, Any] | None:
+    """A report as written; None when there is none (or it cannot be read: reports are replaced whole, so only a
+    damaged one cannot, and the page shows the others)."""
+    try:
+        body = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return body if isinstance(body, dict) else None
+
+
+def read_reports(folder: Path) -> list[dict[str, Any]]:
+    """Every report in a reports folder, oldest first (the gates' index sits beside their reports)."""
+    paths = [p for p in folder.glob("*.json") if p.name != VALIDATED] if folder.is_dir() else []
+    found = []
+    for path in paths:
+        try:
+            written = path.stat().st_mtime_ns
+        except OSError:
+            continue  # replaced as we listed: shown next time
+        body = read_report(path)
+        if body is not None:
+            found.append((written, body))
+    return [body for _, body in sorted(found, key=lambda pair: pair[0])]
+
+
+def skipped_gate_report(run_id: str, dates: Iterable[object], reason: str) -> dict[str, Any]:
+    """The report of a gate that had nothing new to check (jobs/gate.py)."""
+    return {"run_id": run_id, "validated_at": now_iso(), "event_dates": [str(day) for day in dates], "verdict": "skipped", "reason": reason}
+
+
 def gate_report(run_id: str | None, dates: Iterable[object], outcome: Mapping[str, Any], **extra: Any) -> dict[str, Any]:
     """A gate's report, whoever ran it (the ingest's gate, a rebuild's, the downstream tables'): always a verdict.
 
@@ -127,6 +211,28 @@ def gate_report(run_id: str | None, dates: Iterable[object], outcome: Mapping[st
     verdict = "failed" if outcome.get("failed_critical") else "passed"
     body = {"run_id": run_id, "validated_at": now_iso(), "event_dates": [str(day) for day in dates], "verdict": verdict}
     return {**body, **extra, **outcome}
+
+
+def verdict_of(gate: dict[str, Any]) -> str:
+    """passed, failed or skipped (a rebuild's report before jobs/report.py's gate_report had none: its failures say)."""
+    return str(gate.get("verdict") or ("failed" if gate.get("failed_critical") else "passed"))
+
+
+def failure_name(check: dict[str, Any]) -> str:
+    """A failed expectation as the gate names it: suite, expectation, column."""
+    kwargs = check.get("kwargs") or {}
+    column = kwargs.get("column") or kwargs.get("column_A")
+    return f"{check.get('suite')}: {check.get('expectation')}" + (f" on {column}" if column else "")
+
+
+def failure_line(check: dict[str, Any]) -> str:
+    """A failed expectation with its unexpected count and up to 5 offending values, as JSON (a terminal shows no control character raw)."""
+    count, observed = check.get("unexpected_count"), check.get("observed_value")
+    samples = ", ".join(json.dumps(value, default=str)[:80] for value in (check.get("sample_unexpected") or [])[:5])
+    line = failure_name(check) + (f", {count} unexpected" if count is not None else "")
+    if samples:
+        return f"{line}; sample: {samples}"
+    return f"{line}; observed: {json.dumps(observed, default=str)[:200]}" if observed is not None else line
 
 
 def newest_per_place(times: Iterable[dict[str, str]]) -> dict[str, str]:

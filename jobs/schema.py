@@ -8,7 +8,13 @@ Structured fields are parsed from their raw text; when that parse fails (for exa
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
+
+from jobs.lake import EVENT_DATE, REASON
 
 
 def _strings(*names: str) -> list[T.StructField]:
@@ -98,9 +104,18 @@ METADATA_FIELDS = [
     T.StructField("_source_file", T.StringType()),
     T.StructField("_ingest_run_id", T.StringType()),
     T.StructField("_ingest_time", T.TimestampType()),
-    T.StructField("event_date", T.DateType()),
 ]
-EVENTS_SCHEMA = T.StructType([T.StructField(name, data_type) for name, data_type, _ in RECORD_FIELDS] + METADATA_FIELDS)
+# Columns computed from a record's own fields, after them in the table: name, type, and how it is computed
+# from the typed record (`field(name)`: one of its columns). A new derived column is one entry here and its
+# test (tests/test_transforms.py); jobs/transforms.normalize_records computes every entry.
+DERIVED_FIELDS: list[tuple[str, T.DataType, Callable[[Callable[[str], Column]], Column]]] = [
+    (EVENT_DATE, T.DateType(), lambda field: F.to_date(field("eventTime"))),
+]
+EVENTS_SCHEMA = T.StructType(
+    [T.StructField(name, data_type) for name, data_type, _ in RECORD_FIELDS]
+    + METADATA_FIELDS
+    + [T.StructField(name, data_type) for name, data_type, _ in DERIVED_FIELDS]
+)
 
 QUARANTINE_SCHEMA = T.StructType(
     [
@@ -110,7 +125,7 @@ QUARANTINE_SCHEMA = T.StructType(
         T.StructField("detail", T.StringType()),
         T.StructField("_ingest_run_id", T.StringType()),
         T.StructField("_ingest_time", T.TimestampType()),
-        T.StructField("reason", T.StringType()),
+        T.StructField(REASON, T.StringType()),
     ]
 )
 

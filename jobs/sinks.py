@@ -32,7 +32,7 @@ class ParquetSink:
         self.path = path
         options = {"retention": str(retention_ms)} if retention_ms is not None else {}
         self._sink = jvm.org.apache.spark.sql.execution.streaming.sinks.FileStreamSink(
-            spark._jsparkSession,  # type: ignore[attr-defined]
+            spark._jsparkSession,
             path,
             jvm.org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat(),
             jvm.org.apache.spark.api.python.PythonUtils.toSeq(partition_by),
@@ -45,7 +45,7 @@ class ParquetSink:
         return bool(latest.isDefined() and latest.get() >= batch_id)
 
     def add_batch(self, batch_id: int, rows: DataFrame) -> None:
-        self._sink.addBatch(batch_id, rows._jdf)  # type: ignore[attr-defined]
+        self._sink.addBatch(batch_id, rows._jdf)
 
     def logged_files(self) -> dict[Path, int]:
         """Data files the log lists (those within retention), with the modification time (ms) it recorded."""

@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote
 
 VERSION = "v1"
@@ -34,7 +35,7 @@ def batch_files(log: Path) -> list[tuple[int, Path]]:
     return sorted(batches)
 
 
-def _latest_entry(log: Path) -> tuple[int, dict] | None:
+def _latest_entry(log: Path) -> tuple[int, dict[str, Any]] | None:
     """The newest batch of a commits/ or offsets/ log, with its first JSON entry."""
     batches = batch_files(log)
     if not batches:

@@ -16,12 +16,11 @@ that aged out is older than every retained entry, while debris of a crashed batc
 newer than every committed one. Files a rebuild swapped in are listed in their partition's
 marker (jobs/partitions.py) and stay. The ingest job sweeps before its first batch, when no
 compaction has yet moved that horizon past the debris, and again after its last.
-Exit codes: 0 done, 75 an ingest run holds the lake.
+Exit codes (jobs/cli.py): 0 done, 75 another writer held the lake.
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import shutil
@@ -31,7 +30,8 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from jobs.lake import TABLES, Lake, LakeBusyError, LakeLock
+from jobs import cli
+from jobs.lake import TABLES, Lake, LakeLock
 from jobs.partitions import rebuilt_files
 from jobs.session import spark_session
 from jobs.sinks import ParquetSink
@@ -93,22 +93,19 @@ def sweep_lake(spark: SparkSession, lake: Lake) -> dict[str, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    parser = argparse.ArgumentParser(prog="sweep", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--lake", default=os.environ.get("CLOUDTRAIL_LAKE"))
-    parser.add_argument("--wait-seconds", type=float, default=0, help="wait this long for a running ingest to finish [0]")
+    parser = cli.parser("sweep", __doc__)
+    cli.add_lake(parser)
+    parser.add_argument("--wait-seconds", type=float, default=0, help="wait this long for a running ingest to finish")
     args = parser.parse_args(argv)
-    if not args.lake:
-        parser.error("--lake (or CLOUDTRAIL_LAKE) is required")
-    lake = Lake.at(args.lake)
-    try:
-        with LakeLock(lake, wait_seconds=args.wait_seconds):
-            moved = sweep_lake(spark_session("cloudtrail_sweep"), lake)
-    except LakeBusyError as exc:
-        log.error("%s", exc)
-        return 75
+    cli.required(parser, args, "lake")
+    return cli.run(lambda: sweep(Lake.at(args.lake), args.wait_seconds))
+
+
+def sweep(lake: Lake, wait_seconds: float) -> int:
+    with LakeLock(lake, wait_seconds=wait_seconds):
+        moved = sweep_lake(spark_session("cloudtrail_sweep"), lake)
     log.info("sweep done: %s", ", ".join(f"{n} files moved aside from {t}" for t, n in moved.items()))
-    return 0
+    return cli.OK
 
 
 if __name__ == "__main__":

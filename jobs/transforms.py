@@ -1,11 +1,14 @@
 """Pure DataFrame -> DataFrame steps of the ingest job (no I/O, no session state).
 
-decoded files --parse_containers--> one row per record (its JSON text) or per problem
-              --normalize_records--> typed event columns + _reason
-              --deduplicate--------> each event once within the de-duplication horizon
+landing files --read_records------> one row per record or problem, typed, with its _reason; that is:
+                 decode_files        (jobs/decode.py) each file's bytes, checked, its records found
+                 parse_containers    one row per record (its JSON text) or per problem
+                 normalize_records   typed event columns + _reason (add a derived column in derive_columns)
+              --deduplicate--------> each event once within the de-duplication horizon (jobs/dedup.py)
               --mark_late----------> flags events delivered long after they happened
               --stamp_ingest_time--> when the batch was ingested
-split_events / split_quarantine pick the two outputs apart after de-duplication.
+split_events / split_quarantine pick the two outputs apart after de-duplication. The ingest
+stream, a rebuild and a replay of the quarantine all read records through read_records.
 """
 
 from __future__ import annotations
@@ -19,8 +22,20 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from jobs.decode import FLAGGED_KEYS, RECORD_MARKERS, SHAPE_ARRAY, SHAPE_OBJECT, UNKNOWN_KEY, key_flag, salvage_records
+from jobs.decode import (
+    FLAGGED_KEYS,
+    RECORD_MARKERS,
+    SHAPE_ARRAY,
+    SHAPE_OBJECT,
+    UNKNOWN_KEY,
+    decode_files,
+    key_flag,
+    salvage_records,
+)
+from jobs.dedup import Dedup
+from jobs.lake import REASON
 from jobs.schema import (
+    DERIVED_FIELDS,
     EVENT_TIME_FORMAT,
     EVENTS_SCHEMA,
     KNOWN_FIELDS,
@@ -245,7 +260,7 @@ def normalize_records(items: DataFrame, run_id: str) -> DataFrame:
 
     event_time_raw = typed.getField("eventTime")
     event_time = F.try_to_timestamp(event_time_raw, F.lit(EVENT_TIME_FORMAT))
-    columns: list[Column] = []
+    typed_columns: dict[str, Column] = {}
     # (key, raw text) of each known field whose value does not fit its type.
     misfits: list[tuple[str, Column, Column]] = []
     for name, data_type, kind in RECORD_FIELDS:
@@ -258,7 +273,7 @@ def normalize_records(items: DataFrame, run_id: str) -> DataFrame:
             value = value.try_cast("boolean")
         elif kind == "json":
             misfits.append((name, raw.getItem(name).isNotNull() & value.isNull(), raw.getItem(name)))
-        columns.append(value.cast(data_type).alias(name))
+        typed_columns[name] = value.cast(data_type)
 
     entries = [F.when(when, F.struct(F.lit(name).alias("key"), text.alias("value"))) for name, when, text in misfits]
     failed = F.map_from_entries(F.filter(F.array(*entries), lambda entry: entry.isNotNull()))
@@ -277,11 +292,11 @@ def normalize_records(items: DataFrame, run_id: str) -> DataFrame:
         F.when(reason == UNPARSEABLE_EVENT_TIME, F.concat(F.lit("eventTime not ISO-8601: "), event_time_raw)),
     )
     return parsed.select(
-        *columns,
+        *(column.alias(name) for name, column in typed_columns.items()),
         F.when(F.size(rescued) > 0, F.to_json(rescued)).alias("_rescued"),
         F.col("source_file").alias("_source_file"),
         F.lit(run_id).alias("_ingest_run_id"),
-        F.to_date(event_time).alias("event_date"),
+        *(derive(typed_columns.__getitem__).alias(name) for name, _, derive in DERIVED_FIELDS),
         F.col("arrival_time").alias("_arrival_time"),
         F.col("record_index").alias("_record_index"),
         # Only quarantined rows keep their text: carrying every record's text would double what the de-duplication shuffles.
@@ -289,6 +304,12 @@ def normalize_records(items: DataFrame, run_id: str) -> DataFrame:
         reason.alias("_reason"),
         detail.alias("_detail"),
     )
+
+
+def read_records(files: DataFrame, run_id: str) -> DataFrame:
+    """Landing files (a manifest's rows: path, size, mtime_ms, arrival_ms, only_records) -> one row per record,
+    typed, or per problem with its _reason: the chain every reader of the landing zone goes through."""
+    return files.transform(decode_files).transform(parse_containers).transform(normalize_records, run_id)
 
 
 def stamp_ingest_time(rows: DataFrame, at: datetime | None = None) -> DataFrame:
@@ -300,22 +321,6 @@ def stamp_ingest_time(rows: DataFrame, at: datetime | None = None) -> DataFrame:
     return rows.withColumn("_ingest_time", F.lit(at) if at else F.current_timestamp())
 
 
-def dedup_delay(horizon: timedelta) -> timedelta:
-    """The withWatermark delay for a de-duplication horizon: half of it.
-
-    Spark keeps an eventID until the watermark (newest arrival minus the delay) reaches the
-    key's arrival plus the delay, so copies are collapsed when they arrive less than twice the
-    delay apart. Half the horizon collapses copies within the horizon and holds one horizon of
-    eventIDs in state, not two.
-    """
-    return horizon / 2
-
-
-def arrival_floor(horizon: timedelta, committed_watermark: datetime | None) -> datetime | None:
-    """The newest arrival the checkpoint has committed (watermark + delay); None before the first batch."""
-    return committed_watermark + dedup_delay(horizon) if committed_watermark else None
-
-
 def raise_arrival_floor(rows: DataFrame, floor: datetime | None) -> DataFrame:
     """Lift arrival times below `floor` up to it. A file that landed with an old modification
     time (a copy that preserved mtimes, clock skew) is then neither dropped by the watermark
@@ -325,36 +330,36 @@ def raise_arrival_floor(rows: DataFrame, floor: datetime | None) -> DataFrame:
     return rows.withColumn("_arrival_time", F.greatest(F.col("_arrival_time"), F.lit(floor).cast("timestamp")))
 
 
-def mark_dedup_key(rows: DataFrame) -> DataFrame:
-    """Good rows are de-duplicated on eventID; quarantined rows get a key of their own (file,
+def mark_dedup_key(rows: DataFrame, dedup: Dedup) -> DataFrame:
+    """Good rows are de-duplicated on the event's key; quarantined rows get a key of their own (file,
     position and run), so they are never collapsed into each other, nor into an earlier read of
     their file (a replay), which they replace."""
     position = F.coalesce(F.col("_record_index").cast("string"), F.lit("file"))
     own_key = F.concat(F.lit("!"), F.col("_source_file"), F.lit("#"), position, F.lit("@"), F.col("_ingest_run_id"))
-    return rows.withColumn("_dedup_key", F.when(F.col("_reason").isNull(), F.col("eventID")).otherwise(own_key))
+    return rows.withColumn("_dedup_key", F.when(F.col("_reason").isNull(), F.col(dedup.key)).otherwise(own_key))
 
 
-def deduplicate(rows: DataFrame, horizon: timedelta, committed_watermark: datetime | None) -> DataFrame:
-    """Each event once: a copy arriving within `horizon` of the first is dropped.
+def deduplicate(rows: DataFrame, dedup: Dedup, committed_watermark: datetime | None) -> DataFrame:
+    """Each event once: a copy arriving within the horizon of the first is dropped.
 
     The watermark runs on arrival time (`_arrival_time`), not event time, so late events are
     kept; `committed_watermark` is the one the checkpoint holds (None before the first batch).
     Works on a stream; on a static frame it drops every copy.
     """
-    delay_ms = int(dedup_delay(horizon).total_seconds() * 1000)
+    delay_ms = int(dedup.delay.total_seconds() * 1000)
     return (
-        rows.transform(raise_arrival_floor, arrival_floor(horizon, committed_watermark))
-        .transform(mark_dedup_key)
+        rows.transform(raise_arrival_floor, dedup.arrival_floor(committed_watermark))
+        .transform(mark_dedup_key, dedup)
         .withWatermark("_arrival_time", f"{delay_ms} milliseconds")
         .dropDuplicatesWithinWatermark(["_dedup_key"])
     )
 
 
-def keep_first_copy(events: DataFrame) -> DataFrame:
-    """Each event once, on a static frame (a rebuild): of the rows sharing an eventID, the
+def keep_first_copy(events: DataFrame, dedup: Dedup) -> DataFrame:
+    """Each event once, on a static frame (a rebuild): of the rows sharing a key, the
     first to arrive, then by file and position. Copies share their eventTime, hence their
     event date, so a rebuild of whole dates sees every copy."""
-    first = Window.partitionBy("eventID").orderBy(
+    first = Window.partitionBy(dedup.key).orderBy(
         F.col("_arrival_time").asc_nulls_last(), F.col("_source_file"), F.col("_record_index").asc_nulls_last()
     )
     return events.withColumn("_copy", F.row_number().over(first)).where(F.col("_copy") == 1).drop("_copy")
@@ -393,7 +398,7 @@ def split_quarantine(rows: DataFrame) -> DataFrame:
             F.col("_detail").alias("detail"),
             "_ingest_run_id",
             "_ingest_time",
-            F.col("_reason").alias("reason"),
+            F.col("_reason").alias(REASON),
         )
         .select(*QUARANTINE_SCHEMA.fieldNames())
     )

@@ -28,9 +28,9 @@ import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from jobs import gate, options
-from jobs.lake import Lake
-from jobs.report import gate_report, now_iso, write_json
+from jobs import cli, gate, options
+from jobs.lake import EVENT_DATE, Lake, partition_folders
+from jobs.report import failure_line, gate_report, read_report, write_json
 from jobs.schema import EVENTS_SCHEMA
 from jobs.session import spark_session
 from jobs.transforms import implausible_event_time
@@ -62,24 +62,22 @@ class ValidateConfig:
 
 
 def parse_args(argv: list[str] | None = None) -> ValidateConfig:
-    parser = argparse.ArgumentParser(prog="validate_events", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--lake", default=os.environ.get("CLOUDTRAIL_LAKE"))
+    parser = cli.parser("validate_events", __doc__)
+    cli.add_lake(parser)
     parser.add_argument("--run-id", help="check this run's report against the table")
-    parser.add_argument("--from-date", type=date.fromisoformat)
-    parser.add_argument("--to-date", type=date.fromisoformat)
+    cli.add_dates(parser, "event date to validate (one alone: that date)")
     parser.add_argument("--dates", default="", help="comma-separated event dates")
     parser.add_argument("--quarantine-threshold", type=float, default=options.QUARANTINE_THRESHOLD)
     args = parser.parse_args(argv)
-    if not args.lake:
-        parser.error("--lake (or CLOUDTRAIL_LAKE) is required")
-    dates = {date.fromisoformat(d) for d in args.dates.split(",") if d.strip()}
-    if args.from_date or args.to_date:
-        first, last = args.from_date or args.to_date, args.to_date or args.from_date
-        if first > last:
-            parser.error(f"--from-date {first} is after --to-date {last}")
-        dates.update(options.date_range(first, last))
+    cli.required(parser, args, "lake")
+    try:
+        dates = {cli.iso_date(day.strip()) for day in args.dates.split(",") if day.strip()}
+    except argparse.ArgumentTypeError as exc:
+        parser.error(f"--dates: {exc}")
+    first, last = args.from_date or args.to_date, args.to_date or args.from_date
+    dates.update(cli.date_range(parser, first, last, "--from-date and --to-date") or ())
     lake = Lake.at(args.lake)
-    results = lake.gate_report(args.run_id or f"adhoc__{now_iso()}")
+    results = lake.gate_report(args.run_id or cli.run_id(None, kind="adhoc"))
     return ValidateConfig(lake, args.run_id, tuple(sorted(dates)), args.quarantine_threshold, results)
 
 
@@ -87,9 +85,10 @@ def load_run_report(config: ValidateConfig) -> dict[str, Any] | None:
     if not config.run_id:
         return None
     path = config.lake.ingest_report(config.run_id)
-    if not path.exists():
+    report = read_report(path)
+    if report is None:
         raise FileNotFoundError(f"no ingest report for run {config.run_id} at {path}")
-    return json.loads(path.read_text())
+    return report
 
 
 def responsible_dates(config: ValidateConfig, report: dict[str, Any] | None) -> list[str]:
@@ -100,7 +99,7 @@ def responsible_dates(config: ValidateConfig, report: dict[str, Any] | None) -> 
 def with_check_columns(events: DataFrame) -> DataFrame:
     """Flatten what the suites check into plain columns (GX checks top-level columns)."""
     return events.select(
-        "eventID", "eventTime", "event_date", "eventSource", "eventName", "awsRegion", "recipientAccountId", "eventVersion",
+        "eventID", "eventTime", EVENT_DATE, "eventSource", "eventName", "awsRegion", "recipientAccountId", "eventVersion",
         F.to_date("eventTime").alias("event_time_date"),
         F.col("userIdentity.type").alias("user_identity_type"),
         F.col("tlsDetails.tlsVersion").alias("tls_version"),
@@ -126,14 +125,15 @@ def run_figures(rows_in_table_for_run: int, report: dict[str, Any]) -> pd.DataFr
 
 
 def read_events(spark: SparkSession, lake: Lake, dates: list[str]) -> DataFrame:
-    if not any(lake.events.glob("event_date=*")):  # nothing committed yet (e.g. every file still settling)
+    if not partition_folders(lake.events):  # nothing committed yet (e.g. every file still settling)
         return spark.createDataFrame([], EVENTS_SCHEMA)
     events = spark.read.parquet(str(lake.events))
-    return events.where(F.col("event_date").isin([date.fromisoformat(d) for d in dates]))
+    return events.where(F.col(EVENT_DATE).isin([date.fromisoformat(d) for d in dates]))
 
 
 def load_suite(name: str) -> dict[str, Any]:
-    return json.loads((SUITES_DIR / f"{name}.json").read_text())
+    suite: dict[str, Any] = json.loads((SUITES_DIR / f"{name}.json").read_text())
+    return suite
 
 
 def describe(check: Any) -> dict[str, Any]:
@@ -202,6 +202,25 @@ def validate(
     return outcome
 
 
+def judge(
+    frames: dict[str, DataFrame | pd.DataFrame],
+    config: ValidateConfig,
+    dates: list[str],
+    parameters: dict[str, Any] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    """Validate `frames` (suite name -> frame), write the gate's report (with `extra`) to config.results_path,
+    and log each failure; the report. Every gate of the lake (the events', a rebuild's, the downstream tables') ends here."""
+    body = gate_report(config.run_id, dates, validate(frames, config, parameters), **extra)
+    write_json(config.results_path, body)
+    for failure in body["failed_critical"]:
+        log.error("CRITICAL %s", failure_line(failure))
+    for warning in body["warnings"]:
+        log.warning("warning %s", failure_line(warning))
+    log.info("gate %s on event dates %s; results %s", body["verdict"], ", ".join(dates), config.results_path)
+    return body
+
+
 def check(spark: SparkSession, config: ValidateConfig) -> dict[str, Any]:
     """Validate the partitions the run is responsible for; write, log and return the report."""
     report = load_run_report(config)
@@ -213,34 +232,15 @@ def check(spark: SparkSession, config: ValidateConfig) -> dict[str, Any]:
     frames: dict[str, DataFrame | pd.DataFrame] = {"cloudtrail_events.critical": events, "cloudtrail_events.warning": events}
     if report is not None:
         frames["cloudtrail_run.critical"] = run_figures(rows_for_run, report)
-    body = gate_report(config.run_id, dates, validate(frames, config), rows_validated=rows)
-    write_json(config.results_path, body)
+    body = judge(frames, config, dates, rows_validated=rows)
     if body["verdict"] == "passed":
         gate.record_validated(config.lake, prints, config.run_id)
-    for failure in body["failed_critical"]:
-        log.error(
-            "CRITICAL %s %s failed; sample: %s",
-            failure["expectation"],
-            failure["kwargs"],
-            failure["sample_unexpected"] or failure["observed_value"],
-        )
-    for warning in body["warnings"]:
-        log.warning(
-            "warning %s %s: %s%% unexpected; sample: %s",
-            warning["expectation"],
-            warning["kwargs"],
-            warning["unexpected_percent"],
-            warning["sample_unexpected"],
-        )
-    log.info("DQ gate %s on %d rows in %d partitions; results %s", body["verdict"], rows, len(dates), config.results_path)
     return body
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     config = parse_args(argv)
-    body = check(spark_session("cloudtrail_validate_events"), config)
-    return 1 if body["verdict"] == "failed" else 0
+    return cli.run(lambda: cli.FAILED if check(spark_session("cloudtrail_validate_events"), config)["verdict"] == "failed" else cli.OK)
 
 
 if __name__ == "__main__":

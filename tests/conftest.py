@@ -48,6 +48,13 @@ sys.path[:0] = [str(ROOT), str(ROOT / "plugins")]
 subprocess.run([sys.executable, "-m", "tools.package", os.environ["CLOUDTRAIL_JAR"]], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test not marked unit (fast, in-process) or stack is an integration test."""
+    for item in items:
+        if not any(item.get_closest_marker(kind) for kind in ("unit", "stack")):
+            item.add_marker(pytest.mark.integration)
+
+
 @pytest.fixture(scope="session")
 def spark():
     from jobs.session import STREAM_CONF, spark_session

@@ -21,7 +21,8 @@ import threading
 import time
 from pathlib import Path
 
-from jobs import cloudtrail_ingest
+from jobs.ingest import cli
+from jobs.ingest.batch_writer import BatchWriter
 from jobs.sinks import ParquetSink
 
 
@@ -52,10 +53,10 @@ def main() -> int:
     job_args = sys.argv[sys.argv.index("--") + 1 :]
     if phase.startswith("random:"):
         threading.Timer(float(phase.split(":")[1]), die).start()
-        return cloudtrail_ingest.main(job_args)
+        return cli.main(job_args)
 
     calls = {"batches": 0}
-    original_call = cloudtrail_ingest.BatchWriter.__call__
+    original_call = BatchWriter.__call__
     original_add = ParquetSink.add_batch
 
     def call(self, rows, batch_id):  # type: ignore[no-untyped-def]
@@ -76,9 +77,9 @@ def main() -> int:
             die()
         original_add(self, batch_id, rows)
 
-    cloudtrail_ingest.BatchWriter.__call__ = call  # type: ignore[method-assign]
+    BatchWriter.__call__ = call  # type: ignore[method-assign]
     ParquetSink.add_batch = add_batch  # type: ignore[method-assign]
-    return cloudtrail_ingest.main(job_args)
+    return cli.main(job_args)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import uuid
 from collections.abc import Iterator
@@ -12,9 +13,11 @@ from typing import Any
 
 import duckdb
 
-from jobs.cloudtrail_ingest import IngestConfig, run
+from jobs.ingest.cli import parse_args
+from jobs.ingest.run import run
 from jobs.lake import Lake
 from jobs.landing import delivery_path
+from jobs.quarantine import Replay
 from jobs.report import RunReport
 from jobs.schema import QUARANTINE_SCHEMA
 from jobs.sinks import IGNORE_SINK_LOG
@@ -24,11 +27,13 @@ from tools.generate_landing import write_delivery
 DAY = datetime(2024, 3, 1, tzinfo=UTC)
 
 
-def ingest(spark, landing: Path, lake: Path, **options: Any) -> RunReport:
-    """One run; files the test has just written are taken at once (no settle time) unless `settle` says otherwise."""
-    options = {"settle": "0 seconds", **options}
-    config = IngestConfig(landing=str(landing), lake=str(lake), run_id=f"test-{uuid.uuid4().hex[:8]}", **options)
-    return run(config, lambda: spark)
+def ingest(spark, landing: Path, lake: Path, replay: Replay | None = None, run_id: str | None = None, **options: Any) -> RunReport:
+    """One run, configured by the job's own command line (`options`: its long options, `settle="1 hour"` for
+    --settle); files the test has just written are taken at once (no settle time) unless `settle` says otherwise."""
+    argv = ["--landing", str(landing), "--lake", str(lake), "--run-id", run_id or f"test-{uuid.uuid4().hex[:8]}", "--settle", "0 seconds"]
+    for name, value in options.items():
+        argv += [f"--{name.replace('_', '-')}", str(value)] if value is not None else []
+    return run(dataclasses.replace(parse_args(argv), replay=replay), lambda: spark)
 
 
 def event(event_id: str, event_time: datetime, **extra: Any) -> dict[str, Any]:

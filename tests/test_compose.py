@@ -10,6 +10,8 @@ import pytest
 
 from tools.stack import ROOT, Stack, StackError, image_env, resolve, write_env_file
 
+pytestmark = pytest.mark.unit
+
 AIRFLOW_SERVICES = ["airflow-init", "airflow-api", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer"]
 
 

@@ -8,6 +8,8 @@ import pytest
 from jobs.decode import SHAPE_ARRAY, SHAPE_OBJECT, UNKNOWN_KEY, decode_files, key_flag, salvage_records
 from jobs.ledger import MANIFEST_DDL
 
+pytestmark = pytest.mark.unit
+
 
 def decode(spark, tmp_path, *contents: bytes | None, only_records=None):
     """Each content written to a file of its own (None: no file at all), decoded in the JVM, in order."""

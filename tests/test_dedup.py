@@ -5,15 +5,18 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
 from pyspark.sql import Row
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
+from jobs.dedup import Dedup
 from jobs.spark_logs import last_commit
-from jobs.transforms import arrival_floor, dedup_delay, deduplicate, mark_late, raise_arrival_floor
+from jobs.transforms import deduplicate, mark_late, raise_arrival_floor
 
 T = datetime(2024, 3, 1, tzinfo=UTC)
 HORIZON = timedelta(hours=10)
+DEDUP = Dedup(HORIZON)
 ROWS = (
     "eventID string, eventTime timestamp, _reason string, _source_file string, _record_index long, _arrival_time timestamp, "
     "_ingest_run_id string"
@@ -24,12 +27,14 @@ def rows(spark, *values: tuple):
     return spark.createDataFrame([(*value, "run") for value in values], ROWS)
 
 
+@pytest.mark.unit
 def test_the_delay_is_half_the_horizon_and_the_floor_is_the_newest_committed_arrival():
-    assert dedup_delay(timedelta(days=2)) == timedelta(days=1)
-    assert arrival_floor(HORIZON, None) is None
-    assert arrival_floor(HORIZON, T) == T + timedelta(hours=5)
+    assert Dedup(timedelta(days=2)).delay == timedelta(days=1)
+    assert DEDUP.arrival_floor(None) is None
+    assert DEDUP.arrival_floor(T) == T + timedelta(hours=5)
 
 
+@pytest.mark.unit
 def test_arrivals_below_the_floor_are_raised_to_it_and_later_ones_kept(spark):
     frame = rows(spark, ("a", T, None, "f", 0, T), ("b", T, None, "f", 1, T + timedelta(hours=3)))
     raised = raise_arrival_floor(frame, T + timedelta(hours=2))
@@ -38,6 +43,7 @@ def test_arrivals_below_the_floor_are_raised_to_it_and_later_ones_kept(spark):
     assert raise_arrival_floor(frame, None) is frame
 
 
+@pytest.mark.unit
 def test_events_delivered_longer_than_the_lateness_after_they_happened_are_late(spark):
     frame = rows(
         spark,
@@ -68,7 +74,7 @@ def test_deduplicate_as_a_stream_across_runs(spark, tmp_path: Path):
         stream = spark.readStream.schema(ROWS).parquet(str(source))
         batches: list[tuple[str | None, int | None]] = []
         query = (
-            deduplicate(stream, HORIZON, last_commit(checkpoint).watermark)
+            deduplicate(stream, DEDUP, last_commit(checkpoint).watermark)
             .writeStream.foreachBatch(lambda batch, _: batches.extend((r.eventID, r._record_index) for r in batch.collect()))
             .option("checkpointLocation", str(checkpoint))
             .trigger(availableNow=True)

@@ -31,6 +31,7 @@ def events(spark, *records):
     return split_events(normalized(spark, *records))
 
 
+@pytest.mark.unit
 def test_hourly_activity_counts_each_hour_and_key(spark):
     rows = events(
         spark,
@@ -63,6 +64,7 @@ def test_hourly_activity_counts_each_hour_and_key(spark):
 
 
 @pytest.mark.parametrize("rule", RULES, ids=[rule.rule_id for rule in RULES])
+@pytest.mark.unit
 def test_each_rule_matches_its_positive_case_and_not_its_negative_one(spark, rule):
     rows = events(spark, record("match", **rule.match), record("no_match", **rule.no_match))
     assert rows.count() == 2, "both test records are events"
@@ -71,10 +73,12 @@ def test_each_rule_matches_its_positive_case_and_not_its_negative_one(spark, rul
     ]
 
 
+@pytest.mark.unit
 def test_rules_are_fifteen_cis_monitoring_controls_with_unique_ids():
     assert [rule.rule_id for rule in RULES] == [f"cis-4.{n}" for n in range(1, 16)]
 
 
+@pytest.mark.unit
 def test_an_event_the_table_holds_twice_gives_one_finding_per_rule(spark):
     stop = record("dup", "2024-01-01T10:00:00Z", eventSource="cloudtrail.amazonaws.com", eventName="StopLogging", errorCode="AccessDenied")
     rows = events(spark, stop, stop)

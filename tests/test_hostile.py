@@ -18,11 +18,10 @@ import pytest
 
 from jobs import lake_status as status
 from jobs import validate_events
-from jobs.cloudtrail_ingest import IngestConfig, run
 from jobs.lake import Lake
 from jobs.landing import delivery_path
 from jobs.report import RunReport
-from tests.helpers import DAY, event, events_of
+from tests.helpers import DAY, event, events_of, ingest
 from tools import status as terminal
 from tools.airflow_api import Server, api_server, sign_in
 from tools.generate_landing import write_delivery
@@ -86,7 +85,7 @@ def hostile(spark, tmp_path_factory) -> HostileLake:
     write_delivery(elsewhere, [event("elsewhere-1", DAY + timedelta(minutes=40))], delivered)
 
     run_id = PAYLOADS["run id"]
-    report = run(IngestConfig(landing=str(landing), lake=str(lake), run_id=run_id, settle="0 seconds"), lambda: spark)
+    report = ingest(spark, landing, lake, run_id=run_id)
     validate_events.main(["--lake", str(lake), "--run-id", run_id, "--dates", "2024-03-01"])
     return HostileLake(landing, Lake.at(lake), report, run_id)
 

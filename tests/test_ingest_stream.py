@@ -11,8 +11,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from pyspark.sql import functions as F
 
-from jobs.checkpoint import STATE_FILE
-from jobs.cloudtrail_ingest import IngestConfig, main, run
+from jobs.ingest.cli import main, parse_args
+from jobs.ingest.run import run
 from jobs.lake import Lake, LakeBusyError, LakeLock
 from jobs.session import JobSession
 from jobs.spark_logs import CheckpointError, batch_time
@@ -56,7 +56,7 @@ def no_spark():
 def test_a_run_with_nothing_to_do_does_not_start_spark(spark, landing, lake):
     deliver(landing, events_of(5, DAY, "first"), DAY + timedelta(minutes=20))
     ingest(spark, landing, lake)
-    config = IngestConfig(landing=str(landing), lake=str(lake), run_id="idle", settle="0 seconds")
+    config = parse_args(["--landing", str(landing), "--lake", str(lake), "--run-id", "idle", "--settle", "0 seconds"])
     idle = run(config, no_spark)
     assert idle.status == "succeeded" and idle.batches == []
 
@@ -65,7 +65,7 @@ def test_a_run_with_nothing_to_do_does_not_start_spark(spark, landing, lake):
         run(config, no_spark)
     ingest(spark, landing, lake)
     # As if the last run committed its batches and died before its final sweep: that sweep is still owed.
-    state = Lake(lake).checkpoint / STATE_FILE
+    state = Lake(lake).last_success
     state.write_text(json.dumps({**json.loads(state.read_text()), "batch_id": 0}))
     with pytest.raises(AssertionError, match="Spark was started"):
         run(config, no_spark)

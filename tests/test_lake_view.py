@@ -20,10 +20,9 @@ import pytest
 
 from jobs import lake_status as status
 from jobs import validate_events
-from jobs.activity import ActivityReport
 from jobs.lake import Lake
 from jobs.landing import delivery_path
-from jobs.report import RunReport
+from jobs.report import ActivityReport, RunReport
 from tests.helpers import DAY, deliver, event, events_of, ingest, put_raw
 from tools.airflow_api import Api, Server, api_server, sign_in
 from tools.generate_landing import write_delivery
@@ -104,7 +103,7 @@ def test_the_read_model_answers_the_operators_questions(known: KnownLake):
 
     held = status.quarantine(lake)
     assert [(reason, rows) for reason, _, rows in held.by_reason_and_day] == [("corrupt_gzip", 1)]
-    assert held.samples[0]["source_file"] == str(known.corrupt) and held.samples[0]["detail"]
+    assert held.samples[0].source_file == str(known.corrupt) and held.samples[0].detail
 
     health = status.checkpoint_health(lake)
     assert health.committed_batch == 1, "the data batch, then the one that moved the watermark"

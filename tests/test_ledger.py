@@ -12,13 +12,17 @@ import duckdb
 import pytest
 
 from jobs import ledger
-from jobs.checkpoint import STATE_FILE, CheckpointSnapshot
+from jobs.checkpoint import CheckpointSnapshot
+from jobs.dedup import Dedup
 from jobs.lake import Lake
 from jobs.landing import delivery_date, delivery_path
-from jobs.ledger import plan_files, read_manifests
+from jobs.ledger import LedgerOptions, plan_files, read_manifests
 from jobs.spark_logs import CheckpointError, local_path, read_source_log
 from tests.helpers import DAY, deliver, duckdb_rows, events_of, ingest
 from tools.generate_landing import write_delivery
+
+# The ledger as the tests' runs use it: files taken as soon as they are written.
+UNSETTLED = LedgerOptions(settle=timedelta(0))
 
 ONE_FILE_PER_BATCH = {"max_files_per_trigger": 1, "max_bytes_per_trigger": None, "source_retention": "2 days"}
 
@@ -87,7 +91,7 @@ def test_files_landing_in_retired_folders_are_read_once(spark, landing, lake, ex
         delivered = DAY + timedelta(days=4, hours=1)
         write_delivery(delivery_path(landing, "444455556666", "eu-west-1", delivered, part), history, delivered)
     deliver_days(landing, range(12, 18))  # enough batches that the compaction at batch 19 lists the late files
-    state = Lake(lake).checkpoint / STATE_FILE
+    state = Lake(lake).last_success
     before = state.read_text()
     report = ingest(spark, landing, lake, **ONE_FILE_PER_BATCH)
     assert report.ledger["stragglers"] == 3, "one file in a retired folder, a folder of two copied in"
@@ -112,7 +116,7 @@ def test_a_run_takes_exactly_the_files_no_manifest_names(spark, landing, lake, e
     new_on_day_3 = deliver(landing, events_of(3, DAY + timedelta(days=3), "late3"), DAY + timedelta(days=3, hours=5))
     new_on_day_5 = deliver(landing, events_of(3, DAY + timedelta(days=5), "d5"), DAY + timedelta(days=5, minutes=1))
 
-    plan = plan_files(CheckpointSnapshot.read(Lake(lake).checkpoint), Lake(lake).manifests, str(landing), timedelta(days=7), timedelta(0))
+    plan = plan_files(CheckpointSnapshot.read(Lake(lake).checkpoint), Lake(lake).manifests, str(landing), UNSETTLED, Dedup())
     assert (plan.new_files, plan.pending) == (2, 1)
     # in arrival order, in one manifest (the default byte limit holds both)
     assert [entry.path for entry in plan.written[0].entries] == [str(new_on_day_3), str(new_on_day_5)]
@@ -182,7 +186,7 @@ def test_a_checkpoint_from_before_the_ledger_keeps_its_files_taken(landing, lake
     source_log = Lake(lake).checkpoint / "sources" / "0"
     source_log.mkdir(parents=True)
     (source_log / "0").write_text("v1\n" + json.dumps({"path": old.as_uri(), "timestamp": 0, "batchId": 0}))
-    plan = plan_files(CheckpointSnapshot.read(Lake(lake).checkpoint), Lake(lake).manifests, str(landing), timedelta(days=7), timedelta(0))
+    plan = plan_files(CheckpointSnapshot.read(Lake(lake).checkpoint), Lake(lake).manifests, str(landing), UNSETTLED, Dedup())
     assert [entry.path for manifest in plan.written for entry in manifest.entries] == [str(new)]
     assert local_path(old.as_uri()) == str(old) and os.path.exists(old)
 
@@ -195,4 +199,4 @@ def test_a_batch_the_previous_version_left_half_done_stops_the_run_with_what_to_
     (checkpoint / "offsets").mkdir()
     (checkpoint / "offsets" / "0").write_text('v1\n{"batchWatermarkMs":0,"batchTimestampMs":0,"conf":{}}\n{"logOffset":0}')
     with pytest.raises(CheckpointError, match="Run the previous version once to finish it"):
-        plan_files(CheckpointSnapshot.read(checkpoint), Lake(lake).manifests, str(landing), timedelta(days=7), timedelta(0))
+        plan_files(CheckpointSnapshot.read(checkpoint), Lake(lake).manifests, str(landing), UNSETTLED, Dedup())

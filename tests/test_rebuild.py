@@ -118,13 +118,27 @@ def test_a_rebuild_repairs_three_damaged_partitions_and_the_stream_goes_on(spark
     assert spark_rows(spark, lake) == expected
 
 
-def test_a_rebuild_keeps_the_quarantine_of_the_files_it_reads_once(spark, landing, lake, ingested):
+def test_a_rebuild_keeps_the_quarantine_of_the_files_it_reads_once(spark, landing, lake, ingested, monkeypatch):
     quarantine = Lake(lake).quarantine
     before = sorted(p.name for p in quarantine.glob("reason=*"))
     rebuild.run(config(landing, lake), lambda: spark)
     rows = spark.read.parquet(str(quarantine)).select("source_file", "reason").collect()
     assert [r.reason for r in rows] == ["missing_event_id"], "the quarantined record once, not twice"
     assert sorted(p.name for p in quarantine.glob("reason=*")) == before
+
+    # The lake page, its gate page and status.json read the reports a rebuild leaves (its gate's among them).
+    from starlette.requests import Request
+
+    from cloudtrail_airflow import lake_view
+
+    monkeypatch.setenv("CLOUDTRAIL_LAKE", str(lake))
+    monkeypatch.setenv("CLOUDTRAIL_LANDING", str(landing))
+    page = lake_view.lake_page(Request({"type": "http", "method": "GET", "path": "/", "root_path": "/cloudtrail", "headers": []}))
+    assert page.status_code == 200 and "/cloudtrail/gates/events/backfill__test" in page.body.decode()
+    verdicts = {v["event_date"]: (v["run_id"], v["verdict"]) for v in lake_view.status_json()["gate_verdicts"]}
+    assert verdicts == {str(day): ("backfill__test", "passed") for day in DATES}
+    gate = lake_view.gate_page("events", "backfill__test")
+    assert gate.status_code == 200 and "cloudtrail_events.critical: passed" in gate.body.decode()
 
 
 def test_a_dry_run_lists_files_and_bytes_per_date_and_writes_nothing(spark, landing, lake, ingested):

@@ -4,8 +4,12 @@ import json
 import os
 import time
 
+import pytest
+
 from jobs.lake import Lake
 from tools.summary import summarize
+
+pytestmark = pytest.mark.unit
 
 
 def test_the_summary_shows_the_newest_gate_report_not_the_index_beside_it(tmp_path):

@@ -5,13 +5,17 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 from pyspark.sql import Row
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from jobs.decode import decode_files
+from jobs.dedup import Dedup
 from jobs.ledger import MANIFEST_DDL
 from jobs.transforms import mark_dedup_key, normalize_records, parse_containers, split_events, split_quarantine, stamp_ingest_time
+
+pytestmark = pytest.mark.unit
 
 ARRIVAL = datetime(2024, 1, 2, tzinfo=UTC)
 FILES = tempfile.TemporaryDirectory(prefix="decoded-")  # removed when the tests end
@@ -187,7 +191,7 @@ def test_records_without_id_or_usable_time_get_a_reason(spark):
 
 
 def test_dedup_key_is_event_id_for_good_rows_and_unique_for_quarantined_ones(spark):
-    rows = mark_dedup_key(normalized(spark, record("a"), record(None), record(None))).select("_dedup_key")
+    rows = mark_dedup_key(normalized(spark, record("a"), record(None), record(None)), Dedup()).select("_dedup_key")
     assertDataFrameEqual(rows, [Row(_dedup_key="a"), Row(_dedup_key="!f.json#1@run-1"), Row(_dedup_key="!f.json#2@run-1")])
 
 

@@ -159,7 +159,7 @@ def test_the_gate_is_skipped_only_while_the_partitions_it_passed_are_unchanged(s
     assert gates.skip_reason(Lake(lake), quiet, ["2024-03-01", "2024-03-02"]) is None, "a date no gate has passed"
     assert gates.skip_reason(Lake(lake), RUN_ID, ["2024-03-01"]) is None, "a run that wrote rows"
 
-    folder = partition(Lake(lake).events, "event_date", "2024-03-01")
+    folder = partition(Lake(lake).events, "2024-03-01")
     copied = min(folder.glob("*.parquet"))
     (folder / f"copy-{copied.name}").write_bytes(copied.read_bytes())
     assert gates.skip_reason(Lake(lake), quiet, ["2024-03-01"]) is None, "a changed partition is checked again"

@@ -61,8 +61,21 @@ class Api:
         self.call("PATCH", self.dag, {"is_paused": False})
 
     def backfill(self, first: str, last: str, conf: dict | None = None) -> dict:
-        """Daily runs for the logical dates first..last (YYYY-MM-DD), one at a time."""
+        """Daily runs for the logical dates first..last (YYYY-MM-DD), one at a time.
+
+        The API server answered a backfill asked for just after the DAG was registered with 500 once in
+        a while: asked again (a few times), unless the first request created it after all."""
         body = {"dag_id": self.dag_id, "from_date": f"{first}T00:00:00Z", "to_date": f"{last}T00:00:00Z", "max_active_runs": 1}
+        for _ in range(4):
+            try:
+                return dict(self.call("POST", "/api/v2/backfills", {**body, "dag_run_conf": conf or {}}))
+            except urllib.error.HTTPError as failed:
+                if failed.code != 500:
+                    raise
+            time.sleep(3)
+            made = self.call("GET", f"/api/v2/backfills?dag_id={self.dag_id}")["backfills"]
+            if made:
+                return dict(made[-1])
         return dict(self.call("POST", "/api/v2/backfills", {**body, "dag_run_conf": conf or {}}))
 
     def trigger(self) -> str:

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import duckdb
 
-from jobs.lake import Lake
-from jobs.lake_status import failure_line, reports, verdict_of
+from jobs.lake import EVENT_DATE, REASON, Lake
+from jobs.report import failure_line, read_reports, verdict_of
 
 
 def latest(folder: Path) -> dict | None:
-    found = reports(folder)
+    found = read_reports(folder)
     return found[-1] if found else None
 
 
@@ -24,14 +24,14 @@ def summarize(lake: Lake) -> str:
     events = lake.events
     table = f"read_parquet('{events}/*/*.parquet', hive_partitioning = true)"
     db = duckdb.connect()
-    lines = [f"events table: {events}  (Hive partitions event_date=YYYY-MM-DD)"]
+    lines = [f"events table: {events}  (Hive partitions {EVENT_DATE}=YYYY-MM-DD)"]
     if not any(events.glob("*/*.parquet")):
         lines.append("  no rows yet")
     else:
-        total, dates = db.execute(f"select count(*), count(distinct event_date) from {table}").fetchone() or (0, 0)
+        total, dates = db.execute(f"select count(*), count(distinct {EVENT_DATE}) from {table}").fetchone() or (0, 0)
         lines.append(f"  {total} rows in {dates} event dates")
-        lines.append("rows per event_date:")
-        for day, rows in db.execute(f"select event_date, count(*) from {table} group by 1 order by 1").fetchall():
+        lines.append(f"rows per {EVENT_DATE}:")
+        for day, rows in db.execute(f"select {EVENT_DATE}, count(*) from {table} group by 1 order by 1").fetchall():
             lines.append(f"  {day}  {rows:>8}")
         lines.append("top eventSources:")
         for source, rows in db.execute(f"select eventSource, count(*) n from {table} group by 1 order by n desc, 1 limit 5").fetchall():
@@ -39,7 +39,7 @@ def summarize(lake: Lake) -> str:
     quarantine = lake.quarantine
     lines.append(f"quarantine: {quarantine}")
     if any(quarantine.glob("*/*.parquet")):
-        query = f"select reason, count(*) from read_parquet('{quarantine}/*/*.parquet', hive_partitioning = true) group by 1 order by 1"
+        query = f"select {REASON}, count(*) from read_parquet('{quarantine}/*/*.parquet', hive_partitioning = true) group by 1 order by 1"
         lines.extend(f"  {reason:<24}{count:>8}" for reason, count in db.execute(query).fetchall())
     else:
         lines.append("  nothing quarantined")

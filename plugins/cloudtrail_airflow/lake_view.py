@@ -38,6 +38,7 @@ from fastapi.responses import HTMLResponse
 from cloudtrail_airflow.settings import INGEST_DAG_ID, Settings, load_settings
 from jobs import lake_status as status
 from jobs.lake import Lake
+from jobs.report import verdict_of
 
 app = FastAPI(title="CloudTrail lake", dependencies=[Depends(requires_access_dag("GET", param_dag_id=INGEST_DAG_ID))])
 
@@ -182,14 +183,14 @@ def _quarantine(found: status.Quarantined) -> str:
     by_day = [[escape(day), *(f"{counts.get((reason, day), 0):,}" for reason in reasons)] for day in days]
     heading = f"<p class='muted'>Rows quarantined by the day they arrived, the newest {QUARANTINE_DAYS} days with any.</p>"
     parts = [heading + _table(["arrived", *reasons], by_day, numeric=frozenset(range(1, len(reasons) + 1)))]
-    for reason in sorted({s["reason"] for s in found.samples}):
-        samples = [s for s in found.samples if s["reason"] == reason]
+    for reason in sorted({s.reason for s in found.samples}):
+        samples = [s for s in found.samples if s.reason == reason]
         rows = [
             [
-                escape(s["source_file"]),
-                "whole file" if s["record_index"] is None else str(s["record_index"]),
-                escape(s["detail"] or ""),
-                f"<code>{escape(s['record'] or '')}</code>" + (" ..." if (s["record_chars"] or 0) > status.SAMPLE_CHARS else ""),
+                escape(s.source_file),
+                "whole file" if s.record_index is None else str(s.record_index),
+                escape(s.detail or ""),
+                f"<code>{escape(s.record or '')}</code>" + (" ..." if (s.record_chars or 0) > status.SAMPLE_CHARS else ""),
             ]  # fmt: skip
             for s in samples
         ]
@@ -350,7 +351,7 @@ def gates_page(request: Request) -> HTMLResponse:
             escape(str(gate.get("validated_at", ""))),
             table,
             escape(str(gate.get("run_id"))),
-            escape(status.verdict_of(gate)),
+            escape(verdict_of(gate)),
             escape(", ".join(map(str, gate.get("event_dates", [])))[:200]),
             f"{len(gate.get('failed_critical', [])):,}",
             f"{len(gate.get('warnings', [])):,}",
@@ -359,7 +360,7 @@ def gates_page(request: Request) -> HTMLResponse:
         for table, gate in found
     ]
     head = ["validated", "tables", "run", "verdict", "event dates", "critical failures", "warnings", ""]
-    classes = ["failed" if status.verdict_of(gate) == "failed" else "" for _, gate in found]
+    classes = ["failed" if verdict_of(gate) == "failed" else "" for _, gate in found]
     body = _table(head, rows, classes, numeric=frozenset({5, 6})) if rows else "<p>no gate has run</p>"
     return _page("CloudTrail lake: gate runs", body, started)
 
@@ -372,7 +373,7 @@ def gate_page(table: str, run_id: str) -> HTMLResponse:
     if gate is None:
         return _page("CloudTrail lake: gate", f"<p>No {escape(table)} gate report for run {escape(run_id)}.</p>", started, status_code=404)
     summary = (
-        f"<p>Run <code>{escape(run_id)}</code>: {escape(status.verdict_of(gate))}, validated {escape(str(gate.get('validated_at')))}"
+        f"<p>Run <code>{escape(run_id)}</code>: {escape(verdict_of(gate))}, validated {escape(str(gate.get('validated_at')))}"
         f" on event dates {escape(', '.join(map(str, gate.get('event_dates', []))))}"
         + (f", {gate['rows_validated']:,} rows" if isinstance(gate.get("rows_validated"), int) else "")
         + (f". {escape(str(gate['reason']))}" if gate.get("reason") else "") + ".</p>"

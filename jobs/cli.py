@@ -1,0 +1,125 @@
+"""The command line every job shares (stdlib only): where the lake and the landing zone are, a run's id,
+date ranges, durations and sizes, and what each exit code means.
+
+A job's `main` builds its parser here, parses its arguments into its one config object, and hands
+its body to `run`, which turns the failures an operator can act on into an exit code and one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Callable
+from datetime import UTC, date, datetime, timedelta
+
+from jobs import options
+from jobs.lake import LakeBusyError
+from jobs.spark_logs import CheckpointError
+
+log = logging.getLogger("cloudtrail")
+
+# Exit codes, the same for every job (README, "The job and the gate also run on their own").
+OK = 0
+FAILED = 1  # the run failed, or its gate did
+USAGE = 2  # bad arguments, or a checkpoint the job cannot use as it is
+ROWS_LOST = 3  # the de-duplication watermark dropped rows (docs/design.md, "Recovering dropped rows")
+LAKE_BUSY = 75  # another writer held the lake longer than the job waits (EX_TEMPFAIL: try again later)
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """The module docstring as written, and each option's default in its help."""
+
+
+def parser(prog: str, doc: str | None) -> argparse.ArgumentParser:
+    return argparse.ArgumentParser(prog=prog, description=doc, formatter_class=HelpFormatter)
+
+
+def add_lake(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--lake", default=os.environ.get("CLOUDTRAIL_LAKE"), help="root for all outputs [$CLOUDTRAIL_LAKE]")
+
+
+def add_landing(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--landing", default=os.environ.get("CLOUDTRAIL_LANDING"), help="root holding AWSLogs/ [$CLOUDTRAIL_LANDING]")
+
+
+def add_run_id(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--run-id", type=_text, help="id of this run in its reports and rows (any text); None: manual__<UTC time>")
+
+
+def add_lock_wait(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--lock-wait", type=float, default=options.LOCK_WAIT_SECONDS, help="seconds to wait for another writer")
+
+
+def add_dates(parser: argparse.ArgumentParser, what: str, first: str = "--from-date", last: str = "--to-date") -> None:
+    parser.add_argument(first, type=iso_date, help=f"first {what} (YYYY-MM-DD)")
+    parser.add_argument(last, type=iso_date, help=f"last {what} (YYYY-MM-DD)")
+
+
+def run_id(given: str | None, kind: str = "manual") -> str:
+    """The run id given, or `<kind>__<UTC time>`: unique to the microsecond, so a retry never takes an attempt's reports."""
+    return given or f"{kind}__{datetime.now(tz=UTC).isoformat(timespec='microseconds')}"
+
+
+def required(parser: argparse.ArgumentParser, args: argparse.Namespace, *names: str) -> None:
+    missing = [name for name in names if not getattr(args, name)]
+    if missing:
+        shown = " and ".join(f"--{name.replace('_', '-')}" for name in missing)
+        parser.error(f"{shown} required (--lake and --landing may come from $CLOUDTRAIL_LAKE and $CLOUDTRAIL_LANDING)")
+
+
+def date_range(parser: argparse.ArgumentParser, first: date | None, last: date | None, names: str) -> tuple[date, ...] | None:
+    """The dates first..last; None when neither is given. Both go together, the first not after the second."""
+    if first is None and last is None:
+        return None
+    if first is None or last is None or first > last:
+        parser.error(f"{names} go together, the first not after the second")
+    return options.date_range(first, last)
+
+
+def _text(value: str) -> str:
+    if not value.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return value
+
+
+def iso_date(text: str) -> date:
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a date (YYYY-MM-DD)") from None
+
+
+def duration(text: str) -> timedelta:
+    try:
+        return options.duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def size(text: str) -> int:
+    try:
+        return options.size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def run(body: Callable[[], int]) -> int:
+    """A job's body, with the job's log lines on stderr; the failures an operator acts on become an exit code and one line."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    try:
+        return body()
+    except LakeBusyError as exc:
+        log.error("%s", exc)
+        return LAKE_BUSY
+    except CheckpointError as exc:
+        log.error("%s", exc)
+        return USAGE

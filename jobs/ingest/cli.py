@@ -1,0 +1,133 @@
+"""Ingest new CloudTrail files into the event-date partitioned Parquet table, exactly once.
+
+Run it with either of:
+
+    spark-submit --py-files build/jobs.zip jobs/cloudtrail_ingest.py --landing DIR --lake DIR [options]
+    python -m jobs.cloudtrail_ingest --landing DIR --lake DIR [options]
+
+--landing/--lake default to $CLOUDTRAIL_LANDING/$CLOUDTRAIL_LAKE. The run lists every file
+under <landing>/AWSLogs/ that the ledger has not taken (jobs/ledger.py), reads them
+(Trigger.AvailableNow, in rate-limited batches, oldest first), writes <lake>/events/event_date=YYYY-MM-DD/,
+<lake>/quarantine/reason=.../ and <lake>/reports/ingest/<run id>.json, and exits 0.
+Exit codes (jobs/cli.py): 1 the run failed, 2 bad arguments or an unusable checkpoint, 3 rows would
+have been lost, 75 another writer held the lake.
+With --gate-from/--gate-to the run also validates, in this application, those event dates and
+the ones it wrote (when it wrote or quarantined anything), as jobs/validate_events.py would in
+a second one: the verdict is in <lake>/reports/dq/<run id>.json, the exit code does not carry it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from jobs import cli, gate, options, validate_events
+from jobs.dedup import Dedup
+from jobs.ingest.config import IngestConfig
+from jobs.ingest.run import run
+from jobs.ingest.stream import build_session
+from jobs.lake import Lake, LakeLock
+from jobs.ledger import LedgerOptions
+from jobs.quarantine import Replay
+from jobs.session import JobSession, for_table_reads
+
+log = logging.getLogger("cloudtrail_ingest")
+
+
+class _DeprecatedAlias(argparse.Action):
+    """An old option name that still works, with a warning naming the new one."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option: str | None = None) -> None:
+        log.warning("%s is deprecated: use --%s", option, self.dest.replace("_", "-"))
+        setattr(namespace, self.dest, values)
+
+
+def parse_args(argv: Sequence[str] | None = None) -> IngestConfig:
+    parser = cli.parser("cloudtrail_ingest", __doc__)
+    cli.add_landing(parser)
+    cli.add_lake(parser)
+    cli.add_run_id(parser)
+    parser.add_argument("--trigger", choices=["availableNow", "once"], default="availableNow")
+    parser.add_argument("--max-files-per-trigger", type=cli.positive_int, help="files per batch (availableNow)")
+    parser.add_argument("--max-bytes-per-trigger", type=cli.size, default=options.MAX_BYTES_PER_TRIGGER, help="compressed bytes per batch")
+    parser.add_argument(
+        "--dedup-horizon", type=cli.duration, default=options.DEDUP_HORIZON, help="a copy arriving within this of the first is dropped"
+    )
+    parser.add_argument(
+        "--watermark", dest="dedup_horizon", type=cli.duration, action=_DeprecatedAlias, default=argparse.SUPPRESS,
+        help="deprecated: --dedup-horizon",
+    )  # fmt: skip
+    parser.add_argument("--state-partitions", type=cli.positive_int, default=options.STATE_PARTITIONS, help="fixed by the first run")
+    parser.add_argument("--max-file-age", default=options.MAX_FILE_AGE, help="files older than the newest by more than this are not read")
+    parser.add_argument(
+        "--table-log-retention", type=cli.duration, default=options.TABLE_LOG_RETENTION, help="how long the tables' commit logs list a file"
+    )
+    parser.add_argument(
+        "--source-retention", type=cli.duration, default=options.SOURCE_RETENTION,
+        help="delivery folders this long before the newest one read are no longer tracked file by file",
+    )  # fmt: skip
+    parser.add_argument("--settle", type=cli.duration, default=options.SETTLE, help="files written to more recently wait for a later run")
+    parser.add_argument(
+        "--clock-skew", type=cli.duration, default=options.CLOCK_SKEW,
+        help="an event dated later than its batch by more than this is future-dated: counted, never taken for the newest event",
+    )  # fmt: skip
+    parser.add_argument("--replay-quarantine", action="store_true", help="also read again the quarantined files and records below")
+    parser.add_argument("--replay-reason", action="append", default=[], help="only those quarantined for this reason (repeatable)")
+    cli.add_dates(parser, "delivery date of the files replayed", "--replay-from", "--replay-to")
+    cli.add_dates(parser, "event date the quality gate checks in this application", "--gate-from", "--gate-to")
+    parser.add_argument("--quarantine-threshold", type=float, default=options.QUARANTINE_THRESHOLD, help="the gate's max quarantined share")
+    args = parser.parse_args(argv)
+    cli.required(parser, args, "landing", "lake")
+    if args.replay_from and args.replay_to and args.replay_from > args.replay_to:
+        parser.error(f"--replay-from {args.replay_from} is after --replay-to {args.replay_to}")
+    # One limit per run, as Spark's file source takes: an explicit file limit wins.
+    max_bytes = None if args.max_files_per_trigger else args.max_bytes_per_trigger
+    return IngestConfig(
+        landing=Path(args.landing).absolute(),
+        lake=Lake.at(args.lake),
+        run_id=cli.run_id(args.run_id),
+        trigger=args.trigger,
+        dedup=Dedup(args.dedup_horizon),
+        ledger=LedgerOptions(args.source_retention, args.settle, args.max_files_per_trigger, max_bytes),
+        state_partitions=args.state_partitions,
+        max_file_age=args.max_file_age,
+        table_log_retention=args.table_log_retention,
+        clock_skew=args.clock_skew,
+        replay=Replay(tuple(args.replay_reason), args.replay_from, args.replay_to) if args.replay_quarantine else None,
+        gate_dates=cli.date_range(parser, args.gate_from, args.gate_to, "--gate-from and --gate-to"),
+        quarantine_threshold=args.quarantine_threshold,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    return cli.run(lambda: ingest(parse_args(argv)))
+
+
+def ingest(config: IngestConfig) -> int:
+    """One run under the lake lock, then the gate on what it wrote; the exit code."""
+    started = time.monotonic()
+
+    def build() -> Any:
+        if config.gate_dates is not None:  # GX takes seconds to import: meanwhile the JVM starts and the batches run
+            threading.Thread(target=validate_events.import_gx, daemon=True).start()
+        return build_session(config)
+
+    with LakeLock(config.lake), JobSession(build) as session:
+        config.lake.gate_report(config.run_id).unlink(missing_ok=True)  # this attempt's verdict, or none
+        report = run(config, session)
+        if config.gate_dates is not None and gate.wrote_anything(report.totals()):
+            checked = validate_events.ValidateConfig(
+                config.lake, config.run_id, config.gate_dates, config.quarantine_threshold, config.lake.gate_report(config.run_id)
+            )
+            validate_events.check(for_table_reads(session()), checked)
+    dropped = report.totals()["rows_dropped_by_watermark"]
+    if dropped:
+        log.error("%d rows were dropped by the de-duplication watermark: see docs/design.md, 'Recovering dropped rows'", dropped)
+        return cli.ROWS_LOST
+    log.info("done in %.1f s", time.monotonic() - started)
+    return cli.OK

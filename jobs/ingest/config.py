@@ -1,0 +1,36 @@
+"""What one ingest run is asked to do, parsed once from its command line (jobs/ingest/cli.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, timedelta
+from pathlib import Path
+
+from jobs import options
+from jobs.dedup import Dedup
+from jobs.lake import Lake
+from jobs.ledger import LedgerOptions
+from jobs.quarantine import Replay
+
+
+@dataclass(frozen=True)
+class IngestConfig:
+    landing: Path
+    lake: Lake
+    run_id: str
+    trigger: str = "availableNow"  # or "once": one batch
+    dedup: Dedup = Dedup()
+    ledger: LedgerOptions = LedgerOptions()
+    # The de-duplication state's partitions: fixed by a lake's first run.
+    state_partitions: int = options.STATE_PARTITIONS
+    # Spark's file source option: manifests older than the newest by more than this are not read.
+    max_file_age: str = options.MAX_FILE_AGE
+    # How long the tables' commit logs list a file.
+    table_log_retention: timedelta = options.duration(options.TABLE_LOG_RETENTION)
+    # An event dated later than its batch by more than this is future-dated.
+    clock_skew: timedelta = options.duration(options.CLOCK_SKEW)
+    # Quarantined files and records to read again in this run; None: none.
+    replay: Replay | None = None
+    # Event dates the quality gate checks in this application after the batches; None: no gate here.
+    gate_dates: tuple[date, ...] | None = None
+    quarantine_threshold: float = options.QUARANTINE_THRESHOLD

@@ -1,0 +1,99 @@
+"""One ingest run, as named steps:
+
+open_checkpoint   finish a rebuild's swap a dead run left; read the checkpoint; refuse one the table outgrew
+plan              list the landing zone against the ledger: this run's manifests (and a replay's files)
+stream            sweep, read every manifest not read yet into the tables, sweep (no Spark when nothing is new)
+record_success    the ledger's check time and the last clean batch, for the next run
+report            <lake>/reports/ingest/<run id>.json, whatever happened
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from pyspark.sql import SparkSession
+
+from jobs import options, partitions
+from jobs.checkpoint import CheckpointSnapshot
+from jobs.ingest import stream
+from jobs.ingest.config import IngestConfig
+from jobs.lake import TABLES
+from jobs.ledger import Plan, plan_files, record_success
+from jobs.quarantine import replay_entries
+from jobs.report import RunReport, now_iso
+from jobs.spark_logs import last_commit
+from jobs.sweep import sweep_lake
+
+log = logging.getLogger("cloudtrail_ingest")
+
+
+def run(config: IngestConfig, session: Callable[[], SparkSession]) -> RunReport:
+    """One ingest run; `session` is called for the SparkSession only if there is work to do."""
+    checkpoint = open_checkpoint(config)
+    with reported(config, checkpoint) as report:
+        files = plan(config, checkpoint)
+        report.ledger = files.summary()
+        if files.taken == 0 and files.pending == 0 and checkpoint.settled:
+            # A streaming query would find nothing: skip Spark altogether.
+            log.info("nothing new in %s since the last successful run; Spark not started", config.landing)
+            report.swept_files = dict.fromkeys(TABLES, 0)
+        else:
+            report.swept_files = ingest(session(), config, checkpoint, report)
+        record_success(config.lake.checkpoint, files, last_commit(config.lake.checkpoint).batch_id)
+    return report
+
+
+def open_checkpoint(config: IngestConfig) -> CheckpointSnapshot:
+    partitions.recover(config.lake)  # a rebuild that died mid-swap is finished before anything reads the table
+    checkpoint = CheckpointSnapshot.read(config.lake.checkpoint)
+    checkpoint.check_matches(config.lake.events)
+    return checkpoint
+
+
+def plan(config: IngestConfig, checkpoint: CheckpointSnapshot) -> Plan:
+    replay = replay_entries(config.lake, config.replay) if config.replay else []
+    return plan_files(checkpoint, config.lake.manifests, config.landing, config.ledger, config.dedup, replay)
+
+
+def ingest(spark: SparkSession, config: IngestConfig, checkpoint: CheckpointSnapshot, report: RunReport) -> dict[str, int]:
+    """The stream between two sweeps; the data files each sweep moved aside, per table.
+
+    Debris of a crashed attempt is swept before a compaction can age its neighbours out of the log,
+    and a successful run always leaves a clean table, whatever earlier crashed attempts left."""
+    before = sweep_lake(spark, config.lake)
+    stream.stream(spark, config, checkpoint.watermark, report)
+    after = sweep_lake(spark, config.lake)
+    return {table: before[table] + after[table] for table in TABLES}
+
+
+@contextmanager
+def reported(config: IngestConfig, checkpoint: CheckpointSnapshot) -> Iterator[RunReport]:
+    """The run's report, written when the run ends, succeeded or failed."""
+    report = RunReport(
+        run_id=config.run_id,
+        landing=str(config.landing),
+        lake=str(config.lake.root),
+        trigger=config.trigger,
+        started_at=now_iso(),
+        watermark_before=checkpoint.watermark.isoformat() if checkpoint.watermark else None,
+        dedup_horizon=options.duration_text(config.dedup.horizon),
+    )
+    try:
+        yield report
+        report.status = "succeeded"
+    except Exception as exc:
+        report.status, report.error = "failed", str(exc).splitlines()[0][:2000]
+        raise
+    finally:
+        after = last_commit(config.lake.checkpoint).watermark
+        report.watermark_after = after.isoformat() if after else None
+        report.finished_at = now_iso()
+        path = report.write()
+        totals = report.totals()
+        log.info(
+            "run %s %s: %d files, %d records, %d rows written, %d duplicates dropped, %d quarantined; report %s",
+            config.run_id, report.status, totals["files_read"], totals["records_read"], totals["rows_written"],
+            totals["duplicates_dropped"], totals["quarantined"], path,
+        )  # fmt: skip

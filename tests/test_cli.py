@@ -1,0 +1,157 @@
+"""One owner per concept: the shared command line and its exit codes, the ingest's one config, the report
+files, and the lake's folder names, each asked of its module and found nowhere else."""
+
+from __future__ import annotations
+
+import ast
+import json
+import logging
+import re
+import subprocess
+import sys
+from datetime import date, timedelta
+from pathlib import Path
+
+import pytest
+
+from jobs import cli, options
+from jobs.dedup import Dedup
+from jobs.ingest.cli import parse_args
+from jobs.lake import EVENT_DATE, REASON, VALIDATED, Lake, LakeBusyError, partition, partition_folders, partition_value
+from jobs.ledger import LedgerOptions
+from jobs.report import gate_report, read_report, read_reports, skipped_gate_report, verdict_of, write_json
+from jobs.spark_logs import CheckpointError
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.unit
+
+
+def test_the_failures_an_operator_acts_on_become_an_exit_code_and_one_line(caplog):
+    def busy() -> int:
+        raise LakeBusyError("another ingest run is writing to this lake")
+
+    def damaged() -> int:
+        raise CheckpointError("the checkpoint is missing")
+
+    assert (cli.run(busy), cli.run(damaged), cli.run(lambda: cli.OK)) == (75, 2, 0)
+    assert [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR] == [
+        "another ingest run is writing to this lake",
+        "the checkpoint is missing",
+    ]
+    with pytest.raises(RuntimeError):
+        cli.run(lambda: (_ for _ in ()).throw(RuntimeError("a bug is a traceback, not a quiet exit code")))  # type: ignore[arg-type]
+
+
+def test_the_ingest_arguments_become_one_config_with_parsed_durations(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("CLOUDTRAIL_LANDING", str(tmp_path / "landing"))
+    monkeypatch.setenv("CLOUDTRAIL_LAKE", str(tmp_path / "lake"))
+    config = parse_args(["--dedup-horizon", "6 hours", "--settle", "0 seconds", "--max-files-per-trigger", "5", "--gate-from", "2024-03-01",
+                         "--gate-to", "2024-03-02", "--clock-skew", "2 minutes"])  # fmt: skip
+    assert config.landing == tmp_path / "landing" and config.lake == Lake.at(tmp_path / "lake")
+    assert config.dedup == Dedup(timedelta(hours=6)) and config.clock_skew == timedelta(minutes=2)
+    assert config.ledger == LedgerOptions(timedelta(days=7), timedelta(0), 5, None), "a file limit replaces the byte limit"
+    assert config.gate_dates == (date(2024, 3, 1), date(2024, 3, 2))
+    assert config.run_id.startswith("manual__") and parse_args([]).run_id != config.run_id, "unique to the microsecond"
+    assert parse_args(["--watermark", "1 day"]).dedup.horizon == timedelta(days=1), "the deprecated alias still works"
+    defaults = parse_args([])
+    assert defaults.ledger.max_bytes == options.size(options.MAX_BYTES_PER_TRIGGER) and defaults.dedup.horizon == timedelta(days=2)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--dedup-horizon", "two days"],
+        ["--gate-from", "2024-03-02", "--gate-to", "2024-03-01"],
+        ["--gate-from", "2024-03-02"],
+        ["--replay-from", "2024-03-02", "--replay-to", "2024-03-01"],
+        ["--max-files-per-trigger", "0"],
+        ["--run-id", " "],
+    ],
+)
+def test_bad_arguments_exit_2_before_anything_runs(argv: list[str], tmp_path: Path, capsys):
+    with pytest.raises(SystemExit) as refused:
+        parse_args(["--landing", str(tmp_path), "--lake", str(tmp_path), *argv])
+    assert refused.value.code == cli.USAGE and "error:" in capsys.readouterr().err
+
+
+def test_the_dedup_policy_is_one_object():
+    dedup = Dedup(timedelta(days=2))
+    assert dedup.delay == timedelta(days=1) and dedup.key == "eventID"
+    assert [options.duration_text(options.duration(text)) for text in ("2 days", "90 minutes", "1 hour", "0 seconds")] == [
+        "2 days", "90 minutes", "1 hour", "0 seconds",
+    ]  # fmt: skip
+
+
+def test_a_report_is_written_whole_and_read_back_and_every_gate_report_has_a_verdict(tmp_path: Path):
+    lake = Lake.at(tmp_path)
+    failed = gate_report("r1", [date(2024, 3, 1)], {"failed_critical": [{"suite": "s"}], "warnings": [], "suites": {}})
+    passed = gate_report("r2", ["2024-03-02"], {"failed_critical": [], "warnings": [], "suites": {}}, rows_validated=3)
+    write_json(lake.gate_report("r1"), failed)
+    write_json(lake.gate_report("r2"), passed)
+    write_json(lake.validated, {"2024-03-01": {}})
+    (lake.gate_reports / "torn.json").write_text('{"run_id": "r3", "verd')  # a report damaged by hand
+    assert [r["run_id"] for r in read_reports(lake.gate_reports)] == ["r1", "r2"], "the index and a damaged report are not reports"
+    assert [verdict_of(r) for r in read_reports(lake.gate_reports)] == ["failed", "passed"]
+    assert read_report(lake.gate_report("r2")) == json.loads(json.dumps(passed)) and passed["event_dates"] == ["2024-03-02"]
+    assert verdict_of(skipped_gate_report("r4", [], "nothing new")) == "skipped"
+    assert verdict_of({"failed_critical": [{"suite": "s"}]}) == "failed", "a rebuild's report from before gate_report"
+    assert not list(lake.gate_reports.glob(".*")), "no partial file left behind"
+
+
+def test_partition_folders_are_named_by_the_lake():
+    lake = Lake.at("/lake")
+    assert partition(lake.events, "2024-03-01") == Path(f"/lake/events/{EVENT_DATE}=2024-03-01")
+    assert partition(lake.quarantine, "not_json") == Path(f"/lake/quarantine/{REASON}=not_json")
+    assert partition(lake.staging("backfill__x") / "events", "2024-03-01").name == f"{EVENT_DATE}=2024-03-01"
+    assert partition_value(Path(f"/lake/events/{EVENT_DATE}=2024-03-01")) == "2024-03-01"
+    assert partition_folders(Path("/nonexistent/events")) == []
+    assert lake.staging("..").parent == lake.staging_root and lake.ingest_report("..").parent == lake.ingest_reports
+
+
+# How the lake's folder and file names would be spelled: a partition column's name (`reason` only as a folder,
+# `reason=`: it is a word of other things too), the folders that only name folders, and the file names.
+SPELLINGS = {
+    EVENT_DATE: re.compile(rf"\b{EVENT_DATE}\b"),
+    REASON: re.compile(rf"(?<![\w-]){REASON}="),
+    **{name: re.compile(rf"\b{name}\b") for name in ("_staging", "_replaced", "_swept", "_checkpoints")},
+    **{name: re.compile(rf"(^|/){re.escape(name)}(/|$)") for name in ("reports", "ingest.lock", VALIDATED)},
+}
+SOURCES = [p for folder in ("jobs", "plugins", "tools", "dags", "bench") for p in (ROOT / folder).rglob("*.py")]
+
+
+def _strings(tree: ast.AST) -> list[tuple[int, str]]:
+    """Every string constant of a module but its docstrings (f-strings' literal parts included)."""
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.FunctionDef | ast.ClassDef | ast.AsyncFunctionDef)
+        and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)
+    }  # fmt: skip
+    constants = [n for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docstrings]
+    return [(n.lineno, n.value) for n in constants]
+
+
+def test_each_folder_name_and_exit_code_is_spelled_in_one_module():
+    spelled: list[str] = []
+    for path in SOURCES:
+        tree = ast.parse(path.read_text())
+        where = path.relative_to(ROOT).as_posix()
+        if where != "jobs/lake.py":
+            for line, text in _strings(tree):
+                spelled += [f"{where}:{line}: {name}" for name, spelling in SPELLINGS.items() if spelling.search(text)]
+        if where != "jobs/cli.py":
+            spelled += [f"{where}:{n.lineno}: exit code 75" for n in ast.walk(tree) if isinstance(n, ast.Constant) and n.value == 75]
+    assert spelled == [], "\n".join(spelled)
+
+
+def test_the_pre_commit_hooks_run_what_make_lint_runs():
+    import yaml
+
+    config = ROOT / ".pre-commit-config.yaml"
+    subprocess.run([str(Path(sys.executable).with_name("pre-commit")), "validate-config", str(config)], check=True, capture_output=True)
+    entries = [hook["entry"].removeprefix(".venv/bin/") for repo in yaml.safe_load(config.read_text())["repos"] for hook in repo["hooks"]]
+    lint = (ROOT / "Makefile").read_text().split("\nlint:", 1)[1].split("\n\n", 1)[0]
+    commands = [line.strip() for line in lint.splitlines()[1:]]
+    assert [entry.split(" ")[:2] for entry in entries] == [command.split(" ")[:2] for command in commands] == [
+        ["ruff", "check"], ["ruff", "format"], ["mypy", "jobs"],
+    ]  # fmt: skip
