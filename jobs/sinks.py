@@ -1,10 +1,11 @@
-"""Exactly-once Parquet output for foreachBatch, through Spark's own file sink.
+"""Exactly-once Parquet output for foreachBatch, committed through Spark's own file sink log.
 
-One query has two outputs (events and quarantine), so the query ends in foreachBatch;
-each output is written by Spark's FileStreamSink, the same class `writeStream.format
-("parquet")` uses: data files are listed in `<path>/_spark_metadata/<batchId>` only
-after they are all written, and a batch id already in that log is skipped, so a batch
-replayed after a crash is never written twice.
+One query has two outputs (events and quarantine), so the query ends in foreachBatch. Both
+tables' files are written in one Spark job (`write_tables`: cloudtrail.TableWriter, jobs/java/),
+then each table's are listed in `<table>/_spark_metadata/<batchId>` by the log of Spark's
+FileStreamSink, the class `writeStream.format("parquet")` uses, with its rule: a batch id already
+in a table's log is not written to that table again, so a batch replayed after a crash is never
+written twice.
 
 The log keeps entries for `retention` only (the sink's own option, SPARK-27188): without
 it every compaction rewrites every file ever written (SPARK-24295). So the log is the
@@ -14,10 +15,15 @@ sweep keeps equal to the committed table (docs/design.md, "Reading the table").
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlparse
 
 from pyspark.sql import DataFrame, SparkSession
+
+from jobs.lake import EVENT_DATE, REASON, Lake
 
 # Set to "true" in every session that reads these tables: read the folders, not the retention-bounded log.
 IGNORE_SINK_LOG = "spark.sql.streaming.fileStreamSink.ignoreMetadata"
@@ -29,7 +35,7 @@ class ParquetSink:
     def __init__(self, spark: SparkSession, path: str, partition_by: list[str], retention_ms: int | None = None) -> None:
         jvm = spark._jvm
         assert jvm is not None, "ParquetSink needs a classic (non-Connect) SparkSession"
-        self.path = path
+        self.path, self._spark = path, spark
         options = {"retention": str(retention_ms)} if retention_ms is not None else {}
         self._sink = jvm.org.apache.spark.sql.execution.streaming.sinks.FileStreamSink(
             spark._jsparkSession,
@@ -44,9 +50,41 @@ class ParquetSink:
         latest = self._log.getLatestBatchId()
         return bool(latest.isDefined() and latest.get() >= batch_id)
 
-    def add_batch(self, batch_id: int, rows: DataFrame) -> None:
-        self._sink.addBatch(batch_id, rows._jdf)
+    def commit(self, batch_id: int, files: list[str]) -> None:
+        """List `files` (written by `write_tables`) in the table's log under `batch_id`: from then on they are the table's."""
+        jvm = self._spark._jvm
+        assert jvm is not None
+        paths = self._spark.sparkContext._gateway.new_array(jvm.java.lang.String, len(files))  # type: ignore[union-attr]
+        for index, path in enumerate(files):
+            paths[index] = path
+        if not jvm.cloudtrail.TableWriter.commit(self._log, batch_id, paths, self._spark._jsc.hadoopConfiguration()):
+            raise RuntimeError(f"batch {batch_id} of {self.path} was committed meanwhile by another writer")
 
     def logged_files(self) -> dict[Path, int]:
         """Data files the log lists (those within retention), with the modification time (ms) it recorded."""
         return {Path(unquote(urlparse(entry.path()).path)): entry.modificationTime() for entry in self._log.allFiles()}
+
+
+@dataclass(frozen=True)
+class Written:
+    """What `write_tables` wrote, not committed yet: per table, its files; and the batch's figures per
+    (reason, event date in days, source file): rows, late, implausible, future-dated, newest event time (µs)."""
+
+    files: dict[str, list[str]]
+    groups: list[list[Any]]
+
+
+def write_tables(rows: DataFrame, lake: Lake, batch_id: int, events: bool, quarantine: bool) -> Written:
+    """Write a batch's rows (jobs/transforms.table_rows) into both tables' partition folders in one Spark job;
+    `events`/`quarantine` False: that table has the batch already (its rows are counted, not written)."""
+    jvm = rows.sparkSession._jvm
+    assert jvm is not None, "write_tables needs a classic (non-Connect) SparkSession"
+    result = jvm.cloudtrail.TableWriter.write(
+        rows._jdf, str(lake.events), EVENT_DATE, events, str(lake.quarantine), REASON, quarantine, batch_id
+    )
+    body = json.loads(result)
+    tables = (lake.events.name, lake.quarantine.name)
+    files: dict[str, list[str]] = {name: [] for name in tables}
+    for table, path in body["files"]:
+        files[tables[table]].append(path)
+    return Written(files, body["groups"])

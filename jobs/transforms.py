@@ -33,7 +33,7 @@ from jobs.decode import (
     salvage_records,
 )
 from jobs.dedup import Dedup
-from jobs.lake import REASON
+from jobs.lake import EVENT_DATE, REASON
 from jobs.schema import (
     DERIVED_FIELDS,
     EVENT_TIME_FORMAT,
@@ -387,18 +387,61 @@ def split_events(rows: DataFrame) -> DataFrame:
     return rows.where(F.col("_reason").isNull()).select(*EVENTS_SCHEMA.fieldNames())
 
 
+def _quarantine_columns() -> dict[str, Column]:
+    """The quarantine table's columns, from a batch's rows, in table column order."""
+    return {
+        "source_file": F.col("_source_file"),
+        "record_index": F.col("_record_index").cast("int"),
+        "record": F.col("_record_text"),
+        "detail": F.col("_detail"),
+        "_ingest_run_id": F.col("_ingest_run_id"),
+        "_ingest_time": F.col("_ingest_time"),
+        REASON: F.col("_reason"),
+    }
+
+
 def split_quarantine(rows: DataFrame) -> DataFrame:
     """The rows that go to quarantine, with their reason."""
-    return (
-        rows.where(F.col("_reason").isNotNull())
-        .select(
-            F.col("_source_file").alias("source_file"),
-            F.col("_record_index").cast("int").alias("record_index"),
-            F.col("_record_text").alias("record"),
-            F.col("_detail").alias("detail"),
-            "_ingest_run_id",
-            "_ingest_time",
-            F.col("_reason").alias(REASON),
-        )
-        .select(*QUARANTINE_SCHEMA.fieldNames())
+    return rows.where(F.col("_reason").isNotNull()).select(*(column.alias(name) for name, column in _quarantine_columns().items()))
+
+
+# A table's data columns: all but its partition column, which the folder holds.
+EVENTS_DATA = [name for name in EVENTS_SCHEMA.fieldNames() if name != EVENT_DATE]
+QUARANTINE_DATA = [name for name in QUARANTINE_SCHEMA.fieldNames() if name != REASON]
+
+
+def table_rows(rows: DataFrame, ingested_at: datetime, clock_skew: timedelta) -> DataFrame:
+    """A batch's rows as both tables take them in one write (jobs/sinks.write_tables, in its order): the events
+    table's row or the quarantine's (a struct of its data columns), the partition values, and what the batch's
+    figures count: the source file, the event time, and whether the event is late, implausible, or dated after
+    the batch by more than `clock_skew` (future-dated: counted, never a place's newest event)."""
+    event = F.col("_reason").isNull()
+    quarantine = _quarantine_columns()
+    stamped = rows.transform(stamp_ingest_time, ingested_at)
+    return stamped.select(
+        F.when(event, F.struct(*EVENTS_DATA)).alias("events"),
+        F.when(~event, F.struct(*(quarantine[name].alias(name) for name in QUARANTINE_DATA))).alias("quarantine"),
+        F.col(EVENT_DATE),
+        F.col("_reason").alias(REASON),
+        F.col("_source_file"),
+        F.col("eventTime"),
+        F.col("_late"),
+        implausible_event_time(F.col("eventTime"), F.col("_arrival_time")).alias("implausible"),
+        (F.col("eventTime") > F.lit(ingested_at + clock_skew)).alias("future_dated"),
+        F.lit(True).alias("counted"),
+    )
+
+
+def kept_rows(kept: DataFrame) -> DataFrame:
+    """Quarantine rows a batch keeps from the files its reads replace (jobs/quarantine.py), shaped as table_rows'
+    rows: written with the batch, not counted in its figures."""
+    events = T.StructType([field for field in EVENTS_SCHEMA.fields if field.name != EVENT_DATE])
+    return kept.select(
+        F.lit(None).cast(events).alias("events"),
+        F.struct(*QUARANTINE_DATA).alias("quarantine"),
+        F.lit(None).cast("date").alias(EVENT_DATE),
+        F.col(REASON),
+        F.col("source_file").alias("_source_file"),
+        F.lit(None).cast("timestamp").alias("eventTime"),
+        *(F.lit(False).alias(flag) for flag in ("_late", "implausible", "future_dated", "counted")),
     )

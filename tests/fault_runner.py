@@ -57,7 +57,7 @@ def main() -> int:
 
     calls = {"batches": 0}
     original_call = BatchWriter.__call__
-    original_add = ParquetSink.add_batch
+    original_commit = ParquetSink.commit
 
     def call(self, rows, batch_id):  # type: ignore[no-untyped-def]
         index = calls["batches"]
@@ -71,14 +71,14 @@ def main() -> int:
         if index == target and phase == "committing_state":
             die()
 
-    def add_batch(self, batch_id, rows):  # type: ignore[no-untyped-def]
+    def commit(self, batch_id, files):  # type: ignore[no-untyped-def]
         is_events = self.path.endswith("/events")
         if calls["batches"] - 1 == target and phase == "between_outputs" and is_events:
             die()
-        original_add(self, batch_id, rows)
+        original_commit(self, batch_id, files)
 
     BatchWriter.__call__ = call  # type: ignore[method-assign]
-    ParquetSink.add_batch = add_batch  # type: ignore[method-assign]
+    ParquetSink.commit = commit  # type: ignore[method-assign]
     return cli.main(job_args)
 
 

@@ -2,7 +2,7 @@
 
 import json
 import tempfile
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -12,8 +12,20 @@ from pyspark.testing import assertDataFrameEqual
 
 from jobs.decode import decode_files
 from jobs.dedup import Dedup
+from jobs.ingest.batch_writer import batch_figures
+from jobs.lake import Lake
 from jobs.ledger import MANIFEST_DDL
-from jobs.transforms import mark_dedup_key, normalize_records, parse_containers, split_events, split_quarantine, stamp_ingest_time
+from jobs.sinks import write_tables
+from jobs.transforms import (
+    mark_dedup_key,
+    mark_late,
+    normalize_records,
+    parse_containers,
+    split_events,
+    split_quarantine,
+    stamp_ingest_time,
+    table_rows,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -204,6 +216,32 @@ def test_split_sends_each_row_to_exactly_one_output(spark):
         [Row(record_index=1, reason="missing_event_id"), Row(record_index=2, reason="unparseable_event_time")],
     )
     assert json.loads(quarantine.where("record_index = 1").first().record)["eventSource"] == "s3.amazonaws.com"
+
+
+def test_one_write_puts_each_row_in_one_table_and_counts_the_batch(spark, tmp_path):
+    rows = normalized(
+        spark, record("a"), record(None), record("b", event_time="2024-01-01T23:30:00Z"), record("f", event_time="2030-01-01T00:00:00Z")
+    ).transform(mark_late, timedelta(hours=1))
+    lake = Lake(tmp_path)
+    written = write_tables(table_rows(rows, ARRIVAL, timedelta(minutes=15)), lake, 0, events=True, quarantine=True)
+    events = spark.read.parquet(str(lake.events)).select("eventID", F.col("event_date").cast("string"), "_ingest_time")
+    assertDataFrameEqual(
+        events,
+        [
+            Row(eventID=i, event_date=d, _ingest_time=ARRIVAL.replace(tzinfo=None))
+            for i, d in [("a", "2024-01-01"), ("b", "2024-01-01"), ("f", "2030-01-01")]
+        ],
+    )
+    quarantine = spark.read.parquet(str(lake.quarantine)).select("record_index", "reason")
+    assertDataFrameEqual(quarantine, [Row(record_index=1, reason="missing_event_id")])
+    assert sorted(Path(f).parent.name for f in written.files["events"]) == ["event_date=2024-01-01", "event_date=2030-01-01"]
+    figures = batch_figures(written.groups)
+    assert figures.written == {"2024-01-01": 2, "2030-01-01": 1} and figures.quarantined == {"missing_event_id": 1}
+    assert (figures.late, figures.late_per_date, figures.implausible) == (1, {"2024-01-01": 1}, 1)  # a: 14 h after; f: years ahead
+    # A table that has the batch already gets no files; the batch is still counted.
+    again = write_tables(table_rows(rows, ARRIVAL, timedelta(minutes=15)), lake, 0, events=False, quarantine=True)
+    assert again.files["events"] == [] and len(again.files["quarantine"]) == 1
+    assert batch_figures(again.groups).written == figures.written
 
 
 def test_a_record_the_parser_cannot_take_costs_that_record_alone(spark):

@@ -19,7 +19,11 @@ ROOT = Path(__file__).resolve().parents[1]
 JAVA_SOURCES = ROOT / "jobs" / "java"
 # What the helpers compile against, from the Spark this project pins.
 SPARK_JARS = Path(pyspark.__file__).parent / "jars"
-COMPILE_CLASSPATH = ("jackson-core-*.jar", "spark-sql-api_*.jar", "scala-library-*.jar")
+COMPILE_CLASSPATH = (
+    "jackson-core-*.jar", "jackson-databind-*.jar", "jackson-annotations-*.jar", "scala-library-*.jar", "hadoop-client-api-*.jar",
+    "spark-sql-api_*.jar", "spark-sql_*.jar", "spark-catalyst_*.jar", "spark-core_*.jar", "spark-common-utils_*.jar",
+    "spark-common-utils-java_*.jar", "spark-unsafe_*.jar", "jsr305-*.jar", "kryo-shaded-*.jar",
+)  # fmt: skip
 
 
 def build_jobs_zip(target: Path) -> Path:
