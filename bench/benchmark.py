@@ -1,6 +1,7 @@
 """Benchmark the ingest job against baselines measured in the same sitting.
 
     python -m bench.benchmark [--sizes 200000,1000000,2000000] [--repeats 3] [--days 60] [--out BENCHMARKS.md]
+    python -m bench.benchmark --sizes-only     (the peers on each zone, queries, no-op run: not the memory, incremental, 60-day runs)
     python -m bench.benchmark --smoke          (one tiny zone, one repeat: checks the harness runs)
 
 For each landing zone (real-shaped: the real sample records copied with ids and times of their own,
@@ -230,10 +231,11 @@ def noop_vs_bare_submit(landing: Path, lake: Path, repeats: int) -> dict:
     """The job with nothing new, submitted as the DAG submits it, against an empty application."""
     empty = ROOT / "bench" / "empty_app.py"
     job = ["--landing", str(landing), "--lake", str(lake)]
-    submit = ["spark-submit", "--master", "local[*]", "--jars", str(ROOT / "build" / "cloudtrail.jar")]
+    spark_submit = str(Path(sys.executable).parent / "spark-submit")  # pyspark's, beside this interpreter, with or without make's PATH
+    submit = [spark_submit, "--master", "local[*]", "--jars", str(ROOT / "build" / "cloudtrail.jar")]
     noop = [measure([*submit, str(ROOT / "jobs" / "cloudtrail_ingest.py"), *job])[0] for _ in range(repeats)]
     embedded = [measure([sys.executable, "-m", "jobs.cloudtrail_ingest", *job])[0] for _ in range(repeats)]
-    bare = [measure(["spark-submit", "--master", "local[*]", str(empty)])[0] for _ in range(repeats)]
+    bare = [measure([spark_submit, "--master", "local[*]", str(empty)])[0] for _ in range(repeats)]
     return {
         "noop_s": statistics.median(noop),
         "noop_embedded_s": statistics.median(embedded),
@@ -371,6 +373,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shapes", default="other:1000000", help="more zones of other shapes (bench.benchmark.SHAPES), shape:size,...")
     parser.add_argument("--out", type=Path, default=ROOT / "BENCHMARKS.md")
     parser.add_argument("--smoke", action="store_true")
+    parser.add_argument(
+        "--sizes-only",
+        action="store_true",
+        help="the size comparison, analyst queries and no-op run; not the memory, incremental and 60-day runs",
+    )
     parser.add_argument("--days", type=int, default=60, help="simulated daily runs for the metadata sizes")
     parser.add_argument(
         "--reuse-sizes", type=Path, help="take the size comparison and analyst queries from an earlier bench/results.json; measure the rest"
@@ -398,9 +405,9 @@ def main(argv: list[str] | None = None) -> int:
     print("no-op run against a bare spark-submit", flush=True)
     noop = noop_vs_bare_submit(zone(sizes[-1]), scratch / "lake", repeats)
     shutil.rmtree(scratch / "lake")
-    # The smoke run proves the harness on the parts above; these two take minutes whatever the size.
+    # The smoke run proves the harness on the parts above; these take minutes whatever the size.
     incremental = daily = live = None
-    if not args.smoke:
+    if not (args.smoke or args.sizes_only):
         print("driver live heap, smallest backlog against largest", flush=True)
         live = driver_memory(sizes[0], sizes[-1], repeats, scratch)
         print("incremental run against a fresh one", flush=True)
