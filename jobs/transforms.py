@@ -7,8 +7,9 @@ landing files --read_records------> one row per record or problem, typed, with i
               --deduplicate--------> each event once within the de-duplication horizon (jobs/dedup.py)
               --mark_late----------> flags events delivered long after they happened
               --stamp_ingest_time--> when the batch was ingested
-split_events / split_quarantine pick the two outputs apart after de-duplication. The ingest
-stream, a rebuild and a replay of the quarantine all read records through read_records.
+              --table_rows---------> each row as the events table's or the quarantine's, for the one write
+                                     of both (jobs/sinks.write_tables); a rebuild takes split_quarantine.
+The ingest stream, a rebuild and a replay of the quarantine all read records through read_records.
 """
 
 from __future__ import annotations
