@@ -98,8 +98,8 @@ run demo: export PYTHONWARNINGS := ignore:Could not import graphviz,ignore:Using
 run: setup build/jobs.zip $(AIRFLOW_HOME)/airflow.db
 	@mkdir -p $(CLOUDTRAIL_LAKE)
 	@airflow dags test cloudtrail_ingest $(RUN_DATE); code=$$?; \
-		$(PY) -m tools.status --run latest; \
-		[ $$code -eq 0 ] || echo "the DAG run failed (exit $$code): its task logs are under $(AIRFLOW_HOME)/logs"; exit $$code
+		[ $$code -eq 0 ] || echo "THE DAG RUN FAILED (exit $$code): its task logs are under $(AIRFLOW_HOME)/logs; what its ingest job did:"; \
+		$(PY) -m tools.status --run latest; exit $$code
 
 # Freshness per account and region, the backlog, the checkpoint and the last run (the Airflow UI's "CloudTrail lake" page shows the same).
 status: setup
@@ -117,8 +117,10 @@ lint: setup
 	mypy jobs plugins tools
 
 # The tests build their own jobs.zip and jar from the working tree (tests/conftest.py).
+# Two workers: most tests wait on JVMs and subprocesses, so two share the 2 cores well. Each starts
+# with half the tests in order (the longest first: tests/conftest.py), and an idle one takes from the other.
 test: lint debian-deps browser-deps
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 --dist worksteal
 
 # The unit tests: in-process, on static frames and plain files (tests marked `unit`; the rest are `integration`).
 test-fast: setup debian-deps

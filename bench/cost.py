@@ -144,6 +144,7 @@ def stream_worker(staging: Path, scratch: Path, measured: int, idle_s: float) ->
     from jobs.ingest.cli import parse_args
     from jobs.ingest.run import run
     from jobs.ingest.stream import build_session
+    from jobs.landing import aws_logs
     from jobs.session import JobSession
 
     def cpu() -> float:
@@ -155,6 +156,7 @@ def stream_worker(staging: Path, scratch: Path, measured: int, idle_s: float) ->
     # In delivery order: a slice is one file per region.
     files = sorted(staging.rglob("*.json.gz"), key=lambda path: (path.stat().st_mtime, path.name))
     landing, lake = scratch / "stream-landing", scratch / "stream-lake"
+    aws_logs(landing).mkdir(parents=True)  # the zone's root, before CloudTrail's first delivery
     config = parse_args(["--landing", str(landing), "--lake", str(lake), *JOB])
     marks: dict[str, float] = {}
     with JobSession(lambda: build_session(config)) as session:

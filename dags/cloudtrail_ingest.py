@@ -94,7 +94,7 @@ with DAG(
         if verdict == "passed":
             return "publish"
         if verdict == "failed":
-            raise gate.GateFailed(f"the quality gate failed on what the ingest wrote: {layout.gate_report(run_id)}")
+            raise gate.failed(layout, run_id)  # names each failed expectation
         reason = gate.skip_reason(layout, run_id, dates)
         if reason is None:
             return "dq_gate"

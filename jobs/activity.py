@@ -191,7 +191,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def build(config: ActivityConfig) -> int:
     """The run under the lake lock; its exit code."""
-    with LakeLock(config.layout, wait_seconds=config.lock_wait), JobSession(lambda: spark_session("cloudtrail_activity")) as session:
+    lock = LakeLock(config.layout, f"downstream run {config.run_id}", wait_seconds=config.lock_wait)
+    with lock, JobSession(lambda: spark_session("cloudtrail_activity")) as session:
         report = run(config, session)
     if report.status == "gate_failed":
         log.error("the downstream partitions failed their suites: nothing swapped; %s", config.layout.activity_gate_report(config.run_id))

@@ -18,10 +18,11 @@ from jobs.spark_logs import (
     CheckpointError,
     Commit,
     SourceLog,
+    batch_files,
     last_commit,
     planned_batch_id,
     read_source_log,
-    sink_log_files,
+    sink_log,
     source_offset,
 )
 
@@ -32,12 +33,14 @@ class LastSuccess:
     batch_id: int | None = None  # the last batch committed when that run finished, swept
 
 
-def read_last_success(checkpoint: Path) -> LastSuccess:
+def read_last_success(checkpoint: Path) -> LastSuccess | None:
+    """The file as the last successful run wrote it; None when there is none or it is damaged (cut short, edited)."""
     path = checkpoint / LAST_SUCCESS
-    if not path.exists():
-        return LastSuccess()
-    body = json.loads(path.read_text())
-    return LastSuccess(int(body["checked_at_ns"]), body.get("batch_id"))
+    try:
+        body = json.loads(path.read_text())
+        return LastSuccess(int(body["checked_at_ns"]), body.get("batch_id"))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def write_last_success(checkpoint: Path, state: LastSuccess) -> None:
@@ -63,7 +66,16 @@ class CheckpointSnapshot:
     def read(cls, path: Path) -> CheckpointSnapshot:
         commit, planned = last_commit(path), planned_batch_id(path)
         offsets = source_offset(path, commit.batch_id), source_offset(path, planned)
-        return cls(path, commit, planned, read_last_success(path), read_source_log(path), *offsets)
+        last_success = read_last_success(path)
+        if last_success is None:
+            if commit.batch_id is not None:
+                raise CheckpointError(
+                    f"{path / LAST_SUCCESS} is missing or damaged while {path} has committed batches: without its check "
+                    "time the ledger would take retired landing files again. Recovery: restore it from the newest "
+                    "successful run's report (the ingest does so itself when one is there), or from a backup."
+                )
+            last_success = LastSuccess()
+        return cls(path, commit, planned, last_success, read_source_log(path), *offsets)
 
     @property
     def watermark(self) -> datetime | None:
@@ -76,13 +88,24 @@ class CheckpointSnapshot:
         committed = self.commit.batch_id
         return committed is not None and self.planned_batch_id == committed and self.last_success.batch_id == committed
 
-    def check_matches(self, table: Path) -> None:
-        """Refuse a run whose checkpoint was lost while the table it wrote is still there:
-        a fresh checkpoint would read every landing file again."""
-        if sink_log_files(table) and self.commit.batch_id is None:
+    def check_matches(self, tables: list[Path]) -> None:
+        """Refuse a checkpoint older than the tables it wrote (lost, reset, restored from a backup on its own,
+        batches deleted by hand): its next batches would reuse batch ids the tables have committed, and the
+        sink, which commits a batch id once, would drop their rows; or it would read every landing file again."""
+        for table in tables:
+            logged = batch_files(sink_log(table))
+            if not logged:
+                continue
+            committed, planned = logged[-1][0], self.planned_batch_id
+            if planned is not None and committed <= planned:
+                continue  # at most the batch the checkpoint planned: a replay of it writes nothing twice
+            if planned is None:
+                found = f"the checkpoint {self.path} has none: it is missing or was reset"
+            else:
+                found = f"the checkpoint {self.path} goes up to batch {planned}: it is older than the table (restored on its own?)"
             raise CheckpointError(
-                f"the table {table} has committed batches but the checkpoint {self.path} has none: it is missing or was reset. "
-                "Refusing to start, as that would ingest every landing file again. Recovery: restore the checkpoint from backup, "
-                f"or move {table}, the quarantine beside it and {self.path.parent} aside to rebuild the table "
-                "(README, 'Recovering a checkpoint')."
+                f"the table {table} has committed batches up to {committed} but {found}. Refusing to start: "
+                "its batches would lose rows or read landing files again. Recovery: `python -m jobs.repair --lake LAKE "
+                "--landing LANDING` rolls the tables back to the checkpoint and the next run reads the rest again, once; "
+                "or restore the whole lake (tables and checkpoint) from one backup (README, 'Recovering a checkpoint')."
             )

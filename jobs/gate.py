@@ -17,7 +17,7 @@ from typing import Any
 
 from jobs.lake import Lake, partition
 from jobs.partitions import fingerprint
-from jobs.report import read_report, skipped_gate_report, verdict_of, write_json
+from jobs.report import failure_line, read_report, skipped_gate_report, verdict_of, write_json
 
 
 class GateFailed(RuntimeError):
@@ -50,6 +50,13 @@ def verdict(lake: Lake, run_id: str) -> str | None:
     """The verdict of this run's gate so far: passed, failed, skipped, or None when none ran."""
     report = read_report(lake.gate_report(run_id))
     return verdict_of(report) if report is not None else None
+
+
+def failed(lake: Lake, run_id: str) -> GateFailed:
+    """What a run whose gate failed ends with: each failed expectation (its unexpected count and samples), then the report."""
+    report = read_report(lake.gate_report(run_id)) or {}
+    failures = "; ".join(failure_line(check) for check in report.get("failed_critical", []))
+    return GateFailed(f"the quality gate failed: {failures or 'see the report'} (report {lake.gate_report(run_id)})")
 
 
 def skip_reason(lake: Lake, run_id: str, dates: list[str]) -> str | None:

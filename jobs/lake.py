@@ -10,6 +10,7 @@ Every path under the lake root is named here and nowhere else:
     <lake>/_checkpoints/ingest/            the stream's checkpoint, and last_success.json
     <lake>/_checkpoints/ingest/manifests/  the file ledger: the landing files each batch reads
     <lake>/_checkpoints/ingest/late_files/ landing files that held late events, by event date
+    <lake>/_checkpoints/ingest/retired/    the landing files of retired delivery folders, by delivery date
     <lake>/_checkpoints/ingest.lock        one writer at a time (flock)
     <lake>/_checkpoints/rebuilds/<run>.json  a rebuild's swap, written before its first partition is swapped
     <lake>/_staging/<run>/<table>/         partitions a rebuild is writing, hidden from every reader
@@ -50,6 +51,8 @@ PARTITION_COLUMN = {EVENTS: EVENT_DATE, QUARANTINE: REASON, ACTIVITY_HOURLY: EVE
 VALIDATED = "_validated.json"
 # The streaming checkpoint's own file (jobs/checkpoint.py): the last successful run's check time and batch.
 LAST_SUCCESS = "last_success.json"
+# The ledger's index of the landing files in retired delivery folders (jobs/ledger.py), one file per delivery date.
+RETIRED = "retired"
 
 
 def _safe(run_id: str) -> str:
@@ -196,6 +199,11 @@ def partition(table: Path, value: object) -> Path:
     return table / f"{PARTITION_COLUMN[table.name]}={value}"
 
 
+def in_table(data_file: Path) -> Path:
+    """A data file's place inside its table, wherever the lake is: its partition folder and name (one partition column each)."""
+    return Path(*data_file.parts[-2:])
+
+
 def partition_folders(table: Path) -> list[Path]:
     """A table's partition folders, in order of their values' text."""
     return sorted(folder for folder in table.glob(f"{PARTITION_COLUMN[table.name]}=*") if folder.is_dir())
@@ -223,10 +231,13 @@ class LakeLock:
 
     The kernel releases it when the holder dies, even by SIGKILL, so a crashed run never
     leaves a stale lock behind. `wait_seconds` > 0 waits that long for the holder to finish.
+    The holder writes who it is (`who`: "ingest run manual__...", "rebuild", ...) into the lock
+    file, so a writer that gives up says who held the lake.
     """
 
-    def __init__(self, lake: Lake, wait_seconds: float = 0) -> None:
+    def __init__(self, lake: Lake, who: str, wait_seconds: float = 0) -> None:
         self.path = lake.lock
+        self.who = who
         self.wait_seconds = wait_seconds
         self._file: IO[str] | None = None
 
@@ -237,16 +248,16 @@ class LakeLock:
         while not _try_lock(handle):
             if time.monotonic() >= deadline:
                 handle.seek(0)
-                holder = handle.read().strip() or "unknown"
+                holder = handle.read().strip() or "another writer"
                 handle.close()
                 raise LakeBusyError(
-                    f"another ingest run is writing to this lake ({holder}); refusing to start. "
-                    f"Wait for it to finish; the lock is {self.path}."
+                    f"{holder} holds this lake; {self.who} waited {self.wait_seconds:.0f} s for it and refuses to start. "
+                    f"Try again when it has finished (the lock is {self.path})."
                 )
             time.sleep(1)
         handle.seek(0)
         handle.truncate()
-        handle.write(f"pid {os.getpid()} since {datetime.now(tz=UTC).isoformat(timespec='seconds')}\n")
+        handle.write(f"{self.who} (pid {os.getpid()}, since {datetime.now(tz=UTC).isoformat(timespec='seconds')})\n")
         handle.flush()
         self._file = handle
         return self

@@ -18,16 +18,19 @@ from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from jobs.lake import EVENT_DATE, REASON, Lake, partition
+from jobs.checkpoint import CheckpointSnapshot
+from jobs.lake import EVENT_DATE, REASON, TABLES, Lake, partition
 from jobs.landing import day_folders, delivered_at, delivery_date, log_files_in, newest_deliveries
-from jobs.ledger import late_files, read_manifest
+from jobs.ledger import check_manifests, late_files, read_manifest
 from jobs.report import failure_line, failure_name, read_report, read_reports, verdict_of
-from jobs.spark_logs import last_commit, local_path, read_source_log, sink_log, source_file, source_offset
+from jobs.spark_logs import CheckpointError, last_commit, local_path, read_source_log, sink_log, source_file, source_offset
 
 # Text of a quarantined record shown on the page; the table holds all of it.
 SAMPLE_CHARS = 200
 # Hits a ledger search shows (each one costs a look into the tables and the file itself).
 LEDGER_HITS = 20
+# Entries the landing walk passed over that a run summary lists (the run report holds up to 100).
+SKIPPED_SHOWN = 10
 # The ledger counts a file's records (for its duplicates) up to this size: CloudTrail's files are a few MB.
 COUNT_RECORDS_UP_TO = 64 * 2**20
 
@@ -48,6 +51,23 @@ def _duckdb() -> Any:
     import duckdb  # imported on first use: the plugin module loads in every Airflow process
 
     return duckdb.connect()
+
+
+def problems(lake: Lake) -> list[str]:
+    """What the ingest would refuse to start on (a damaged or outgrown checkpoint, a damaged manifest), each
+    as the message the run gives: the page and `make status` show it where they would otherwise fail."""
+    found = []
+    try:
+        checkpoint = CheckpointSnapshot.read(lake.checkpoint)
+        checkpoint.check_matches([lake.table(name) for name in TABLES])
+        check_manifests(checkpoint, lake.manifests)
+    except CheckpointError as exc:
+        found.append(str(exc))
+    try:
+        _manifests(lake)
+    except CheckpointError as exc:
+        found.append(str(exc))
+    return found
 
 
 def ingest_runs(lake: Lake) -> list[dict[str, Any]]:
@@ -424,6 +444,13 @@ def run_summary(run: dict[str, Any], gate: dict[str, Any] | None) -> list[str]:
         f"  late events      {run.get('late_events', {}).get('count', 0):>10}  written (delivered more than the "
         f"de-duplication horizon, {run.get('dedup_horizon')}, after they happened)",
     ]
+    ledger = run.get("ledger") or {}
+    if ledger.get("settling_files"):
+        due = ledger.get("settling_due")
+        lines.append(f"  settling         {ledger['settling_files']:>10}  files left for a later run, the first due at {due}")
+    if ledger.get("skipped_entries"):
+        lines.append(f"  landing skipped  {ledger['skipped_entries']:>10}  entries the landing walk passed over:")
+        lines.extend(f"    {entry.get('path')}: {entry.get('reason')}" for entry in ledger.get("skipped", [])[:SKIPPED_SHOWN])
     if gate is None:
         lines.append("  gate             not run")
     elif verdict_of(gate) == "skipped":

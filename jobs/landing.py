@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
 
@@ -26,6 +27,44 @@ ANY_NAME, YEAR, TWO_DIGITS = re.compile(r"[^.].*"), re.compile(r"[0-9]{4}"), re.
 DELIVERED_AT = re.compile(r"_(\d{8}T\d{4}Z)_[^_]*$")
 
 
+@dataclass(frozen=True)
+class Skipped:
+    """Something in the landing zone the walk passed over, and why: it never halts on what it finds."""
+
+    path: str
+    reason: str
+
+
+# Where a walk puts what it passed over; None: nowhere (the lake page's own walks).
+SkipList = list[Skipped] | None
+
+
+def _skip(skipped: SkipList, path: str, reason: str) -> None:
+    if skipped is not None:
+        skipped.append(Skipped(path, reason))
+
+
+def _entries(folder: Path, skipped: SkipList) -> list[os.DirEntry[str]]:
+    """A folder's entries; none, with the reason noted, when it cannot be listed (no permission, a link loop)."""
+    try:
+        with os.scandir(folder) as entries:
+            return list(entries)
+    except (FileNotFoundError, NotADirectoryError):
+        return []  # gone since its parent was listed
+    except OSError as exc:
+        _skip(skipped, str(folder), f"cannot be listed: {exc.strerror or exc}")
+        return []
+
+
+def _is_dir(entry: os.DirEntry[str], skipped: SkipList) -> bool:
+    """Whether `entry` is a folder, links followed; False, noted, when that cannot be told (a link loop)."""
+    try:
+        return entry.is_dir()
+    except OSError as exc:
+        _skip(skipped, entry.path, f"cannot be read: {exc.strerror or exc}")
+        return False
+
+
 def aws_logs(landing: str | Path) -> Path:
     return Path(landing) / "AWSLogs"
 
@@ -35,6 +74,15 @@ def landing_glob() -> str:
     baseline). The ingest job lists the landing zone itself (jobs/ledger.py): a glob cannot take every name."""
     levels = "{" + ",".join(ACCOUNT_LEVELS) + "}"
     return f"AWSLogs/{levels}/CloudTrail/*/{ALL_DATES}/{FILE_PATTERN}"
+
+
+def relative(path: str) -> str:
+    """A log file's place in the landing zone, from AWSLogs/ on: its identity wherever the zone is mounted."""
+    parts = path.split("/")
+    for depth in (8, 9):  # AWSLogs/[<org id>/]<account>/CloudTrail/<region>/YYYY/MM/DD/<name>
+        if len(parts) >= depth and parts[-depth] == "AWSLogs":
+            return "/".join(parts[-depth:])
+    return path
 
 
 def delivery_date(path: str) -> date | None:
@@ -66,6 +114,11 @@ def delivered_at(path: str) -> datetime | None:
     return datetime.strptime(stamp, "%Y%m%dT%H%MZ").replace(tzinfo=UTC) if stamp else None
 
 
+def exists(landing: str | Path) -> bool:
+    """Whether `landing` is a landing zone: a folder holding AWSLogs/."""
+    return aws_logs(landing).is_dir()
+
+
 def newest_deliveries(landing: str | Path, until: datetime) -> dict[tuple[str, str], str | None]:
     """Per account and region, the newest log file in the landing zone delivered at or before `until` (its day
     folders listed newest first, until one holds such a file); None when it has none. A later time stamp or
@@ -85,35 +138,35 @@ def newest_deliveries(landing: str | Path, until: datetime) -> dict[tuple[str, s
     return found
 
 
-def _folders(parent: Path, pattern: re.Pattern[str]) -> list[str]:
-    try:
-        return [e.name for e in os.scandir(parent) if pattern.fullmatch(e.name) and e.is_dir()]
-    except (FileNotFoundError, NotADirectoryError):
-        return []
+def _folders(parent: Path, pattern: re.Pattern[str], skipped: SkipList = None) -> list[str]:
+    return [e.name for e in _entries(parent, skipped) if pattern.fullmatch(e.name) and _is_dir(e, skipped)]
 
 
-def _region_folders(landing: str | Path) -> list[Path]:
+def _region_folders(landing: str | Path, skipped: SkipList = None) -> list[Path]:
     """Every <account>/CloudTrail/<region> folder, with or without an organization id level above the account."""
     logs = aws_logs(landing)
     depths = [level.count("/") + 1 for level in ACCOUNT_LEVELS]
-    trails = [logs.joinpath(*parts, "CloudTrail") for depth in depths for parts in _paths(logs, depth)]
-    return [trail / name for trail in trails for name in sorted(_folders(trail, ANY_NAME))]
+    # Above CloudTrail/ a folder may hold other services' logs: only what cannot be listed is noted.
+    trails = [logs.joinpath(*parts, "CloudTrail") for depth in depths for parts in _paths(logs, depth, skipped)]
+    return [trail / name for trail in trails for name in sorted(_folders(trail, ANY_NAME, skipped))]
 
 
-def _paths(root: Path, levels: int) -> list[tuple[str, ...]]:
+def _paths(root: Path, levels: int, skipped: SkipList) -> list[tuple[str, ...]]:
     """The folder names `levels` deep under `root`."""
     paths: list[tuple[str, ...]] = [()]
     for _ in range(levels):
-        paths = [(*parts, name) for parts in paths for name in _folders(root.joinpath(*parts), ANY_NAME)]
+        paths = [(*parts, name) for parts in paths for name in _folders(root.joinpath(*parts), ANY_NAME, skipped)]
     return paths
 
 
-def _days(region_folder: Path, since: date | None = None, newest_first: bool = False) -> Iterator[tuple[date, Path]]:
+def _days(
+    region_folder: Path, since: date | None = None, newest_first: bool = False, skipped: SkipList = None
+) -> Iterator[tuple[date, Path]]:
     """A region's day folders YYYY/MM/DD, oldest first (or newest first), listed as they are asked for;
     with `since`, those on or after it (older years and months are not listed)."""
 
     def names(parent: Path, pattern: re.Pattern[str]) -> list[str]:
-        return sorted(_folders(parent, pattern), reverse=newest_first)
+        return sorted(_folders(parent, pattern, skipped), reverse=newest_first)
 
     for year in names(region_folder, YEAR):
         if since and int(year) < since.year:
@@ -128,14 +181,36 @@ def _days(region_folder: Path, since: date | None = None, newest_first: bool = F
                     yield folder_date, folder
 
 
-def day_folders(landing: str | Path, since: date | None = None) -> list[tuple[date, Path]]:
-    """Every delivery day folder (on or after `since`), with its date, oldest first."""
-    return sorted(day for region_folder in _region_folders(landing) for day in _days(region_folder, since))
+def day_folders(landing: str | Path, since: date | None = None, skipped: SkipList = None) -> list[tuple[date, Path]]:
+    """Every delivery day folder (on or after `since`), with its date, oldest first; what cannot be
+    listed is passed over and, with `skipped`, noted there."""
+    regions = _region_folders(landing, skipped)
+    return sorted(day for region_folder in regions for day in _days(region_folder, since, skipped=skipped))
 
 
-def log_files_in(folder: Path) -> list[os.DirEntry[str]]:
-    """The files Spark lists there: CloudTrail log names, not hidden (Spark skips '.' and '_' names)."""
-    return [e for e in os.scandir(folder) if e.is_file() and not e.name.startswith((".", "_")) and FILE_NAME.fullmatch(e.name)]
+def log_files_in(folder: Path, skipped: SkipList = None) -> list[os.DirEntry[str]]:
+    """The log files of a day folder: CloudTrail log names, not hidden (copies in flight, and Spark skips
+    '.' and '_' names). Anything else not hidden is passed over and, with `skipped`, noted with its reason."""
+    files = []
+    for entry in _entries(folder, skipped):
+        if entry.name.startswith((".", "_")):
+            continue
+        if not FILE_NAME.fullmatch(entry.name):
+            _skip(skipped, entry.path, "not a CloudTrail log file name")
+            continue
+        try:
+            is_file = entry.is_file()
+            is_dir = not is_file and entry.is_dir()
+        except OSError as exc:  # a link loop, say
+            _skip(skipped, entry.path, f"cannot be read: {exc.strerror or exc}")
+            continue
+        if is_file:
+            files.append(entry)
+        elif is_dir:
+            _skip(skipped, entry.path, "a folder named like a log file: what it holds is not read")
+        else:
+            _skip(skipped, entry.path, "a link to nothing" if entry.is_symlink() else "not a regular file")
+    return files
 
 
 def delivery_path(landing: Path, account: str, region: str, delivered: datetime, file_id: str, suffix: str = ".json.gz") -> Path:

@@ -42,13 +42,15 @@ from pathlib import Path
 from jobs import options
 from jobs.checkpoint import CheckpointSnapshot, LastSuccess, write_last_success
 from jobs.dedup import Dedup
-from jobs.lake import LAST_SUCCESS
-from jobs.landing import day_folders, delivery_date, log_files_in
+from jobs.lake import LAST_SUCCESS, RETIRED
+from jobs.landing import Skipped, day_folders, delivery_date, log_files_in, relative
 from jobs.spark_logs import CheckpointError, SourceLog, rewrite_compaction
 
 MANIFEST_DDL = "path string, size long, mtime_ms long, arrival_ms long, only_records array<long>, supersedes boolean"
 # Timestamps on some file systems are coarse; a file is "new" if it changed this close to the check.
 CLOCK_SLACK_NS = 60 * 10**9
+# What a run report lists of the entries the landing walk passed over (all are counted).
+SKIPPED_SHOWN = 100
 
 
 @dataclass(frozen=True)
@@ -96,7 +98,19 @@ class Manifest:
 
 
 def read_manifest(path: Path) -> Manifest:
-    return Manifest(path, tuple(Entry(**json.loads(line)) for line in path.read_text().splitlines() if line.strip()))
+    entries = []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            entries.append(Entry(**json.loads(line)))
+        except (ValueError, TypeError) as exc:
+            raise CheckpointError(
+                f"the ledger's manifest {path} is damaged at line {number} ({exc}): manifests are written whole, so it was "
+                "cut or edited afterwards. Recovery: restore the whole lake from one backup; if no batch has read it yet "
+                f"(no file under {path.parent.parent / 'sources'} names it), delete it and the next run lists its files again."
+            ) from None
+    return Manifest(path, tuple(entries))
 
 
 def read_manifests(folder: Path) -> list[Manifest]:
@@ -116,6 +130,12 @@ class Plan:
     settling_files: int = 0
     # Taken files whose mtime is older than an arrival already taken: they arrive at that one instead.
     raised_arrivals: int = 0
+    # Taken files modified after the listing (a wrong clock, a touch): they arrive at the listing's time instead.
+    future_mtimes: int = 0
+    # When the first settling file is due (epoch ns), if any settles.
+    settling_due_ns: int | None = None
+    # What the landing walk passed over (folders it cannot list, odd entries), with the reason.
+    skipped: tuple[Skipped, ...] = ()
     retired_before: date | None = None
     manifests_dropped: int = 0
     checked_at_ns: int = 0
@@ -136,12 +156,21 @@ class Plan:
             "replayed_files": self.replayed_files,
             "settling_files": self.settling_files,
             "raised_arrivals": self.raised_arrivals,
+            "future_mtimes": self.future_mtimes,
+            "settling_due": _iso(self.settling_due_ns),
+            "skipped_entries": len(self.skipped),
+            "skipped": [{"path": s.path, "reason": s.reason} for s in self.skipped[:SKIPPED_SHOWN]],
             "retired_before": self.retired_before.isoformat() if self.retired_before else None,
             "manifests_written": len(self.written),
+            "checked_at_ns": self.checked_at_ns,
             "manifests_dropped": self.manifests_dropped,
             "backlog_files": self.backlog_files,
             "backlog_bytes": self.backlog_bytes,
         }
+
+
+def _iso(ns: int | None) -> str | None:
+    return datetime.fromtimestamp(ns / 1e9, tz=UTC).isoformat(timespec="seconds") if ns is not None else None
 
 
 def _ctime_ns(path: str) -> int | None:
@@ -152,10 +181,11 @@ def _ctime_ns(path: str) -> int | None:
         return None
 
 
-def _arrivals(files: list[Entry], floor_ms: int) -> list[Entry]:
-    """Files oldest first, each arriving at its mtime or at `floor_ms`, the newest arrival taken before, if later."""
-    ordered = sorted(files, key=lambda e: (e.mtime_ms or 0, e.path))
-    return [dataclasses.replace(e, arrival_ms=max(e.mtime_ms or 0, floor_ms)) for e in ordered]
+def _arrivals(files: list[Entry], floor_ms: int, listed_ms: int) -> list[Entry]:
+    """Files oldest first, each arriving at its mtime or at `floor_ms`, the newest arrival taken before, if later;
+    a file modified after `listed_ms` (a wrong clock) arrives then: one such file must not move the watermark ahead."""
+    ordered = sorted(files, key=lambda e: (min(e.mtime_ms or 0, listed_ms), e.path))
+    return [dataclasses.replace(e, arrival_ms=max(min(e.mtime_ms or 0, listed_ms), floor_ms)) for e in ordered]
 
 
 def _batches(files: list[Entry], max_files: int | None, max_bytes: int | None) -> Iterator[list[Entry]]:
@@ -189,6 +219,27 @@ def _write(folder: Path, batches: Iterable[list[Entry]], stamp_ns: int) -> tuple
     return tuple(written)
 
 
+def missing_manifests(checkpoint: CheckpointSnapshot, folder: Path) -> list[str]:
+    """Manifests Spark's log says a batch read that are gone, though the ledger never let go of them (deleted by
+    hand, a partial restore): their files would be taken again. Nothing is known missing in a ledger older than the
+    record of what it let go of: the first run of this version starts that record."""
+    let_go = RetiredIndex(checkpoint.path / RETIRED).let_go()
+    if let_go is None:
+        return []
+    logged = {entry.path for entry in checkpoint.sources.entries if os.path.dirname(entry.path) == str(folder)}
+    return sorted(path for path in logged if os.path.basename(path) not in let_go and not os.path.exists(path))
+
+
+def check_manifests(checkpoint: CheckpointSnapshot, folder: Path) -> None:
+    missing = missing_manifests(checkpoint, folder)
+    if missing:
+        raise CheckpointError(
+            f"{len(missing)} manifests of the ledger that batches read are gone ({', '.join(missing[:3])}"
+            f"{', ...' if len(missing) > 3 else ''}): their landing files would be taken again. Refusing to start. Recovery: "
+            "restore the whole lake from one backup, or start over (README, 'Recovering a checkpoint')."
+        )
+
+
 def plan_files(
     checkpoint: CheckpointSnapshot,
     folder: Path,
@@ -218,33 +269,45 @@ def plan_files(
             f"{checkpoint.path} holds a batch the previous version planned and did not finish; this version reads "
             "manifests, not landing files. Run the previous version once to finish it, then upgrade."
         )
-    ledger = {path: Entry(path, None, None) for path in legacy}
-    ledger.update((entry.path, entry) for manifest in manifests for entry in manifest.entries)
+    # Keyed by the place in the landing zone, not the absolute path: a zone mounted elsewhere holds the same files.
+    ledger = {relative(path): Entry(path, None, None) for path in legacy}
+    ledger.update((relative(entry.path), entry) for manifest in manifests for entry in manifest.entries)
+    retired_files = RetiredIndex(checkpoint.path / RETIRED)
 
     retired_before = _retired_before(ledger, ledger_options.retention)
 
-    replayed = {entry.path for entry in replay}  # taken as the replay asks, whatever the listing finds
+    replayed = {relative(entry.path) for entry in replay}  # taken as the replay asks, whatever the listing finds
     new: list[Entry] = []
     changed: list[Entry] = []
     stragglers: list[Entry] = []
-    settling = 0
-    for day, day_folder in day_folders(landing):
+    settling: list[int] = []  # when each settling file is due
+    skipped: list[Skipped] = []
+    for day, day_folder in day_folders(landing, skipped=skipped):
         retired = retired_before is not None and day < retired_before
-        if retired and day_folder.stat().st_ctime_ns <= previous_check_ns:
+        if retired and (_ctime_ns(str(day_folder)) or 0) <= previous_check_ns:
             continue
-        for file in log_files_in(day_folder):
-            if file.path in replayed:
+        for file in log_files_in(day_folder, skipped):
+            key = relative(file.path)
+            if key in replayed:
                 continue
-            stat = file.stat()  # one stat a file, cached by the directory listing
+            try:
+                stat = file.stat()  # one stat a file, cached by the directory listing
+            except FileNotFoundError:
+                continue  # deleted since the folder was listed
+            except OSError as exc:
+                skipped.append(Skipped(file.path, f"cannot be read: {exc.strerror or exc}"))
+                continue
             ctime_ns = stat.st_ctime_ns
             if retired and ctime_ns <= previous_check_ns:
                 continue
             entry = Entry.of(file.path, stat=stat)
-            known = ledger.get(entry.path)
+            known = ledger.get(key)
+            if known is None and retired and key in retired_files.on(day):
+                continue  # taken before its folder retired: a chmod, a copy or a move changed its ctime, not its content
             if known is not None and (known.size is None or (known.size, known.mtime_ms) == (entry.size, entry.mtime_ms)):
                 continue
             if ctime_ns > now_ns - settle_ns:  # ctime moves with every write, and no clock skew puts it ahead
-                settling += 1
+                settling.append(ctime_ns + settle_ns)
                 continue
             if known is not None:
                 entry = dataclasses.replace(entry, supersedes=True)
@@ -255,7 +318,7 @@ def plan_files(
         write_last_success(checkpoint.path, LastSuccess(previous_check_ns, None))
     taken = [entry.arrival_ms for manifest in manifests for entry in manifest.entries if entry.arrival_ms is not None]
     floor_ms = max([int(floor.timestamp() * 1000) if floor else 0, *taken])
-    files = _arrivals(new + changed + stragglers + list(replay), floor_ms)
+    files = _arrivals(new + changed + stragglers + list(replay), floor_ms, now_ns // 1_000_000)
     written = _write(folder, _batches(files, ledger_options.max_files, ledger_options.max_bytes), now_ns)
 
     def done(path: str, files: Iterable[str]) -> bool:
@@ -270,15 +333,76 @@ def plan_files(
         )
 
     dropped = [manifest for manifest in manifests if done(str(manifest.path), (entry.path for entry in manifest.entries))]
+    retired_legacy = [path for path in legacy if done(path, [path])]
+    retired_files.add([entry.path for manifest in dropped for entry in manifest.entries] + retired_legacy)  # before they go
+    if retired_files.let_go() is None:  # a ledger from before this record: what is gone now was let go of
+        retired_files.add_let_go(os.path.basename(p) for p in read_by_spark if os.path.dirname(p) == str(folder) and not os.path.exists(p))
+    if dropped:
+        retired_files.add_let_go(manifest.path.name for manifest in dropped)
     for manifest in dropped:
         manifest.path.unlink()
-    gone = {str(manifest.path) for manifest in dropped} | {path for path in legacy if done(path, [path])}
+    gone = {str(manifest.path) for manifest in dropped} | set(retired_legacy)
     _forget(checkpoint.sources, gone)
     unread = [m for m in manifests if str(m.path) not in read_by_spark] + list(written)
     backlog = [entry for manifest in unread for entry in manifest.entries]
-    raised = sum(1 for entry in files if entry.arrival_ms != entry.mtime_ms)
-    counts = (len(new), len(changed), len(stragglers), len(replay), settling, raised)
-    return Plan(written, *counts, retired_before, len(dropped), checked_at_ns, len(unread), len(backlog), sum(e.size or 0 for e in backlog))
+    future = sum(1 for entry in files if (entry.mtime_ms or 0) > now_ns // 1_000_000)
+    raised = sum(1 for entry in files if (entry.arrival_ms or 0) > (entry.mtime_ms or 0))
+    counts = (len(new), len(changed), len(stragglers), len(replay), len(settling), raised, future)
+    return Plan(
+        written, *counts, min(settling, default=None), tuple(skipped), retired_before, len(dropped), checked_at_ns,
+        len(unread), len(backlog), sum(e.size or 0 for e in backlog),
+    )  # fmt: skip
+
+
+class RetiredIndex:
+    """The landing files of retired delivery folders, by their place in the landing zone: one text file per delivery
+    date, a line per file. A manifest's files go here before it is let go, so a file whose ctime moved (a chmod, a
+    copy, a zone mounted elsewhere) is still known as taken; only a file not here is a straggler. Beside them, the
+    names of the manifests let go of: a manifest Spark's log names that is gone and not among them was lost."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self._days: dict[date, set[str]] = {}
+
+    @property
+    def _manifests(self) -> Path:
+        return self.folder / "let_go.txt"
+
+    def let_go(self) -> set[str] | None:
+        """The names of the manifests the ledger let go of; None for a ledger older than this record."""
+        return set(self._manifests.read_text().splitlines()) if self._manifests.exists() else None
+
+    def add_let_go(self, names: Iterable[str]) -> None:
+        known = self.let_go() or set()
+        self._write(self._manifests, known | set(names))
+
+    def _write(self, path: Path, lines: set[str]) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f".{path.name}.partial")
+        partial.write_text("".join(f"{line}\n" for line in sorted(lines)))
+        os.replace(partial, path)
+
+    def _path(self, day: date) -> Path:
+        return self.folder / f"{day.isoformat()}.txt"
+
+    def on(self, day: date) -> set[str]:
+        if day not in self._days:
+            path = self._path(day)
+            self._days[day] = set(path.read_text().splitlines()) if path.exists() else set()
+        return self._days[day]
+
+    def add(self, paths: Iterable[str]) -> None:
+        by_day: dict[date, set[str]] = {}
+        for path in paths:
+            day = delivery_date(path)
+            if day is not None:
+                by_day.setdefault(day, set()).add(relative(path))
+        for day, keys in by_day.items():
+            known = self.on(day)
+            if keys <= known:
+                continue
+            known |= keys
+            self._write(self._path(day), known)
 
 
 def _retired_before(paths: Iterable[str], retention: timedelta) -> date | None:

@@ -353,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def rollback(config: RebuildConfig) -> int:
     lake, tag = config.layout, str(config.rollback)
-    with LakeLock(lake, wait_seconds=config.lock_wait):
+    with LakeLock(lake, "a rollback", wait_seconds=config.lock_wait):
         partitions.recover(lake)
         restored = partitions.rollback(lake, tag, [lake.table(name) for name in TABLES])
     log.info("rolled back %d partitions to their versions before %s: %s", len(restored), tag, restored)
@@ -364,7 +364,7 @@ def rebuild_dates(config: RebuildConfig) -> int:
     if config.dry_run:
         report = run(config, None)
     else:
-        with LakeLock(config.layout, wait_seconds=config.lock_wait):
+        with LakeLock(config.layout, "a rebuild", wait_seconds=config.lock_wait):
             report = run(config, lambda: spark_session("cloudtrail_rebuild"))
     print(json.dumps(asdict(report), indent=2))
     if report.status == "gate_failed":

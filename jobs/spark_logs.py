@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 VERSION = "v1"
 
@@ -147,14 +147,51 @@ def read_source_log(checkpoint: Path) -> SourceLog:
     return SourceLog(compact, version, tuple(compacted), tuple(later))
 
 
+def hadoop_uri(path: Path) -> str:
+    """A local path as Hadoop writes it into a file log: file:// and the path, quoted as java.net.URI quotes one."""
+    return "file://" + quote(str(path), safe="/:@!$&'()*+,;=-._~")
+
+
+def relocate_source_log(checkpoint: Path, folder: Path) -> int:
+    """Point the file source's log at `folder` where it names the same folder under another root (the lake was
+    moved): otherwise the source would take every manifest there for new and read it again. The entries rewritten."""
+
+    def elsewhere(place: Path) -> bool:
+        return place.parent != folder and place.parent.parts[-3:] == folder.parts[-3:]
+
+    if not any(elsewhere(Path(entry.path)) for entry in read_source_log(checkpoint).entries):
+        return 0
+    moved = 0
+    for _, path in batch_files(checkpoint / "sources" / "0"):
+        version, entries = _read_entries(path)
+        lines = []
+        for entry in entries:
+            place = Path(entry.path)
+            if elsewhere(place):
+                body = json.loads(entry.line)
+                body["path"] = hadoop_uri(folder / place.name)
+                lines.append(json.dumps(body, separators=(",", ":")))
+                moved += 1
+            else:
+                lines.append(entry.line)
+        if lines != [entry.line for entry in entries]:
+            _replace(path, version, lines)
+    return moved
+
+
+def _replace(path: Path, version: str, lines: list[str]) -> None:
+    """Rewrite a log file whole, atomically, as Spark writes one: no final newline."""
+    partial = path.with_name(f".{path.name}.rewrite")
+    partial.write_text("\n".join([version, *lines]))
+    # Hadoop's local file system checks a file against its .crc when one exists; the old one no longer matches.
+    path.with_name(f".{path.name}.crc").unlink(missing_ok=True)
+    os.replace(partial, path)
+
+
 def rewrite_compaction(log: SourceLog, kept: list[LogEntry]) -> None:
     """Replace the newest compaction's entries with `kept`, atomically."""
     assert log.compact is not None, "only a compaction is rewritten"
-    partial = log.compact.with_name(f".{log.compact.name}.rewrite")
-    partial.write_text("\n".join([log.version, *(entry.line for entry in kept)]))  # as Spark writes it: no final newline
-    # Hadoop's local file system checks a file against its .crc when one exists; the old one no longer matches.
-    log.compact.with_name(f".{log.compact.name}.crc").unlink(missing_ok=True)
-    os.replace(partial, log.compact)
+    _replace(log.compact, log.version, [entry.line for entry in kept])
 
 
 def sink_log(table: Path) -> Path:
@@ -164,3 +201,64 @@ def sink_log(table: Path) -> Path:
 def sink_log_files(table: Path) -> list[Path]:
     """The batch files of a table's sink log (what its committed batches are)."""
     return [path for _, path in batch_files(sink_log(table))]
+
+
+# Spark's default compaction interval of file logs (spark.sql.streaming.fileSink.log.compactInterval), which the jobs keep.
+COMPACT_INTERVAL = 10
+# The batch id jobs/java/cloudtrail/TableWriter.java puts in each data file's name: part-...-b<batch id>.c000...
+WRITTEN_BY_BATCH = re.compile(r"-b(\d+)\.c\d{3}")
+
+
+@dataclass(frozen=True)
+class SinkRollback:
+    """A table's sink log as it stood after batch `through`, and the data files the later batches wrote."""
+
+    log: Path
+    through: int
+    files: dict[Path, list[str]]  # the log's files after the rollback (a compaction and the batches after it), their lines
+    later: list[Path]  # data files of the later batches, where the log names them
+
+    def apply(self) -> None:
+        """Write the log files whole, then delete every later one (newest first); the data files stay for the caller."""
+        for path, lines in self.files.items():
+            _replace(path, VERSION, lines)
+        for batch_id, path in reversed(batch_files(self.log)):
+            if batch_id > self.through or (path.name.endswith(".compact") and path not in self.files):
+                path.with_name(f".{path.name}.crc").unlink(missing_ok=True)
+                path.unlink()
+
+
+def sink_rollback(table: Path, through: int) -> SinkRollback | None:
+    """How to put `table`'s sink log back to after batch `through` (-1: before the first); None when it is not ahead.
+
+    A compaction lists its entries without their batch: TableWriter's file names carry it. A compaction
+    past `through` that lists files without it (written before TableWriter) cannot be cut: CheckpointError."""
+    log = sink_log(table)
+    batches = batch_files(log)
+    if not batches or batches[-1][0] <= through:
+        return None
+    compactions = [batch_id for batch_id, path in batches if path.name.endswith(".compact")]
+    start = max(compactions, default=-1)
+    entries: list[tuple[int, str]] = []
+    for batch_id, path in batches:
+        if batch_id < start:
+            continue
+        for line in path.read_text().splitlines()[1:]:
+            if not line.strip():
+                continue
+            if batch_id != start or batch_id not in compactions:
+                entries.append((batch_id, line))
+                continue
+            marked = WRITTEN_BY_BATCH.search(Path(local_path(json.loads(line)["path"])).name)
+            if marked is None and start > through:
+                raise CheckpointError(f"{path} lists files written before their names held a batch id: it cannot be cut at batch {through}")
+            entries.append((int(marked[1]) if marked else -1, line))
+    # Spark reads the newest compaction at or before the newest batch, then every batch file after it.
+    compact = (through + 1) // COMPACT_INTERVAL * COMPACT_INTERVAL - 1
+    files: dict[Path, list[str]] = {}
+    if compact >= 0:
+        files[log / f"{compact}.compact"] = [line for batch_id, line in entries if batch_id <= compact]
+    for batch_id in range(compact + 1, through + 1):
+        files[log / str(batch_id)] = [line for batch, line in entries if batch == batch_id]
+    later = [Path(local_path(json.loads(line)["path"])) for batch_id, line in entries if batch_id > through]
+    return SinkRollback(log, through, files, later)

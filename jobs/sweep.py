@@ -31,7 +31,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from jobs import cli
-from jobs.lake import TABLES, Lake, LakeLock
+from jobs.lake import TABLES, Lake, LakeLock, in_table
 from jobs.partitions import rebuilt_files
 from jobs.session import spark_session
 from jobs.sinks import ParquetSink
@@ -52,8 +52,9 @@ def uncommitted_files(spark: SparkSession, table: Path) -> list[Path]:
         horizon = min(logged.values())
     else:
         horizon = max((modified_ms(p) for p in sink_log_files(table)), default=-1) + 1
-    committed = logged.keys() | rebuilt_files(table)
-    return sorted(p for p in data_files(table) if p not in committed and modified_ms(p) >= horizon)
+    # The log names files by absolute path: a lake moved since lists them under its old root.
+    committed = {in_table(path) for path in logged} | {in_table(path) for path in rebuilt_files(table)}
+    return sorted(p for p in data_files(table) if in_table(p) not in committed and modified_ms(p) >= horizon)
 
 
 def data_files(table: Path) -> set[Path]:
@@ -102,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def sweep(lake: Lake, wait_seconds: float) -> int:
-    with LakeLock(lake, wait_seconds=wait_seconds):
+    with LakeLock(lake, "a sweep", wait_seconds=wait_seconds):
         moved = sweep_lake(spark_session("cloudtrail_sweep"), lake)
     log.info("sweep done: %s", ", ".join(f"{n} files moved aside from {t}" for t, n in moved.items()))
     return cli.OK

@@ -48,11 +48,18 @@ sys.path[:0] = [str(ROOT), str(ROOT / "plugins")]
 subprocess.run([sys.executable, "-m", "tools.package", os.environ["CLOUDTRAIL_JAR"]], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
 
 
+# The files that take longest, longest first. `make test` runs two workers (pytest -n 2 --dist worksteal):
+# each starts on its half of the tests in collection order, so these start at once and end with the rest.
+LONGEST_FIRST = ("test_chaos.py", "test_bench_smoke.py", "test_dag.py", "test_downstream.py", "test_cluster.py", "test_rebuild.py")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """A test not marked unit (fast, in-process) or stack is an integration test."""
+    """A test not marked unit (fast, in-process) or stack is an integration test; the longest files come first."""
     for item in items:
         if not any(item.get_closest_marker(kind) for kind in ("unit", "stack")):
             item.add_marker(pytest.mark.integration)
+    rank = {name: index for index, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
 
 
 @pytest.fixture(scope="session")

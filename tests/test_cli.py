@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from jobs import cli, options
+from jobs import cli, gate, options
 from jobs.dedup import Dedup
 from jobs.ingest.cli import parse_args
 from jobs.lake import EVENT_DATE, REASON, VALIDATED, Lake, LakeBusyError, partition, partition_folders, partition_value
+from jobs.landing import aws_logs
 from jobs.ledger import LedgerOptions
 from jobs.report import gate_report, read_report, read_reports, skipped_gate_report, verdict_of, write_json
 from jobs.spark_logs import CheckpointError
@@ -43,6 +44,7 @@ def test_the_failures_an_operator_acts_on_become_an_exit_code_and_one_line(caplo
 
 
 def test_the_ingest_arguments_become_one_config_with_parsed_durations(tmp_path: Path, monkeypatch):
+    aws_logs(tmp_path / "landing").mkdir(parents=True)
     monkeypatch.setenv("CLOUDTRAIL_LANDING", str(tmp_path / "landing"))
     monkeypatch.setenv("CLOUDTRAIL_LAKE", str(tmp_path / "lake"))
     config = parse_args(["--dedup-horizon", "6 hours", "--settle", "0 seconds", "--max-files-per-trigger", "5", "--gate-from", "2024-03-01",
@@ -80,6 +82,16 @@ def test_the_dedup_policy_is_one_object():
     assert [options.duration_text(options.duration(text)) for text in ("2 days", "90 minutes", "1 hour", "0 seconds")] == [
         "2 days", "90 minutes", "1 hour", "0 seconds",
     ]  # fmt: skip
+
+
+def test_a_failed_gate_ends_its_run_naming_each_failed_expectation(tmp_path: Path):
+    lake = Lake.at(tmp_path)
+    check = {"suite": "events_critical", "expectation": "expect_column_values_to_not_be_null", "kwargs": {"column": "eventSource"},
+             "unexpected_count": 2, "sample_unexpected": ["<script>", None]}  # fmt: skip
+    write_json(lake.gate_report("r1"), gate_report("r1", ["2024-03-01"], {"failed_critical": [check], "warnings": [], "suites": {}}))
+    message = str(gate.failed(lake, "r1"))
+    assert message.startswith("the quality gate failed: events_critical: expect_column_values_to_not_be_null on eventSource, 2 unexpected")
+    assert 'sample: "<script>", null' in message and str(lake.gate_report("r1")) in message
 
 
 def test_a_report_is_written_whole_and_read_back_and_every_gate_report_has_a_verdict(tmp_path: Path):

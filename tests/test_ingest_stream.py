@@ -221,11 +221,12 @@ def test_spark_and_a_directory_reader_see_the_same_rows(spark, landing, lake):
     assert table_rows(spark, lake) == duckdb_rows(lake) != []
 
 
-def test_a_second_writer_is_refused_and_the_checkpoint_is_untouched(landing, lake):
+def test_a_second_writer_is_refused_and_the_checkpoint_is_untouched(landing, lake, caplog):
     deliver(landing, events_of(3, DAY, "x"), DAY)
-    with LakeLock(Lake(lake)):
-        assert main(["--landing", str(landing), "--lake", str(lake)]) == 75
+    with LakeLock(Lake(lake), "a rebuild"):
+        assert main(["--landing", str(landing), "--lake", str(lake), "--lock-wait", "0"]) == 75
     assert not (lake / "_checkpoints" / "ingest").exists()
+    assert "a rebuild (pid" in caplog.text and "holds this lake; ingest run" in caplog.text
 
 
 def test_a_lost_or_corrupted_checkpoint_stops_the_run_instead_of_reingesting(spark, landing, lake):
@@ -269,13 +270,13 @@ def test_a_session_built_here_runs_the_parallel_collector(spark):
 
 
 def test_the_lock_can_wait_for_its_holder(lake):
-    holder = LakeLock(Lake(lake)).__enter__()
+    holder = LakeLock(Lake(lake), "an ingest run").__enter__()
     started = time.monotonic()
-    with pytest.raises(LakeBusyError):
-        LakeLock(Lake(lake), wait_seconds=1.5).__enter__()
+    with pytest.raises(LakeBusyError, match="an ingest run .* holds this lake; a rebuild waited 2 s"):
+        LakeLock(Lake(lake), "a rebuild", wait_seconds=1.5).__enter__()
     assert time.monotonic() - started >= 1.5
     holder.__exit__()
-    with LakeLock(Lake(lake), wait_seconds=5):
+    with LakeLock(Lake(lake), "a rebuild", wait_seconds=5):
         pass
 
 

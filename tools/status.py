@@ -28,8 +28,13 @@ def run_lines(lake: Lake, run_id: str | None) -> list[str]:
 
 
 def overview(lake: Lake, landing: Path, threshold: timedelta, skew: timedelta, now: datetime) -> list[str]:
-    waiting = status.backlog(lake, landing)
     lines = [f"lake {lake.root}, landing {landing}"]
+    found = status.problems(lake)
+    if found:
+        lines.append("PROBLEMS: the lake's state is damaged:")
+        lines.extend(f"  {problem}" for problem in found)
+        return lines + ["last run:", *run_lines(lake, None)]
+    waiting = status.backlog(lake, landing)
     lines.append(f"backlog: {waiting.files} landing files ({waiting.bytes / 1e6:.1f} MB) not taken by a run yet")
     if waiting.oldest:
         lines.append(f"  first of them: {waiting.oldest}")

@@ -9,8 +9,9 @@ Run it with either of:
 under <landing>/AWSLogs/ that the ledger has not taken (jobs/ledger.py), reads them
 (Trigger.AvailableNow, in rate-limited batches, oldest first), writes <lake>/events/event_date=YYYY-MM-DD/,
 <lake>/quarantine/reason=.../ and <lake>/reports/ingest/<run id>.json, and exits 0.
-Exit codes (jobs/cli.py): 1 the run failed, 2 bad arguments or an unusable checkpoint, 3 rows would
-have been lost, 75 another writer held the lake.
+Exit codes (jobs/cli.py): 1 the run failed, 2 bad arguments (a --landing without AWSLogs/ too) or a
+checkpoint, ledger or table the job cannot trust (README, 'Recovering a checkpoint'), 3 rows would have
+been lost, 75 another writer held the lake longer than --lock-wait.
 With --gate-from/--gate-to the run also validates, in this application, those event dates and
 the ones it wrote (when it wrote or quarantined anything), as jobs/validate_events.py would in
 a second one: the verdict is in <lake>/reports/dq/<run id>.json, the exit code does not carry it.
@@ -26,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from jobs import cli, gate, options, validate_events
+from jobs import cli, gate, landing, options, validate_events
 from jobs.dedup import Dedup
 from jobs.ingest.config import IngestConfig
 from jobs.ingest.run import run
@@ -52,6 +53,7 @@ def parse_args(argv: Sequence[str] | None = None) -> IngestConfig:
     cli.add_landing(parser)
     cli.add_lake(parser)
     cli.add_run_id(parser)
+    cli.add_lock_wait(parser)
     parser.add_argument("--trigger", choices=["availableNow", "once"], default="availableNow")
     parser.add_argument("--max-files-per-trigger", type=cli.positive_int, help="files per batch (availableNow)")
     parser.add_argument("--max-bytes-per-trigger", type=cli.size, default=options.MAX_BYTES_PER_TRIGGER, help="compressed bytes per batch")
@@ -83,6 +85,8 @@ def parse_args(argv: Sequence[str] | None = None) -> IngestConfig:
     parser.add_argument("--quarantine-threshold", type=float, default=options.QUARANTINE_THRESHOLD, help="the gate's max quarantined share")
     args = parser.parse_args(argv)
     cli.required(parser, args, "landing", "lake")
+    if not landing.exists(args.landing):
+        parser.error(f"--landing {args.landing} holds no AWSLogs/ folder: is it the root CloudTrail writes AWSLogs/ into?")
     if args.replay_from and args.replay_to and args.replay_from > args.replay_to:
         parser.error(f"--replay-from {args.replay_from} is after --replay-to {args.replay_to}")
     # One limit per run, as Spark's file source takes: an explicit file limit wins.
@@ -91,6 +95,7 @@ def parse_args(argv: Sequence[str] | None = None) -> IngestConfig:
         landing=Path(args.landing).absolute(),
         lake=Lake.at(args.lake),
         run_id=cli.run_id(args.run_id),
+        lock_wait=args.lock_wait,
         trigger=args.trigger,
         dedup=Dedup(args.dedup_horizon),
         ledger=LedgerOptions(args.source_retention, args.settle, args.max_files_per_trigger, max_bytes),
@@ -117,7 +122,7 @@ def ingest(config: IngestConfig) -> int:
             threading.Thread(target=validate_events.import_gx, daemon=True).start()
         return build_session(config)
 
-    with LakeLock(config.lake), JobSession(build) as session:
+    with LakeLock(config.lake, f"ingest run {config.run_id}", wait_seconds=config.lock_wait), JobSession(build) as session:
         config.lake.gate_report(config.run_id).unlink(missing_ok=True)  # this attempt's verdict, or none
         report = run(config, session)
         if config.gate_dates is not None and gate.wrote_anything(report.totals()):

@@ -19,6 +19,8 @@ class IngestConfig:
     lake: Lake
     run_id: str
     trigger: str = "availableNow"  # or "once": one batch
+    # Seconds to wait for another writer to let go of the lake.
+    lock_wait: float = options.LOCK_WAIT_SECONDS
     dedup: Dedup = Dedup()
     ledger: LedgerOptions = LedgerOptions()
     # The de-duplication state's partitions: fixed by a lake's first run.

@@ -16,17 +16,18 @@ from contextlib import contextmanager
 from pyspark.sql import SparkSession
 
 from jobs import options, partitions
-from jobs.checkpoint import CheckpointSnapshot
+from jobs.checkpoint import CheckpointSnapshot, LastSuccess, read_last_success, write_last_success
 from jobs.ingest import stream
 from jobs.ingest.config import IngestConfig
-from jobs.lake import TABLES
-from jobs.ledger import Plan, plan_files, record_success
+from jobs.lake import TABLES, Lake
+from jobs.ledger import Plan, check_manifests, plan_files, record_success
 from jobs.quarantine import replay_entries
-from jobs.report import RunReport, now_iso
-from jobs.spark_logs import last_commit
+from jobs.report import RunReport, now_iso, read_reports
+from jobs.spark_logs import last_commit, relocate_source_log
 from jobs.sweep import sweep_lake
 
 log = logging.getLogger("cloudtrail_ingest")
+SKIPPED_LOGGED = 10
 
 
 def run(config: IngestConfig, session: Callable[[], SparkSession]) -> RunReport:
@@ -35,6 +36,7 @@ def run(config: IngestConfig, session: Callable[[], SparkSession]) -> RunReport:
     with reported(config, checkpoint) as report:
         files = plan(config, checkpoint)
         report.ledger = files.summary()
+        explain(files)
         if files.taken == 0 and files.pending == 0 and checkpoint.settled:
             # A streaming query would find nothing: skip Spark altogether.
             log.info("nothing new in %s since the last successful run; Spark not started", config.landing)
@@ -47,14 +49,43 @@ def run(config: IngestConfig, session: Callable[[], SparkSession]) -> RunReport:
 
 def open_checkpoint(config: IngestConfig) -> CheckpointSnapshot:
     partitions.recover(config.lake)  # a rebuild that died mid-swap is finished before anything reads the table
+    if relocate_source_log(config.lake.checkpoint, config.lake.manifests):
+        log.warning("the lake was moved: Spark's log of read manifests now names them under %s", config.lake.manifests)
+    restore_last_success(config.lake)
     checkpoint = CheckpointSnapshot.read(config.lake.checkpoint)
-    checkpoint.check_matches(config.lake.events)
+    checkpoint.check_matches([config.lake.table(name) for name in TABLES])
+    check_manifests(checkpoint, config.lake.manifests)
     return checkpoint
+
+
+def restore_last_success(lake: Lake) -> None:
+    """A missing or damaged last_success.json beside committed batches is written again from the newest successful
+    run's report, which holds the same check time; the batch is left unknown, so this run sweeps."""
+    if read_last_success(lake.checkpoint) is not None or last_commit(lake.checkpoint).batch_id is None:
+        return
+    succeeded = [run for run in read_reports(lake.ingest_reports) if run.get("status") == "succeeded"]
+    checked = [run["ledger"]["checked_at_ns"] for run in succeeded if "checked_at_ns" in (run.get("ledger") or {})]
+    if checked:
+        write_last_success(lake.checkpoint, LastSuccess(int(checked[-1]), None))
+        log.warning("%s was missing or damaged: written again from the newest successful run's report", lake.last_success)
 
 
 def plan(config: IngestConfig, checkpoint: CheckpointSnapshot) -> Plan:
     replay = replay_entries(config.lake, config.replay) if config.replay else []
     return plan_files(checkpoint, config.lake.manifests, config.landing, config.ledger, config.dedup, replay)
+
+
+def explain(files: Plan) -> None:
+    """What the landing walk passed over, and files left to settle when nothing else is new: an operator's first questions."""
+    for skipped in files.skipped[:SKIPPED_LOGGED]:
+        log.warning("landing walk passed over %s: %s", skipped.path, skipped.reason)
+    if len(files.skipped) > SKIPPED_LOGGED:
+        log.warning("landing walk passed over %d more entries (the run report lists them)", len(files.skipped) - SKIPPED_LOGGED)
+    if files.settling_files:
+        log.info(
+            "%d files changed less than the settle time ago: left for a later run, the first due at %s",
+            files.settling_files, files.summary()["settling_due"],
+        )  # fmt: skip
 
 
 def ingest(spark: SparkSession, config: IngestConfig, checkpoint: CheckpointSnapshot, report: RunReport) -> dict[str, int]:

@@ -39,6 +39,7 @@ from cloudtrail_airflow.settings import INGEST_DAG_ID, Settings, load_settings
 from jobs import lake_status as status
 from jobs.lake import Lake
 from jobs.report import verdict_of
+from jobs.spark_logs import CheckpointError
 
 app = FastAPI(title="CloudTrail lake", dependencies=[Depends(requires_access_dag("GET", param_dag_id=INGEST_DAG_ID))])
 
@@ -51,7 +52,7 @@ h1 { font-size: 20px; } h2 { font-size: 16px; margin-top: 28px; border-bottom: 1
 table { border-collapse: collapse; margin: 6px 0; } td, th { padding: 3px 10px; border-bottom: 1px solid #eee; text-align: left; }
 td.n { text-align: right; font-variant-numeric: tabular-nums; } tr.stale td, tr.failed td { background: #fde8e8; }
 code, pre { font-size: 12px; background: #f5f5f5; padding: 1px 4px; } pre { white-space: pre-wrap; max-width: 1100px; }
-.muted { color: #718096; } .bar { fill: #4a90d9; } .late { fill: #e07b39; }
+.muted { color: #718096; } .bar { fill: #4a90d9; } .late { fill: #e07b39; } .problem { background: #fde8e8; padding: 6px; }
 """
 # The one inline style is allowed by its hash; nothing else inline, nothing from another origin, no script.
 _STYLE_HASH = base64.b64encode(hashlib.sha256(STYLE.encode()).digest()).decode()
@@ -89,6 +90,21 @@ def _page(title: str, body: str, started: float, status_code: int = 200) -> HTML
 
 def _section(anchor: str, title: str, body: str) -> str:
     return f"<section id='{anchor}'><h2>{escape(title)}</h2>{body}</section>"
+
+
+def _readable(build: Callable[[], str]) -> str:
+    """A part of the page, or why the lake's state behind it cannot be read (listed under Problems too)."""
+    try:
+        return build()
+    except (CheckpointError, OSError, ValueError) as exc:
+        return f"<p class='problem'>cannot be read: {escape(str(exc))}</p>"
+
+
+def _problems(found: list[str]) -> str:
+    if not found:
+        return ""
+    items = "".join(f"<li>{escape(problem)}</li>" for problem in found)
+    return _section("problems", "Problems: the lake's state is damaged", f"<ul class='problem'>{items}</ul>")
 
 
 def _table(head: list[str], rows: list[list[str]], classes: list[str] | None = None, numeric: frozenset[int] = frozenset()) -> str:
@@ -263,26 +279,30 @@ def _settings() -> tuple[Settings, Lake]:
     return settings, Lake.at(settings.lake)
 
 
+def _backlog(waiting: status.Backlog) -> str:
+    return f"<p>Backlog: {waiting.files:,} landing files ({waiting.bytes / 1e6:.1f} MB) not taken by a run yet.</p>"
+
+
 @app.get("/", response_class=HTMLResponse)
 def lake_page(request: Request, file: str = "") -> HTMLResponse:
     started = time.perf_counter()
     settings, lake = _settings()
     runs, gates = status.ingest_runs(lake), status.gate_runs(lake)
-    waiting = status.backlog(lake, settings.landing)
     last = status.find_run(runs, None)
     summary = "\n".join(status.run_summary(last, status.gate_of(gates, last["run_id"]))) if last else "no run yet"
     threshold, skew, now = settings.freshness_threshold, settings.clock_skew, datetime.now(tz=UTC)
     places = status.freshness(lake, settings.landing, threshold, runs, now, skew)
     sections = [
         f"<p class='muted'>lake {escape(str(lake.root))}, landing {escape(str(settings.landing))}</p>",
-        f"<p>Backlog: {waiting.files:,} landing files ({waiting.bytes / 1e6:.1f} MB) not taken by a run yet.</p>",
+        _problems(status.problems(lake)),
+        _readable(lambda: _backlog(status.backlog(lake, settings.landing))),
         _section("run", "Last run", f"<pre>{escape(summary)}</pre>"),
         _section("freshness", "Freshness", _freshness(places, threshold, skew, now)),
         _section("rows", "Rows per event date (last 30 dates)", _chart(status.daily_rows(lake, runs))),
-        _section("ledger", "File ledger", _ledger(file, status.ledger(lake, settings.landing, file) if file else [])),
+        _section("ledger", "File ledger", _readable(lambda: _ledger(file, status.ledger(lake, settings.landing, file) if file else []))),
         _section("quarantine", "Quarantine", _quarantine(status.quarantine(lake))),
         _section("gate", "Gate verdicts", _gates(request, status.gate_verdicts(gates))),
-        _section("checkpoint", "Checkpoint", _checkpoint(status.checkpoint_health(lake))),
+        _section("checkpoint", "Checkpoint", _readable(lambda: _checkpoint(status.checkpoint_health(lake)))),
     ]  # fmt: skip
     return _page("CloudTrail lake", "".join(sections), started)
 
@@ -327,12 +347,21 @@ def status_json() -> dict[str, Any]:
     runs = status.ingest_runs(lake)
     places = status.freshness(lake, settings.landing, settings.freshness_threshold, runs, datetime.now(tz=UTC), settings.clock_skew)
     return {
-        "backlog": dataclasses.asdict(status.backlog(lake, settings.landing)),
+        "problems": status.problems(lake),
+        "backlog": _fields(lambda: status.backlog(lake, settings.landing)),
         "freshness": [dataclasses.asdict(row) for row in places],
         "rows_per_event_date": [dataclasses.asdict(row) for row in status.daily_rows(lake, runs)],
         "gate_verdicts": [dataclasses.asdict(v) for v in status.gate_verdicts(status.gate_runs(lake))],
-        "checkpoint": dataclasses.asdict(status.checkpoint_health(lake)),
+        "checkpoint": _fields(lambda: status.checkpoint_health(lake)),
     }
+
+
+def _fields(build: Callable[[], Any]) -> dict[str, Any]:
+    """A dataclass's fields, or why the lake's state behind it cannot be read (the same as in "problems")."""
+    try:
+        return dataclasses.asdict(build())
+    except (CheckpointError, OSError, ValueError) as exc:
+        return {"unreadable": str(exc)}
 
 
 def _gate_reports(lake: Lake) -> dict[str, list[dict[str, Any]]]:
