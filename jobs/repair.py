@@ -28,7 +28,8 @@ import pyarrow.parquet as pq
 from jobs import cli
 from jobs.lake import QUARANTINE, TABLES, Lake, LakeLock, in_table
 from jobs.landing import relative
-from jobs.spark_logs import CheckpointError, SinkRollback, local_path, planned_batch_id, sink_rollback
+from jobs.spark_logs import WRITTEN_BY_BATCH, CheckpointError, SinkRollback, local_path, planned_batch_id, sink_rollback
+from jobs.sweep import data_files
 
 log = logging.getLogger("cloudtrail_repair")
 
@@ -74,27 +75,47 @@ def repair(config: RepairConfig) -> int:
     return cli.OK
 
 
-def plan(lake: Lake) -> dict[str, SinkRollback]:
+@dataclass(frozen=True)
+class TableRepair:
+    rollback: SinkRollback
+    files: list[Path]  # the data files of the later batches, where they are now
+
+
+def plan(lake: Lake) -> dict[str, TableRepair]:
     """Per table ahead of the checkpoint, how to roll it back to the checkpoint's last planned batch."""
     planned = planned_batch_id(lake.checkpoint)
     through = -1 if planned is None else planned
-    rollbacks = {name: sink_rollback(lake.table(name), through) for name in TABLES}
-    return {name: rollback for name, rollback in rollbacks.items() if rollback is not None}
-
-
-def landing_files(table: str, rollback: SinkRollback) -> set[str]:
-    """The landing files the rows of the later batches came from."""
-    column = SOURCE_COLUMN.get(table, DEFAULT_SOURCE_COLUMN)
-    found: set[str] = set()
-    for path in rollback.later:
-        if path.exists():
-            found.update(local_path(value) for value in pq.read_table(path, columns=[column]).column(column).to_pylist() if value)
+    found = {}
+    for name in TABLES:
+        rollback = sink_rollback(lake.table(name), through)
+        if rollback is not None:
+            found[name] = TableRepair(rollback, later_files(lake.table(name), rollback))
     return found
 
 
-def check_landing(found: dict[str, SinkRollback], landing: Path) -> None:
+def later_files(table: Path, rollback: SinkRollback) -> list[Path]:
+    """The data files of the batches after `rollback.through`: those the log lists, and those that aged out of it
+    (TableWriter's names carry the batch); with no batch kept, every data file of the table."""
+    files = {table / in_table(path) for path in rollback.later}  # the log names the path the lake had then
+    for path in data_files(table):
+        marked = WRITTEN_BY_BATCH.search(path.name)
+        if rollback.through < 0 or (marked and int(marked[1]) > rollback.through):
+            files.add(path)
+    return sorted(path for path in files if path.exists())
+
+
+def landing_files(table: str, repair: TableRepair) -> set[str]:
+    """The landing files the rows of the later batches came from."""
+    column = SOURCE_COLUMN.get(table, DEFAULT_SOURCE_COLUMN)
+    found: set[str] = set()
+    for path in repair.files:
+        found.update(local_path(value) for value in pq.read_table(path, columns=[column]).column(column).to_pylist() if value)
+    return found
+
+
+def check_landing(found: dict[str, TableRepair], landing: Path) -> None:
     """Refuse when a landing file the rolled-back rows came from is gone: the next run could not read it again."""
-    read = {path for table, rollback in found.items() for path in landing_files(table, rollback)}
+    read = {path for table, repair in found.items() for path in landing_files(table, repair)}
     gone = sorted(path for path in read if not (landing / relative(path)).exists())
     if gone:
         raise CheckpointError(
@@ -104,25 +125,23 @@ def check_landing(found: dict[str, SinkRollback], landing: Path) -> None:
         )
 
 
-def apply(lake: Lake, found: dict[str, SinkRollback]) -> None:
+def apply(lake: Lake, found: dict[str, TableRepair]) -> None:
     """Each log first, then its later data files aside: a repair that dies between them leaves files the next sweep moves."""
     tag = "repair-" + datetime.now(tz=UTC).strftime("%Y%m%dT%H%M%S%fZ")
-    for name, rollback in found.items():
-        table = lake.table(name)
-        rollback.apply()
-        aside = lake.replaced(table, tag)
-        for path in rollback.later:
-            current = table / in_table(path)  # the log names the path the lake had when the batch ran
-            if current.exists():
-                (aside / in_table(path)).parent.mkdir(parents=True, exist_ok=True)
-                shutil.move(current, aside / in_table(path))
-        log.info("%s rolled back to batch %d: %d data files moved to %s", name, rollback.through, len(rollback.later), aside)
+    for name, repair in found.items():
+        table, aside = lake.table(name), lake.replaced(lake.table(name), tag)
+        repair.rollback.apply()
+        for path in repair.files:
+            moved = aside / path.relative_to(table)
+            moved.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(path, moved)
+        log.info("%s rolled back to batch %d: %d data files moved to %s", name, repair.rollback.through, len(repair.files), aside)
 
 
-def summary(found: dict[str, SinkRollback]) -> dict[str, object]:
+def summary(found: dict[str, TableRepair]) -> dict[str, object]:
     return {
-        name: {"back_to_batch": rollback.through, "data_files": len(rollback.later), "landing_files": len(landing_files(name, rollback))}
-        for name, rollback in found.items()
+        name: {"back_to_batch": repair.rollback.through, "data_files": len(repair.files), "landing_files": len(landing_files(name, repair))}
+        for name, repair in found.items()
     }
 
 

@@ -294,8 +294,9 @@ def copied_elsewhere(landing: Path) -> Path:
 
 
 def test_a_repair_rolls_the_tables_back_across_a_compaction_of_their_logs(spark, landing, lake):
-    """Spark compacts a table's log every 10 batches and deletes the files before: the repair writes the log as it
-    stood after the checkpoint's batch from the compaction (TableWriter's file names carry their batch)."""
+    """Spark compacts a table's log every 10 batches, deletes the files before, and drops entries older than the log's
+    retention: the repair writes the log as it stood after the checkpoint's batch from the compaction, and finds the
+    data files of later batches that aged out of it (TableWriter's file names carry their batch)."""
     for n in range(4):
         deliver(landing, events_of(3, DAY + timedelta(hours=n), f"a{n}"), DAY + timedelta(hours=n))
     ingest(spark, landing, lake, max_files_per_trigger=1)
@@ -303,9 +304,11 @@ def test_a_repair_rolls_the_tables_back_across_a_compaction_of_their_logs(spark,
     shutil.copytree(Lake(lake).checkpoints, backup)
     for n in range(8):
         deliver(landing, events_of(3, DAY + timedelta(days=1, hours=n), f"b{n}"), DAY + timedelta(days=1, hours=n))
-    ingest(spark, landing, lake, max_files_per_trigger=1)
+    ingest(spark, landing, lake, max_files_per_trigger=1, table_log_retention="1 second")
     sink = Lake(lake).events / "_spark_metadata"
     assert (sink / "9.compact").exists() and not (sink / "3").exists(), "the batches the backup knows are only in the compaction"
+    listed = "\n".join(path.read_text() for path in sink.glob("[0-9]*"))
+    assert any(path.name not in listed for path in Lake(lake).events.glob("*/*.parquet")), "some files aged out of the log"
     expected = duckdb_rows(lake)
     assert len(expected) == 36
 
