@@ -108,6 +108,14 @@ def airflow_db() -> Path:
     return home
 
 
+def own_airflow_home(airflow_db: Path, folder: Path) -> dict[str, str]:
+    """The environment of a copy of the migrated metadata DB, for Airflow processes on another lake: the DAGs they
+    serialize name their assets after that lake, and in the session's DB those assets would be the active ones,
+    leaving the session's own DAG runs with inactive assets."""
+    shutil.copytree(airflow_db, folder)
+    return {"AIRFLOW_HOME": str(folder), "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{folder / 'airflow.db'}"}
+
+
 @pytest.fixture
 def dag_roots(jobs_zip: Path, airflow_db: Path) -> tuple[Path, Path]:
     """A fresh landing and lake inside the roots the DAG was configured with."""

@@ -21,6 +21,7 @@ from jobs import validate_events
 from jobs.lake import Lake
 from jobs.landing import delivery_path
 from jobs.report import RunReport
+from tests.conftest import own_airflow_home
 from tests.helpers import DAY, event, events_of, ingest
 from tools import status as terminal
 from tools.airflow_api import Server, api_server, sign_in
@@ -121,6 +122,7 @@ def test_a_forged_far_future_event_is_counted_and_never_switches_the_freshness_a
 @pytest.fixture(scope="module")
 def server(hostile: HostileLake, airflow_db: Path, tmp_path_factory) -> Iterator[Server]:
     env = {"CLOUDTRAIL_LAKE": str(hostile.lake.root), "CLOUDTRAIL_LANDING": str(hostile.landing)}
+    env |= own_airflow_home(airflow_db, tmp_path_factory.mktemp("airflow") / "home")
     with api_server(env, tmp_path_factory.mktemp("api-server") / "api-server.log") as running:
         yield running
 

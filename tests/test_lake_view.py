@@ -23,6 +23,7 @@ from jobs import validate_events
 from jobs.lake import Lake
 from jobs.landing import delivery_path
 from jobs.report import ActivityReport, RunReport
+from tests.conftest import own_airflow_home
 from tests.helpers import DAY, deliver, event, events_of, ingest, put_raw
 from tools.airflow_api import Api, Server, api_server, sign_in
 from tools.generate_landing import write_delivery
@@ -137,6 +138,7 @@ def test_status_prints_freshness_backlog_and_the_last_run(known: KnownLake):
 def server(known: KnownLake, airflow_db: Path, tmp_path_factory) -> Iterator[Server]:
     """`airflow api-server` with this project's plugins, on the known lake."""
     env = {"CLOUDTRAIL_LAKE": str(known.lake.root), "CLOUDTRAIL_LANDING": str(known.landing)}
+    env |= own_airflow_home(airflow_db, tmp_path_factory.mktemp("airflow") / "home")
     with api_server(env, tmp_path_factory.mktemp("api-server") / "api-server.log") as running:
         yield running
 
