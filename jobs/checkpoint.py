@@ -8,11 +8,11 @@ committed, swept.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from jobs.files import write_whole
 from jobs.lake import LAST_SUCCESS
 from jobs.spark_logs import (
     CheckpointError,
@@ -44,11 +44,7 @@ def read_last_success(checkpoint: Path) -> LastSuccess | None:
 
 
 def write_last_success(checkpoint: Path, state: LastSuccess) -> None:
-    path = checkpoint / LAST_SUCCESS
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{LAST_SUCCESS}.partial")
-    partial.write_text(json.dumps({"checked_at_ns": state.checked_at_ns, "batch_id": state.batch_id}) + "\n")
-    os.replace(partial, path)
+    write_whole(checkpoint / LAST_SUCCESS, json.dumps({"checked_at_ns": state.checked_at_ns, "batch_id": state.batch_id}) + "\n")
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ Every path under the lake root is named here and nowhere else:
     <lake>/_checkpoints/ingest/manifests/  the file ledger: the landing files each batch reads
     <lake>/_checkpoints/ingest/late_files/ landing files that held late events, by event date
     <lake>/_checkpoints/ingest/retired/    the landing files of retired delivery folders, by delivery date
+    <lake>/_checkpoints/ingest/restamped.jsonl  taken landing files whose times changed, content unchanged
     <lake>/_checkpoints/ingest.lock        one writer at a time (flock)
     <lake>/_checkpoints/rebuilds/<run>.json  a rebuild's swap, written before its first partition is swapped
     <lake>/_staging/<run>/<table>/         partitions a rebuild is writing, hidden from every reader
@@ -53,6 +54,10 @@ VALIDATED = "_validated.json"
 LAST_SUCCESS = "last_success.json"
 # The ledger's index of the landing files in retired delivery folders (jobs/ledger.py), one file per delivery date.
 RETIRED = "retired"
+# In that index, the names of the manifests the ledger let go of: one Spark's log names that is gone and not here was lost.
+LET_GO = "let_go.txt"
+# The ledger's record of taken files whose times changed and whose content did not (jobs/ledger.py).
+RESTAMPED = "restamped.jsonl"
 
 
 def _safe(run_id: str) -> str:

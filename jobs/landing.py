@@ -143,20 +143,14 @@ def _folders(parent: Path, pattern: re.Pattern[str], skipped: SkipList = None) -
 
 
 def _region_folders(landing: str | Path, skipped: SkipList = None) -> list[Path]:
-    """Every <account>/CloudTrail/<region> folder, with or without an organization id level above the account."""
+    """Every <account>/CloudTrail/<region> folder, with or without an organization id level above the account
+    (ACCOUNT_LEVELS), each level listed once."""
     logs = aws_logs(landing)
-    depths = [level.count("/") + 1 for level in ACCOUNT_LEVELS]
     # Above CloudTrail/ a folder may hold other services' logs: only what cannot be listed is noted.
-    trails = [logs.joinpath(*parts, "CloudTrail") for depth in depths for parts in _paths(logs, depth, skipped)]
+    tops = _folders(logs, ANY_NAME, skipped)
+    trails = [logs / top / "CloudTrail" for top in tops]
+    trails += [logs / top / name / "CloudTrail" for top in tops for name in _folders(logs / top, ANY_NAME, skipped)]
     return [trail / name for trail in trails for name in sorted(_folders(trail, ANY_NAME, skipped))]
-
-
-def _paths(root: Path, levels: int, skipped: SkipList) -> list[tuple[str, ...]]:
-    """The folder names `levels` deep under `root`."""
-    paths: list[tuple[str, ...]] = [()]
-    for _ in range(levels):
-        paths = [(*parts, name) for parts in paths for name in _folders(root.joinpath(*parts), ANY_NAME, skipped)]
-    return paths
 
 
 def _days(

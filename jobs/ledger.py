@@ -9,9 +9,14 @@ which manifest a batch holds, so a replayed batch reads the same files, and the 
 the ledger: a file a manifest names is taken.
 
 - New: a file of an active delivery folder that no manifest names.
-- Changed: a file whose size or modification time differs from its newest manifest entry (a
-  copy tool that wrote in place, a hand repair) is read again; its events are de-duplicated
-  as usual, and the quarantine rows of the earlier read say which read they came from.
+- Changed: a file whose content differs from its newest manifest entry (a copy tool that wrote
+  in place, a hand repair) is read again; its events are de-duplicated as usual, and the
+  quarantine rows of the earlier read say which read they came from. Size and modification
+  time say a file may have changed; its content's SHA-256, taken when the ledger takes it,
+  says whether it did: a copy that did not keep modification times changes none, and its new
+  times go into the ledger's restamp record, so the file is not read to check it again.
+- Unreadable: a file that cannot be read (no permission, an I/O error) is not taken; the run
+  report names it, and every later run tries it again.
 - Settling: a file modified less than `settle` ago may still be being written; it is left
   for a later run.
 - Retention: delivery folders more than `retention` before the newest one the ledger holds
@@ -31,6 +36,7 @@ those entries count as taken until they retire.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import time
@@ -42,7 +48,8 @@ from pathlib import Path
 from jobs import options
 from jobs.checkpoint import CheckpointSnapshot, LastSuccess, write_last_success
 from jobs.dedup import Dedup
-from jobs.lake import LAST_SUCCESS, RETIRED
+from jobs.files import write_whole
+from jobs.lake import LAST_SUCCESS, LET_GO, RESTAMPED, RETIRED
 from jobs.landing import Skipped, day_folders, delivery_date, log_files_in, relative
 from jobs.spark_logs import CheckpointError, SourceLog, rewrite_compaction
 
@@ -80,6 +87,8 @@ class Entry:
     only_records: list[int] | None = None
     # This read replaces the quarantine rows of earlier reads of the file (of `only_records` only, if set).
     supersedes: bool = False
+    # The SHA-256 of the file's bytes when the ledger took it (None in manifests older than the fingerprint).
+    fingerprint: str | None = None
 
     @classmethod
     def of(cls, path: str, only_records: list[int] | None = None, supersedes: bool = False, stat: os.stat_result | None = None) -> Entry:
@@ -89,6 +98,12 @@ class Entry:
 
     def line(self) -> str:
         return json.dumps(dataclasses.asdict(self))
+
+
+def fingerprint(path: str) -> str:
+    """The SHA-256 of a file's bytes (raises OSError when it cannot be read)."""
+    with open(path, "rb") as file:
+        return hashlib.file_digest(file, "sha256").hexdigest()
 
 
 @dataclass(frozen=True)
@@ -132,6 +147,8 @@ class Plan:
     raised_arrivals: int = 0
     # Taken files modified after the listing (a wrong clock, a touch): they arrive at the listing's time instead.
     future_mtimes: int = 0
+    # Files whose times changed but whose content did not (a copy that did not keep times): not read again.
+    restamped_files: int = 0
     # When the first settling file is due (epoch ns), if any settles.
     settling_due_ns: int | None = None
     # What the landing walk passed over (folders it cannot list, odd entries), with the reason.
@@ -143,6 +160,10 @@ class Plan:
     pending: int = 0
     backlog_files: int = 0
     backlog_bytes: int = 0
+
+    @property
+    def settling_due(self) -> str | None:
+        return _iso(self.settling_due_ns)
 
     @property
     def taken(self) -> int:
@@ -157,7 +178,8 @@ class Plan:
             "settling_files": self.settling_files,
             "raised_arrivals": self.raised_arrivals,
             "future_mtimes": self.future_mtimes,
-            "settling_due": _iso(self.settling_due_ns),
+            "restamped_files": self.restamped_files,
+            "settling_due": self.settling_due,
             "skipped_entries": len(self.skipped),
             "skipped": [{"path": s.path, "reason": s.reason} for s in self.skipped[:SKIPPED_SHOWN]],
             "retired_before": self.retired_before.isoformat() if self.retired_before else None,
@@ -206,15 +228,10 @@ def _batches(files: list[Entry], max_files: int | None, max_bytes: int | None) -
 def _write(folder: Path, batches: Iterable[list[Entry]], stamp_ns: int) -> tuple[Manifest, ...]:
     """One manifest per batch, each written whole (hidden until renamed), mtimes 1 ms apart in batch order:
     Spark's file source takes new files oldest first."""
-    folder.mkdir(parents=True, exist_ok=True)
     written = []
     for index, batch in enumerate(batches):
         path = folder / f"{stamp_ns}-{index:05d}.jsonl"
-        partial = folder / f".{path.name}.partial"
-        partial.write_text("".join(f"{entry.line()}\n" for entry in batch))
-        mtime_ns = stamp_ns + index * 1_000_000
-        os.utime(partial, ns=(mtime_ns, mtime_ns))
-        os.replace(partial, path)
+        write_whole(path, "".join(f"{entry.line()}\n" for entry in batch), mtime_ns=stamp_ns + index * 1_000_000)
         written.append(Manifest(path, tuple(batch)))
     return tuple(written)
 
@@ -272,6 +289,8 @@ def plan_files(
     # Keyed by the place in the landing zone, not the absolute path: a zone mounted elsewhere holds the same files.
     ledger = {relative(path): Entry(path, None, None) for path in legacy}
     ledger.update((relative(entry.path), entry) for manifest in manifests for entry in manifest.entries)
+    restamps = read_restamps(checkpoint.path / RESTAMPED)
+    ledger.update((key, entry) for key, entry in restamps.items() if key in ledger)
     retired_files = RetiredIndex(checkpoint.path / RETIRED)
 
     retired_before = _retired_before(ledger, ledger_options.retention)
@@ -281,6 +300,7 @@ def plan_files(
     changed: list[Entry] = []
     stragglers: list[Entry] = []
     settling: list[int] = []  # when each settling file is due
+    restamped: dict[str, Entry] = {}
     skipped: list[Skipped] = []
     for day, day_folder in day_folders(landing, skipped=skipped):
         retired = retired_before is not None and day < retired_before
@@ -309,6 +329,16 @@ def plan_files(
             if ctime_ns > now_ns - settle_ns:  # ctime moves with every write, and no clock skew puts it ahead
                 settling.append(ctime_ns + settle_ns)
                 continue
+            try:
+                entry = dataclasses.replace(entry, fingerprint=fingerprint(file.path))
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                skipped.append(Skipped(file.path, f"cannot be read: {exc.strerror or exc}; tried again next run"))
+                continue
+            if known is not None and known.fingerprint == entry.fingerprint:
+                restamped[key] = entry  # the same bytes with new times
+                continue
             if known is not None:
                 entry = dataclasses.replace(entry, supersedes=True)
             (stragglers if retired else changed if known else new).append(entry)
@@ -319,7 +349,6 @@ def plan_files(
     taken = [entry.arrival_ms for manifest in manifests for entry in manifest.entries if entry.arrival_ms is not None]
     floor_ms = max([int(floor.timestamp() * 1000) if floor else 0, *taken])
     files = _arrivals(new + changed + stragglers + list(replay), floor_ms, now_ns // 1_000_000)
-    written = _write(folder, _batches(files, ledger_options.max_files, ledger_options.max_bytes), now_ns)
 
     def done(path: str, files: Iterable[str]) -> bool:
         """Read by a committed batch, every file retired and passed by a successful run's check."""
@@ -333,6 +362,12 @@ def plan_files(
         )
 
     dropped = [manifest for manifest in manifests if done(str(manifest.path), (entry.path for entry in manifest.entries))]
+    # Before the manifests: a restamp never stands for a file this run takes again, or one no manifest holds.
+    kept = {relative(entry.path) for manifest in manifests if manifest not in dropped for entry in manifest.entries}
+    kept -= {relative(entry.path) for entry in files}
+    write_restamps(checkpoint.path / RESTAMPED, {key: entry for key, entry in {**restamps, **restamped}.items() if key in kept})
+    written = _write(folder, _batches(files, ledger_options.max_files, ledger_options.max_bytes), now_ns)
+
     retired_legacy = [path for path in legacy if done(path, [path])]
     retired_files.add([entry.path for manifest in dropped for entry in manifest.entries] + retired_legacy)  # before they go
     if retired_files.let_go() is None:  # a ledger from before this record: what is gone now was let go of
@@ -347,11 +382,35 @@ def plan_files(
     backlog = [entry for manifest in unread for entry in manifest.entries]
     future = sum(1 for entry in files if (entry.mtime_ms or 0) > now_ns // 1_000_000)
     raised = sum(1 for entry in files if (entry.arrival_ms or 0) > (entry.mtime_ms or 0))
-    counts = (len(new), len(changed), len(stragglers), len(replay), len(settling), raised, future)
     return Plan(
-        written, *counts, min(settling, default=None), tuple(skipped), retired_before, len(dropped), checked_at_ns,
-        len(unread), len(backlog), sum(e.size or 0 for e in backlog),
-    )  # fmt: skip
+        written=written,
+        new_files=len(new),
+        changed_files=len(changed),
+        stragglers=len(stragglers),
+        replayed_files=len(replay),
+        settling_files=len(settling),
+        raised_arrivals=raised,
+        future_mtimes=future,
+        restamped_files=len(restamped),
+        settling_due_ns=min(settling, default=None),
+        skipped=tuple(skipped),
+        retired_before=retired_before,
+        manifests_dropped=len(dropped),
+        checked_at_ns=checked_at_ns,
+        pending=len(unread),
+        backlog_files=len(backlog),
+        backlog_bytes=sum(e.size or 0 for e in backlog),
+    )
+
+
+def read_restamps(path: Path) -> dict[str, Entry]:
+    """The ledger's restamp record: files taken before whose times changed since, content unchanged, as they are now."""
+    return {relative(entry.path): entry for entry in read_manifest(path).entries} if path.exists() else {}
+
+
+def write_restamps(path: Path, restamps: dict[str, Entry]) -> None:
+    if restamps or path.exists():
+        write_whole(path, "".join(f"{restamps[key].line()}\n" for key in sorted(restamps)))
 
 
 class RetiredIndex:
@@ -366,7 +425,7 @@ class RetiredIndex:
 
     @property
     def _manifests(self) -> Path:
-        return self.folder / "let_go.txt"
+        return self.folder / LET_GO
 
     def let_go(self) -> set[str] | None:
         """The names of the manifests the ledger let go of; None for a ledger older than this record."""
@@ -377,10 +436,7 @@ class RetiredIndex:
         self._write(self._manifests, known | set(names))
 
     def _write(self, path: Path, lines: set[str]) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f".{path.name}.partial")
-        partial.write_text("".join(f"{line}\n" for line in sorted(lines)))
-        os.replace(partial, path)
+        write_whole(path, "".join(f"{line}\n" for line in sorted(lines)))
 
     def _path(self, day: date) -> Path:
         return self.folder / f"{day.isoformat()}.txt"
@@ -414,31 +470,38 @@ def _retired_before(paths: Iterable[str], retention: timedelta) -> date | None:
 
 
 def read_files(checkpoint: CheckpointSnapshot, folder: Path, landing: str, retention: timedelta) -> dict[str, Entry]:
-    """Every landing file a committed batch has read, as it was read (newest read), by path.
+    """Every landing file a committed batch has read, as it was read (newest read), by its place in the landing
+    zone (`landing.relative`), with its path in the zone as it is mounted now.
 
-    A file in a retired folder that a successful run has passed counts as read (its manifest
-    may be gone). A file that changed since its read, and a new one, are not here: the
-    stream reads them next. Call it under the lake lock, on a settled checkpoint."""
+    A file in a retired folder that a successful run has passed, or that the ledger let go of, counts as read (its
+    manifest may be gone). A file that changed since its read, and a new one, are not here: the stream reads them
+    next. Call it under the lake lock, on a settled checkpoint."""
     committed = checkpoint.committed_offset
     logged = {e.path for e in checkpoint.sources.entries if committed is not None and e.batch_id <= committed}
-    read: dict[str, Entry] = {path: Entry(path, None, None) for path in logged if os.path.dirname(path) != str(folder)}
+    read = {relative(path): Entry(path, None, None) for path in logged if os.path.dirname(path) != str(folder)}
     for manifest in read_manifests(folder):
         if str(manifest.path) in logged:
-            read.update((entry.path, entry) for entry in manifest.entries if entry.only_records is None)
+            read.update((relative(entry.path), entry) for entry in manifest.entries if entry.only_records is None)
+    read.update((key, entry) for key, entry in read_restamps(checkpoint.path / RESTAMPED).items() if key in read)
     retired_before = _retired_before(read, retention)
+    retired_files = RetiredIndex(checkpoint.path / RETIRED)
     checked_at_ns = checkpoint.last_success.checked_at_ns
-    present: set[str] = set()
+    found: dict[str, Entry] = {}  # not one deleted from the landing zone
     for day, day_folder in day_folders(landing):
         for file in log_files_in(day_folder):
-            present.add(file.path)
-            stat = file.stat()
-            known = read.get(file.path)
+            key, stat = relative(file.path), file.stat()
+            known = read.get(key)
             if known is None:
-                if retired_before is not None and day < retired_before and stat.st_ctime_ns <= checked_at_ns:
-                    read[file.path] = Entry.of(file.path, stat=stat)
-            elif known.size is not None and (known.size, known.mtime_ms) != (stat.st_size, stat.st_mtime_ns // 1_000_000):
-                del read[file.path]  # changed: the stream reads it again
-    return {path: entry for path, entry in read.items() if path in present}  # not one deleted from the landing zone
+                if (
+                    retired_before is not None
+                    and day < retired_before
+                    and (stat.st_ctime_ns <= checked_at_ns or key in retired_files.on(day))
+                ):
+                    found[key] = Entry.of(file.path, stat=stat)
+            elif known.size is None or (known.size, known.mtime_ms) == (stat.st_size, stat.st_mtime_ns // 1_000_000):
+                found[key] = dataclasses.replace(known, path=file.path)
+            # else changed: the stream reads it again
+    return found
 
 
 def _retired(path: str, retired_before: date, checked_at_ns: int) -> bool:
@@ -463,10 +526,7 @@ def record_late_files(folder: Path, batch_id: int, late: dict[str, list[str]]) -
     a late file sits in a delivery folder long after its events' dates, where a rebuild of those dates would not look."""
     if not late:
         return
-    folder.mkdir(parents=True, exist_ok=True)
-    partial = folder / f".{batch_id}.json.partial"
-    partial.write_text(json.dumps({day: sorted(files) for day, files in sorted(late.items())}) + "\n")
-    os.replace(partial, folder / f"{batch_id}.json")
+    write_whole(folder / f"{batch_id}.json", json.dumps({day: sorted(files) for day, files in sorted(late.items())}) + "\n")
 
 
 def late_files(folder: Path) -> dict[date, set[str]]:

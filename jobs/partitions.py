@@ -29,6 +29,7 @@ import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from jobs.files import write_whole
 from jobs.lake import Lake
 
 log = logging.getLogger("partitions")
@@ -88,11 +89,7 @@ class Swap:
 
 def _commit(lake: Lake, run_id: str, swaps: list[Swap]) -> Path:
     journal = lake.rebuild_journal(run_id)
-    journal.parent.mkdir(parents=True, exist_ok=True)
-    partial = journal.with_name(f".{journal.name}.partial")
-    partial.write_text(json.dumps({"run_id": run_id, "swaps": [asdict(s) for s in swaps]}, indent=1) + "\n")
-    os.replace(partial, journal)
-    return journal
+    return write_whole(journal, json.dumps({"run_id": run_id, "swaps": [asdict(s) for s in swaps]}, indent=1) + "\n")
 
 
 def _swap_one(swap: Swap, run_id: str) -> None:

@@ -25,6 +25,7 @@ import pyarrow.dataset as ds
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from jobs.files import write_whole
 from jobs.lake import REASON, Lake
 from jobs.landing import delivery_date
 from jobs.ledger import Entry, read_manifest
@@ -110,10 +111,7 @@ class Replacement:
             paths = [str(path) for path in self.files]
             read = spark.read.schema(QUARANTINE_SCHEMA).option("basePath", str(lake.quarantine)).parquet(*paths)
             self.kept = read.where(~_replaced(entries))
-            self.record.parent.mkdir(parents=True, exist_ok=True)
-            partial = self.record.with_name(f".{self.record.name}.partial")
-            partial.write_text(json.dumps(paths))
-            os.replace(partial, self.record)
+            write_whole(self.record, json.dumps(paths))
 
     def add_kept(self, rows: DataFrame) -> DataFrame:
         """The batch's quarantine rows, and the rows it keeps from the files it replaces."""

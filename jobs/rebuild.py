@@ -46,7 +46,7 @@ from jobs import cli, options, partitions
 from jobs.checkpoint import CheckpointSnapshot
 from jobs.dedup import Dedup
 from jobs.lake import EVENT_DATE, EVENTS, QUARANTINE, REASON, TABLES, Lake, LakeLock, partition, partition_folders
-from jobs.landing import day_folders, log_files_in
+from jobs.landing import day_folders, log_files_in, relative
 from jobs.ledger import MANIFEST_DDL, Entry, late_files, read_files
 from jobs.report import PartitionStats, RebuildReport, now_iso
 from jobs.schema import EVENTS_SCHEMA, QUARANTINE_SCHEMA
@@ -164,9 +164,9 @@ def plan(config: RebuildConfig) -> list[DatePlan]:
         named = source_files(partition(lake.events, day))
         delivery_days = options.date_range(day, day + timedelta(days=horizon_days))
         delivered = {f.path for d in delivery_days if d in folders for f in log_files_in(folders[d])}
-        wanted = named | delivered | {local_path(path) for path in late.get(day, ())}
-        files = tuple(sorted((read[path] for path in wanted if path in read), key=lambda e: e.path))
-        plans.append(DatePlan(day, files, tuple(sorted(named - read.keys()))))
+        wanted = {relative(path) for path in named | delivered | {local_path(path) for path in late.get(day, ())}}
+        files = tuple(sorted((read[key] for key in wanted if key in read), key=lambda e: e.path))
+        plans.append(DatePlan(day, files, tuple(sorted(path for path in named if relative(path) not in read))))
     return plans
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -20,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
+from jobs.files import write_whole
 from jobs.lake import VALIDATED, Lake
 
 log = logging.getLogger("cloudtrail_ingest")
@@ -167,11 +167,7 @@ class RebuildReport:
 
 def write_json(path: Path, body: Mapping[str, Any]) -> Path:
     """A report written whole (a rename): a reader finds the old version or the new one, never half of one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(json.dumps(body, indent=2, default=str) + "\n")
-    os.replace(partial, path)
-    return path
+    return write_whole(path, json.dumps(body, indent=2, default=str) + "\n")
 
 
 def read_report(path: Path) -> dict[str, Any] | None:

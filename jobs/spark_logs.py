@@ -10,13 +10,14 @@ Spark's own class (jobs/sinks.py); nothing else in this project opens these file
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
+
+from jobs.files import write_whole
 
 VERSION = "v1"
 
@@ -181,11 +182,9 @@ def relocate_source_log(checkpoint: Path, folder: Path) -> int:
 
 def _replace(path: Path, version: str, lines: list[str]) -> None:
     """Rewrite a log file whole, atomically, as Spark writes one: no final newline."""
-    partial = path.with_name(f".{path.name}.rewrite")
-    partial.write_text("\n".join([version, *lines]))
     # Hadoop's local file system checks a file against its .crc when one exists; the old one no longer matches.
     path.with_name(f".{path.name}.crc").unlink(missing_ok=True)
-    os.replace(partial, path)
+    write_whole(path, "\n".join([version, *lines]))
 
 
 def rewrite_compaction(log: SourceLog, kept: list[LogEntry]) -> None:

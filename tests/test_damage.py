@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from starlette.requests import Request
 
-from jobs import lake_status, ledger, repair
+from jobs import lake_status, ledger, rebuild, repair
 from jobs import landing as landing_zone
 from jobs.ingest.cli import main
 from jobs.lake import Lake
@@ -74,10 +74,12 @@ def test_a_folder_that_cannot_be_listed_is_passed_over_and_noted(tmp_path, monke
     """Root reads every folder whatever its mode, so the refusal a user without the permission gets is made here."""
     readable = deliver(tmp_path, events_of(1, DAY, "a"), DAY)
     refused = deliver(tmp_path, events_of(1, DAY, "b"), DAY + timedelta(days=1)).parent
+    organization = landing_zone.aws_logs(tmp_path) / "o-refused"  # an account or organization level: listed once
+    organization.mkdir()
     scandir = os.scandir
 
     def refusing(path):
-        if Path(path) == refused:
+        if Path(path) in (refused, organization):
             raise PermissionError(13, "Permission denied", str(path))
         return scandir(path)
 
@@ -86,7 +88,10 @@ def test_a_folder_that_cannot_be_listed_is_passed_over_and_noted(tmp_path, monke
     folders = landing_zone.day_folders(tmp_path, skipped=skipped)
     listed = [file.path for _, folder in folders for file in landing_zone.log_files_in(folder, skipped)]
     assert listed == [str(readable)]
-    assert skipped == [landing_zone.Skipped(str(refused), "cannot be listed: Permission denied")]
+    assert skipped == [
+        landing_zone.Skipped(str(organization), "cannot be listed: Permission denied"),
+        landing_zone.Skipped(str(refused), "cannot be listed: Permission denied"),
+    ]
 
 
 def test_a_file_modified_in_the_future_does_not_move_the_watermark(spark, landing, lake):
@@ -285,12 +290,56 @@ def chmod_all(landing: Path) -> Path:
     return landing
 
 
-def copied_elsewhere(landing: Path) -> Path:
-    """The zone copied to another disk, modification times kept (cp -a), the old copy gone: every ctime and path is new."""
+def copied_elsewhere(landing: Path, keep_times: bool = True) -> Path:
+    """The zone copied to another disk, modification times kept (cp -a) or not (cp -r), the old copy gone: every ctime
+    and path is new."""
     moved = landing.parent / "mounted-elsewhere" / "landing"
-    shutil.copytree(landing, moved, symlinks=True)
+    shutil.copytree(landing, moved, symlinks=True, copy_function=shutil.copy2 if keep_times else shutil.copyfile)
     shutil.rmtree(landing)
     return moved
+
+
+def test_a_copy_that_resets_times_reads_nothing_again_and_a_rebuild_reads_the_files_where_they_are_now(spark, landing, lake):
+    """A copy tool that does not keep modification times makes every taken file look changed: the content's fingerprint
+    says it is not, and it is not read again (events older than the de-duplication horizon would come back twice)."""
+    starts = {f"d{day}": DAY + timedelta(days=day) for day in range(3)}
+    for prefix, start in starts.items():
+        deliver(landing, events_of(3, start, prefix), start)
+    ingest(spark, landing, lake)
+    landing = copied_elsewhere(landing, keep_times=False)
+
+    copied = ingest(spark, landing, lake)
+    assert (copied.ledger["restamped_files"], copied.ledger["changed_files"], copied.totals()["files_read"]) == (3, 0, 0)
+    again = ingest(spark, landing, lake)
+    assert (again.ledger["restamped_files"], again.totals()["files_read"]) == (0, 0), "the new times are in the ledger"
+    assert duckdb_rows(lake) == rows_of(starts)
+
+    shutil.rmtree(Lake(lake).events / "event_date=2024-03-02")
+    config = rebuild.RebuildConfig(str(landing), str(lake), (DAY.date() + timedelta(days=1),), "rebuild-after-copy")
+    assert rebuild.run(config, lambda: spark).status == "succeeded"
+    assert duckdb_rows(lake) == rows_of(starts), "the rebuild found the day's file in the copied zone"
+
+
+def test_a_file_that_cannot_be_read_is_passed_over_and_taken_once_it_can(spark, landing, lake, monkeypatch):
+    """Root reads every file whatever its mode, so the refusal a user without the permission gets is made here."""
+    deliver(landing, events_of(3, DAY, "a"), DAY)
+    refused = deliver(landing, events_of(3, DAY, "b"), DAY + timedelta(minutes=5))
+
+    def refusing(path: str, *args, **kwargs):
+        if path == str(refused):
+            raise PermissionError(13, "Permission denied", path)
+        return open(path, *args, **kwargs)
+
+    monkeypatch.setattr(ledger, "open", refusing, raising=False)
+    first = ingest(spark, landing, lake)
+    assert [(s["path"], s["reason"]) for s in first.ledger["skipped"]] == [  # type: ignore[union-attr]
+        (str(refused), "cannot be read: Permission denied; tried again next run")
+    ]
+    assert duckdb_rows(lake) == rows_of({"a": DAY})
+    monkeypatch.undo()
+    second = ingest(spark, landing, lake)
+    assert (second.totals()["files_read"], second.ledger["skipped_entries"]) == (1, 0)
+    assert duckdb_rows(lake) == rows_of({"a": DAY, "b": DAY})
 
 
 def test_a_repair_rolls_the_tables_back_across_a_compaction_of_their_logs(spark, landing, lake):

@@ -84,7 +84,7 @@ def explain(files: Plan) -> None:
     if files.settling_files:
         log.info(
             "%d files changed less than the settle time ago: left for a later run, the first due at %s",
-            files.settling_files, files.summary()["settling_due"],
+            files.settling_files, files.settling_due,
         )  # fmt: skip
 
 
