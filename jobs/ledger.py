@@ -122,8 +122,8 @@ def read_manifest(path: Path) -> Manifest:
         except (ValueError, TypeError) as exc:
             raise CheckpointError(
                 f"the ledger's manifest {path} is damaged at line {number} ({exc}): manifests are written whole, so it was "
-                "cut or edited afterwards. Recovery: restore the whole lake from one backup; if no batch has read it yet "
-                f"(no file under {path.parent.parent / 'sources'} names it), delete it and the next run lists its files again."
+                "cut or edited afterwards. Repair: delete it, then run python -m jobs.repair --lake LAKE --landing LANDING, "
+                "which finds the files a batch read from it again from the tables (README, 'Recovering a checkpoint')."
             ) from None
     return Manifest(path, tuple(entries))
 
@@ -252,8 +252,8 @@ def check_manifests(checkpoint: CheckpointSnapshot, folder: Path) -> None:
     if missing:
         raise CheckpointError(
             f"{len(missing)} manifests of the ledger that batches read are gone ({', '.join(missing[:3])}"
-            f"{', ...' if len(missing) > 3 else ''}): their landing files would be taken again. Refusing to start. Recovery: "
-            "restore the whole lake from one backup, or start over (README, 'Recovering a checkpoint')."
+            f"{', ...' if len(missing) > 3 else ''}): their landing files would be taken again. Refusing to start. Repair: "
+            "python -m jobs.repair --lake LAKE --landing LANDING finds them again from the tables (README, 'Recovering a checkpoint')."
         )
 
 

@@ -1,4 +1,4 @@
-"""Put the tables back in step with an older checkpoint, so that ingestion continues exactly.
+"""Put the tables and the ledger back in step with the checkpoint, so that ingestion continues exactly.
 
     python -m jobs.repair --lake DIR --landing DIR [--dry-run]
 
@@ -10,15 +10,26 @@ it stood after the checkpoint's last planned batch: the data files of the later 
 then. The landing files those batches read are not taken in the checkpoint's ledger (or their
 batch is replayed), so the next ingest reads them again, once, de-duplicated against the
 checkpoint's own state. First it checks that each of those landing files is still there: if one
-is gone (a lifecycle rule), it changes nothing and names it. It prints what it found and did.
+is gone (a lifecycle rule), it changes nothing and names it.
+
+The ingest also refuses when manifests of the ledger that batches read are gone (deleted by hand,
+a partial restore): the files they named would be taken again. This command finds those files
+again from the tables: a landing file the ledger does not hold is taken when every record of it
+is in the events table (by eventID) or it is named in the quarantine, and is written into the
+newest lost manifest; every other file is left for the next ingest, which reads it once. It
+prints what it found and did.
 Exit codes (jobs/cli.py): 0 repaired or nothing to repair, 2 cannot be repaired exactly, 75 the lake is busy.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import gzip
 import json
 import logging
 import shutil
+import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,8 +37,11 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from jobs import cli
-from jobs.lake import QUARANTINE, TABLES, Lake, LakeLock, in_table
-from jobs.landing import relative
+from jobs.checkpoint import CheckpointSnapshot
+from jobs.files import write_whole
+from jobs.lake import EVENTS, QUARANTINE, RETIRED, TABLES, Lake, LakeLock, in_table
+from jobs.landing import day_folders, log_files_in, relative
+from jobs.ledger import Entry, RetiredIndex, fingerprint, missing_manifests, read_manifests
 from jobs.spark_logs import WRITTEN_BY_BATCH, CheckpointError, SinkRollback, local_path, planned_batch_id, sink_rollback
 from jobs.sweep import data_files
 
@@ -65,14 +79,87 @@ def main(argv: list[str] | None = None) -> int:
 def repair(config: RepairConfig) -> int:
     with LakeLock(config.lake, "a repair", wait_seconds=config.lock_wait):
         found = plan(config.lake)
-        print(json.dumps(summary(found), indent=2))
-        if not found:
-            log.info("the tables are not ahead of the checkpoint %s: nothing to repair", config.lake.checkpoint)
+        lost = plan_ledger(config.lake, config.landing)
+        print(json.dumps({**summary(found), **({"ledger": lost.summary()} if lost else {})}, indent=2))
+        if not found and not lost:
+            log.info("the tables are not ahead of the checkpoint %s and no manifest is lost: nothing to repair", config.lake.checkpoint)
             return cli.OK
         check_landing(found, config.landing)
         if not config.dry_run:
             apply(config.lake, found)
+            if lost:
+                lost.apply(config.lake)
     return cli.OK
+
+
+@dataclass(frozen=True)
+class LedgerRepair:
+    """Manifests Spark's log names that are gone, and the landing files the tables show were read."""
+
+    lost: list[str]
+    taken: list[Entry]
+
+    def summary(self) -> dict[str, object]:
+        return {"manifests_lost": len(self.lost), "landing_files_found_in_tables": len(self.taken)}
+
+    def apply(self, lake: Lake) -> None:
+        """The files into the newest lost manifest (Spark's log names it, so no batch reads it again); the others let go of."""
+        newest, *older = sorted(self.lost, reverse=True)
+        write_whole(Path(newest), "".join(f"{entry.line()}\n" for entry in self.taken))
+        RetiredIndex(lake.checkpoint / RETIRED).add_let_go(Path(path).name for path in older)
+        log.info("ledger: %d landing files the tables hold written into %s; %d lost manifests let go", len(self.taken), newest, len(older))
+
+
+def plan_ledger(lake: Lake, landing: Path) -> LedgerRepair | None:
+    """The lost manifests, and each landing file the ledger does not hold whose records the tables hold."""
+    checkpoint = CheckpointSnapshot.read(lake.checkpoint)
+    lost = missing_manifests(checkpoint, lake.manifests)
+    if not lost:
+        return None
+    if not checkpoint.settled:
+        raise CheckpointError(
+            f"batch {checkpoint.planned_batch_id} of {lake.checkpoint} was planned and not committed, and manifests are lost: "
+            "which files it read cannot be told. Restore the whole lake from one backup (README, 'Recovering a checkpoint')."
+        )
+    known = {relative(entry.path) for manifest in read_manifests(lake.manifests) for entry in manifest.entries}
+    retired = RetiredIndex(lake.checkpoint / RETIRED)
+    quarantined = {relative(path) for path in landing_files(QUARANTINE, data_files(lake.table(QUARANTINE)))}
+    candidates: dict[str, list[str]] = {}  # path -> its eventIDs
+    taken = []
+    for day, folder in day_folders(landing):
+        for file in log_files_in(folder):
+            key = relative(file.path)
+            if key in known or key in retired.on(day):
+                continue
+            if key in quarantined:
+                taken.append(file.path)
+            else:
+                ids = event_ids(file.path)
+                if ids:
+                    candidates[file.path] = ids
+    held = table_event_ids(lake, {i for ids in candidates.values() for i in ids})
+    taken += [path for path, ids in candidates.items() if held.issuperset(ids)]
+    return LedgerRepair(lost, [dataclasses.replace(Entry.of(path), fingerprint=fingerprint(path)) for path in sorted(taken)])
+
+
+def event_ids(path: str) -> list[str]:
+    """The eventIDs of a landing file's records; none when a record has none or the file cannot be read as a log file
+    (the ingest quarantines it then, so such a file is only taken if the quarantine names it)."""
+    try:
+        with open(path, "rb") as raw:
+            body = json.loads(gzip.decompress(data) if (data := raw.read())[:2] == b"\x1f\x8b" else data)
+        ids = [record["eventID"] for record in body["Records"]]
+    except (OSError, ValueError, KeyError, TypeError, EOFError, zlib.error):
+        return []
+    return ids if all(isinstance(i, str) and i for i in ids) else []
+
+
+def table_event_ids(lake: Lake, wanted: set[str]) -> set[str]:
+    """Which of `wanted` the events table holds (one column read, file by file)."""
+    held: set[str] = set()
+    for path in data_files(lake.table(EVENTS)):
+        held.update(i for i in pq.read_table(path, columns=["eventID"]).column("eventID").to_pylist() if i in wanted)
+    return held
 
 
 @dataclass(frozen=True)
@@ -104,18 +191,18 @@ def later_files(table: Path, rollback: SinkRollback) -> list[Path]:
     return sorted(path for path in files if path.exists())
 
 
-def landing_files(table: str, repair: TableRepair) -> set[str]:
-    """The landing files the rows of the later batches came from."""
+def landing_files(table: str, files: Iterable[Path]) -> set[str]:
+    """The landing files (local paths) that the rows of a table's data `files` came from."""
     column = SOURCE_COLUMN.get(table, DEFAULT_SOURCE_COLUMN)
     found: set[str] = set()
-    for path in repair.files:
-        found.update(local_path(value) for value in pq.read_table(path, columns=[column]).column(column).to_pylist() if value)
+    for path in files:
+        found.update(local_path(v) for v in pq.read_table(path, columns=[column]).column(column).unique().to_pylist() if v)
     return found
 
 
 def check_landing(found: dict[str, TableRepair], landing: Path) -> None:
     """Refuse when a landing file the rolled-back rows came from is gone: the next run could not read it again."""
-    read = {path for table, repair in found.items() for path in landing_files(table, repair)}
+    read = {path for table, repair in found.items() for path in landing_files(table, repair.files)}
     gone = sorted(path for path in read if not (landing / relative(path)).exists())
     if gone:
         raise CheckpointError(
@@ -140,7 +227,11 @@ def apply(lake: Lake, found: dict[str, TableRepair]) -> None:
 
 def summary(found: dict[str, TableRepair]) -> dict[str, object]:
     return {
-        name: {"back_to_batch": repair.rollback.through, "data_files": len(repair.files), "landing_files": len(landing_files(name, repair))}
+        name: {
+            "back_to_batch": repair.rollback.through,
+            "data_files": len(repair.files),
+            "landing_files": len(landing_files(name, repair.files)),
+        }
         for name, repair in found.items()
     }
 
