@@ -23,6 +23,11 @@ BASE_CONF = {
     "spark.sql.sources.parallelPartitionDiscovery.threshold": "1000000000",
     # Executors start after the session is built, so they take it from here even under spark-submit.
     "spark.executor.defaultJavaOptions": options.JVM_OPTIONS,
+    # Parquet as today's readers expect: timestamps as INT64 microseconds, which carry min/max statistics
+    # (INT96 has none, so no reader could skip a file by eventTime), and zstd. Files written before (INT96,
+    # snappy) stay readable beside them (tests/test_upgrade.py); sizes and write times in BENCHMARKS.md.
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+    "spark.sql.parquet.compression.codec": "zstd",
 }
 
 # The ingest stream's settings (docs/design.md, "Bounded metadata").

@@ -3,10 +3,18 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import tarfile
-from datetime import timedelta
+from datetime import UTC, timedelta
 from pathlib import Path
 
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+
+from jobs import partitions
 from jobs.lake import Lake
 from jobs.spark_logs import last_commit
 from tests.helpers import DAY, deliver, duckdb_rows, events_of, ingest
@@ -36,3 +44,30 @@ def test_a_lake_written_by_pyspark_4_2_goes_on_exactly(spark, tmp_path):
     assert duckdb_rows(lake) == rows(range(4))
     assert (last_commit(Lake(lake).checkpoint).batch_id or 0) > batch
     assert ingest(spark, landing, lake).totals()["files_read"] == 0
+    assert_old_and_new_parquet_read_alike(spark, lake)
+
+
+def assert_old_and_new_parquet_read_alike(spark, lake: Path) -> None:
+    """The older files are INT96 and snappy, the new ones INT64 microseconds with eventTime statistics and zstd:
+    Spark, pyarrow and DuckDB read every eventTime of both alike."""
+    events = Lake(lake).events
+    kinds: dict[tuple[str, str, bool], set[str]] = {}
+    for path in (path for folder in sorted(events.glob("event_date=*")) for path in partitions.data_files(folder)):
+        group = pq.ParquetFile(path).metadata.row_group(0)
+        column = next(group.column(i) for i in range(group.num_columns) if group.column(i).path_in_schema == "eventTime")
+        stored = (column.physical_type, column.compression, column.statistics is not None and column.statistics.has_min_max)
+        kinds.setdefault(stored, set()).add(path.parent.name)
+    assert kinds == {
+        ("INT96", "SNAPPY", False): {"event_date=2024-03-01", "event_date=2024-03-02", "event_date=2024-03-03"},
+        ("INT64", "ZSTD", True): {"event_date=2024-03-04"},
+    }
+    # As epoch seconds: PySpark hands naive local times, pyarrow UTC (naive for INT96), DuckDB a number.
+    by_spark = sorted((r.eventID, int(r.eventTime.timestamp())) for r in spark.read.parquet(str(events)).collect())
+    table = ds.dataset(events, format="parquet", partitioning="hive").to_table(columns=["eventID", "eventTime"]).to_pylist()
+    by_pyarrow = sorted((row["eventID"], int(row["eventTime"].replace(tzinfo=row["eventTime"].tzinfo or UTC).timestamp())) for row in table)
+    # DuckDB unifies INT96 (no time zone) and INT64 (UTC) files through the process's local time zone: in UTC, as README says.
+    query = f"select eventID, epoch(eventTime)::bigint from read_parquet('{events}/*/*.parquet')"
+    script = f"import duckdb, json; print(json.dumps(duckdb.connect().execute({query!r}).fetchall()))"
+    answer = subprocess.run([sys.executable, "-c", script], env={**os.environ, "TZ": "UTC"}, capture_output=True, text=True, check=True)
+    by_duckdb = sorted((i, t) for i, t in json.loads(answer.stdout))
+    assert by_spark == by_pyarrow == by_duckdb and len(by_spark) == 20
