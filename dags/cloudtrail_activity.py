@@ -20,12 +20,12 @@ Reports: `<lake>/reports/activity/`.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from airflow.sdk import DAG, get_current_context, task
 
 from cloudtrail_airflow.callbacks import log_failure
-from cloudtrail_airflow.operators import spark_job
+from cloudtrail_airflow.operators import lake_job
 from cloudtrail_airflow.params import activity_params, plan_activity
 from cloudtrail_airflow.settings import load_settings
 
@@ -51,16 +51,7 @@ with DAG(
         context = get_current_context()
         return plan_activity(context["params"], settings, context["run_id"])
 
-    update = spark_job(
-        settings,
-        "update",
-        "activity",
-        plan(),
-        pool=settings.lake_pool,
-        retries=2,
-        retry_delay=timedelta(minutes=1),
-        retry_exponential_backoff=True,
-    )
+    update = lake_job(settings, "update", "activity", plan())
 
     @task(outlets=[activity_asset])
     def publish() -> str:

@@ -37,7 +37,7 @@ from datetime import datetime, timedelta
 from airflow.sdk import DAG, get_current_context, task
 
 from cloudtrail_airflow.callbacks import log_failure
-from cloudtrail_airflow.operators import spark_job
+from cloudtrail_airflow.operators import lake_job, spark_job
 from cloudtrail_airflow.params import dag_params, plan_run, run_interval
 from cloudtrail_airflow.settings import INGEST_DAG_ID, load_settings
 
@@ -110,17 +110,7 @@ with DAG(
         reports = Lake.at(lake).rebuild_reports(get_current_context()["run_id"])
         return read_report(reports[-1]) or {}
 
-    ingest = spark_job(
-        settings,
-        "ingest",
-        "cloudtrail_ingest",
-        run_plan["ingest_args"],
-        pool=settings.lake_pool,
-        retries=2,
-        retry_delay=timedelta(minutes=1),
-        retry_exponential_backoff=True,
-        max_retry_delay=timedelta(minutes=15),
-    )
+    ingest = lake_job(settings, "ingest", "cloudtrail_ingest", run_plan["ingest_args"], max_retry_delay=timedelta(minutes=15))
     rebuild = spark_job(settings, "rebuild", "rebuild", run_plan["rebuild_args"], pool=settings.lake_pool)
     dq_gate = spark_job(settings, "dq_gate", "validate_events", run_plan["validate_args"])
 

@@ -22,6 +22,7 @@ from jobs.checkpoint import CheckpointSnapshot
 from jobs.lake import EVENT_DATE, REASON, TABLES, Lake, partition
 from jobs.landing import day_folders, delivered_at, delivery_date, log_files_in, newest_deliveries
 from jobs.ledger import check_manifests, late_files, read_manifest
+from jobs.partitions import data_files
 from jobs.report import failure_line, failure_name, read_report, read_reports, verdict_of
 from jobs.spark_logs import CheckpointError, last_commit, local_path, read_source_log, sink_log, source_file, source_offset
 
@@ -178,6 +179,7 @@ class DayRows:
     event_date: str
     rows: int
     late: int
+    files: int  # data files: a date written by many runs holds many, until it is compacted (jobs/compact.py)
 
     @property
     def late_share(self) -> float:
@@ -194,7 +196,7 @@ def daily_rows(lake: Lake, runs: list[dict[str, Any]], days: int = 30) -> list[D
     for run in runs:
         for day, count in run.get("late_events", {}).get("per_event_date", {}).items():
             late[day] = late.get(day, 0) + count
-    return [DayRows(day, rows, late.get(day, 0)) for day, rows in counts]
+    return [DayRows(day, rows, late.get(day, 0), len(data_files(partition(lake.events, day)))) for day, rows in counts]
 
 
 @dataclass(frozen=True)

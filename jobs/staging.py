@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from pyspark.sql import DataFrame
 
@@ -32,6 +33,10 @@ class Staging:
         rows.write.mode("overwrite").partitionBy(column).parquet(folder)
         return rows.sparkSession.read.schema(rows.schema).parquet(folder)
 
+    def partition(self, name: str, value: object) -> Path:
+        """Where the run stages partition `value` of table `name`."""
+        return partition(self.lake.staging(self.run_id) / name, value)
+
     def publish(self, passed: bool, changed: Mapping[str, Iterable[object]]) -> bool:
         """When the gate `passed`: each changed partition (table name -> partition values) becomes its staged version,
         or goes when none was staged; the old versions move to <lake>/_replaced/<table>/<run>/. Else nothing changes."""
@@ -42,7 +47,7 @@ class Staging:
         for name, values in changed.items():
             table = self.lake.table(name)
             for value in values:
-                staged, live = partition(self.lake.staging(self.run_id) / name, value), partition(table, value)
+                staged, live = self.partition(name, value), partition(table, value)
                 if staged.is_dir():
                     partitions.write_marker(staged, self.run_id)
                 if staged.is_dir() or live.exists():

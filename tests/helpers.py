@@ -27,6 +27,18 @@ from tools.generate_landing import write_delivery
 DAY = datetime(2024, 3, 1, tzinfo=UTC)
 
 
+# A directory reader in a loop, printing each count it reads of a partition folder (argv[1]): what a reader sees during a swap.
+COUNT_LOOP = """
+import sys, duckdb
+db = duckdb.connect()
+while True:
+    try:
+        print("count", db.execute(f"select count(*) from read_parquet('{sys.argv[1]}/*.parquet')").fetchone()[0], flush=True)
+    except duckdb.Error as exc:
+        print("error", type(exc).__name__, flush=True)
+"""
+
+
 def ingest(spark, landing: Path, lake: Path, replay: Replay | None = None, run_id: str | None = None, **options: Any) -> RunReport:
     """One run, configured by the job's own command line (`options`: its long options, `settle="1 hour"` for
     --settle); files the test has just written are taken at once (no settle time) unless `settle` says otherwise."""

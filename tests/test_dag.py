@@ -15,7 +15,7 @@ from jobs.lake import Lake
 from tests.conftest import ROOT
 from tests.helpers import DAY, deliver, event, events_of
 
-DAG_FILES = [ROOT / "dags" / "cloudtrail_ingest.py", ROOT / "dags" / "cloudtrail_activity.py"]
+DAG_FILES = [ROOT / "dags" / f"{name}.py" for name in ("cloudtrail_ingest", "cloudtrail_activity", "cloudtrail_compact")]
 HEAVY_MODULES = ["pyspark", "great_expectations", "pandas", "duckdb", "pyarrow", "py4j"]
 
 
@@ -33,7 +33,7 @@ def dag(dagbag):
 
 def test_dagbag_imports_without_errors_and_each_file_parses_under_a_second(dagbag):
     assert dagbag.import_errors == {}
-    assert {"cloudtrail_ingest", "cloudtrail_activity"} <= set(dagbag.dag_ids)
+    assert {"cloudtrail_ingest", "cloudtrail_activity", "cloudtrail_compact"} <= set(dagbag.dag_ids)
     assert dagbag.dagbag_stats and all(stat.duration < timedelta(seconds=1) for stat in dagbag.dagbag_stats)
 
 
@@ -73,6 +73,21 @@ def test_the_activity_dag_runs_on_the_events_asset_and_queues_for_the_lake(dagba
     assert dag.max_active_runs == 1 and dag.doc_md and "### CloudTrail activity" in dag.doc_md
     assert dag.get_task("update").pool == "cloudtrail_lake" and dag.get_task("update").retries >= 2
     assert dag.get_task("publish").outlets[0].name == "cloudtrail_activity"
+
+
+def test_the_compaction_dag_compacts_the_dates_closed_at_its_data_interval_end(dagbag):
+    from cloudtrail_airflow.params import InvalidRunParams, plan_compact
+    from cloudtrail_airflow.settings import load_settings
+
+    dag = dagbag.dags["cloudtrail_compact"]
+    assert dag.max_active_runs == 1 and dag.doc_md and "### CloudTrail compaction" in dag.doc_md
+    assert dag.get_task("compact").pool == "cloudtrail_lake" and dag.get_task("compact").upstream_task_ids == {"plan"}
+    settings = load_settings()
+    lake = str(settings.lake / "x")
+    end = datetime(2024, 3, 10, 1, tzinfo=UTC)
+    assert plan_compact({"lake": lake}, settings, "r1", end)[:6] == ["--lake", lake, "--run-id", "r1", "--closed-at", "2024-03-10"]
+    with pytest.raises(InvalidRunParams):
+        plan_compact({"lake": "/etc"}, settings, "r1", end)
 
 
 def test_activity_parameters_are_checked_before_spark_starts(tmp_path):

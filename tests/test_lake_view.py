@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from jobs import lake_status as status
-from jobs import validate_events
-from jobs.lake import Lake
+from jobs import partitions, validate_events
+from jobs.lake import Lake, partition
 from jobs.landing import delivery_path
 from jobs.report import ActivityReport, RunReport
 from tests.conftest import own_airflow_home
@@ -96,7 +96,8 @@ def test_the_read_model_answers_the_operators_questions(known: KnownLake):
     assert later["111122223333", "us-east-1"].stale, "nothing delivered nor written for over 2 hours: the place went quiet"
 
     assert status.backlog(lake, known.landing) == status.Backlog(1, known.waiting.stat().st_size, str(known.waiting))
-    assert status.daily_rows(lake, runs) == [status.DayRows("2024-03-01", 30, 0)]
+    files = len(partitions.data_files(partition(lake.events, "2024-03-01")))
+    assert files > 0 and status.daily_rows(lake, runs) == [status.DayRows("2024-03-01", 30, 0, files)]
 
     (gate,) = status.gate_verdicts(status.gate_runs(lake))
     assert (gate.event_date, gate.verdict, gate.run_id) == ("2024-03-01", "failed", known.report.run_id)

@@ -17,22 +17,13 @@ import pytest
 from jobs import partitions, rebuild, validate_events
 from jobs.lake import Lake
 from jobs.rebuild import RebuildConfig
-from tests.helpers import DAY, deliver, duckdb_rows, event, events_of, ingest
+from tests.helpers import COUNT_LOOP, DAY, deliver, duckdb_rows, event, events_of, ingest
 
 DATES = (date(2024, 3, 1), date(2024, 3, 2), date(2024, 3, 3))
+
+
 # A directory reader counting one partition's rows in a loop. A query whose listing predates a
 # swap can find a listed file gone when it opens it: it fails (and a reader retries), it never counts.
-COUNT_LOOP = """
-import sys, duckdb
-db = duckdb.connect()
-while True:
-    try:
-        print("count", db.execute(f"select count(*) from read_parquet('{sys.argv[1]}/*.parquet')").fetchone()[0], flush=True)
-    except duckdb.Error as exc:
-        print("error", type(exc).__name__, flush=True)
-"""
-
-
 def spark_rows(spark, lake: Path) -> list[tuple[str, str]]:
     """The table as Spark reads its folder (every session of the lake ignores the sink log)."""
     rows = spark.read.parquet(str(Lake(lake).events)).select("eventID", "event_date").collect()

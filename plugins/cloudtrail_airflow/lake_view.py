@@ -134,8 +134,8 @@ def _chart(days: list[status.DayRows]) -> str:
             f"<rect class='late' x='{i * width}' y='{height - late:.1f}' width='{width - 4}' height='{late:.1f}'/></g>"
         )
     svg = f"<svg width='{len(days) * width}' height='{height}' role='img' aria-label='rows per event date'>{''.join(bars)}</svg>"
-    rows = [[escape(d.event_date), f"{d.rows:,}", f"{d.late:,}", f"{d.late_share:.1%}"] for d in days]
-    return svg + _table(["event date", "rows", "late events", "late share"], rows, numeric=frozenset({1, 2, 3}))
+    rows = [[escape(d.event_date), f"{d.rows:,}", f"{d.late:,}", f"{d.late_share:.1%}", f"{d.files:,}"] for d in days]
+    return svg + _table(["event date", "rows", "late events", "late share", "files"], rows, numeric=frozenset({1, 2, 3, 4}))
 
 
 def _freshness(rows: list[status.Freshness], threshold: timedelta, skew: timedelta, now: datetime) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
@@ -31,3 +32,10 @@ def spark_job(settings: Settings, task_id: str, job: str, application_args: Any,
         name=f"cloudtrail_{job.removeprefix('cloudtrail_')}",
         **options,
     )
+
+
+def lake_job(settings: Settings, task_id: str, job: str, application_args: Any, **options: Any) -> SparkSubmitOperator:
+    """A job that writes the lake: it queues for the lake pool's one slot, and a run that found the lake busy (exit 75)
+    or failed is retried with backoff."""
+    retries = {"retries": 2, "retry_delay": timedelta(minutes=1), "retry_exponential_backoff": True}
+    return spark_job(settings, task_id, job, application_args, pool=settings.lake_pool, **{**retries, **options})

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -207,6 +207,18 @@ def activity_params(settings: Settings) -> dict[str, Param]:
         "to_date": Param(None, type=["null", "string"], format="date", description="Last event date to rebuild (YYYY-MM-DD)."),
         "lake": Param(str(settings.lake), type="string", description=f"Lake root, inside {settings.lake}."),
     }
+
+
+def compact_params(settings: Settings) -> dict[str, Param]:
+    """cloudtrail_compact's form: the lake (the dates follow from the run's data interval)."""
+    return {"lake": Param(str(settings.lake), type="string", description=f"Lake root, inside {settings.lake}.")}
+
+
+def plan_compact(params: dict[str, Any], settings: Settings, run_id: str, interval_end: datetime) -> list[str]:
+    """jobs/compact.py's arguments: the event dates closed at the end of the run's data interval."""
+    lake = _inside(params["lake"], settings.lake, "lake")
+    closed_at = interval_end.astimezone(UTC).date().isoformat()
+    return ["--lake", lake, "--run-id", run_id, "--closed-at", closed_at, "--lock-wait", str(options.LOCK_WAIT_SECONDS)]
 
 
 def plan_activity(params: dict[str, Any], settings: Settings, run_id: str) -> list[str]:

@@ -1,0 +1,82 @@
+"""Compaction of closed event dates: a date written by many runs becomes one file, readers see the old files or the new
+(never a row twice or missing), and ingest and rebuild go on over it exactly."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from datetime import date, timedelta
+from pathlib import Path
+
+import pytest
+
+from jobs import compact, partitions, rebuild
+from jobs.lake import Lake, partition
+from tests.helpers import COUNT_LOOP, DAY, deliver, duckdb_rows, events_of, ingest
+
+RUNS = 8
+
+
+def rows_of(prefixes: list[str], n: int = 5) -> list[tuple[str, str]]:
+    return sorted((f"{prefix}-{i}", str(DAY.date())) for prefix in prefixes for i in range(n))
+
+
+def hourly_runs(spark, landing: Path, lake: Path) -> list[str]:
+    """RUNS runs, each delivering one file of the first day's events, an hour apart."""
+    prefixes = [f"h{hour}" for hour in range(RUNS)]
+    for hour, prefix in enumerate(prefixes):
+        deliver(landing, events_of(5, DAY + timedelta(hours=hour), prefix), DAY + timedelta(hours=hour, minutes=5))
+        ingest(spark, landing, lake)
+    return prefixes
+
+
+def test_a_date_written_by_many_runs_becomes_one_file_and_ingest_and_rebuild_go_on(spark, landing, lake, tmp_path):
+    prefixes = hourly_runs(spark, landing, lake)
+    day = partition(Lake(lake).events, DAY.date())
+    before = partitions.data_files(day)
+    assert len(before) >= RUNS and duckdb_rows(lake) == rows_of(prefixes)
+
+    dry = compact.parse_args(["--lake", str(lake), "--dry-run"])
+    assert compact.run(dry) == 0 and partitions.data_files(day) == before, "a dry run changes nothing"
+
+    seen_by_reader = tmp_path / "reader.txt"
+    with seen_by_reader.open("w") as out:
+        reader = subprocess.Popen([sys.executable, "-c", COUNT_LOOP, str(day)], stdout=out)
+        assert compact.main(["--lake", str(lake), "--run-id", "compact-test"]) == 0
+        time.sleep(1)
+        reader.terminate()
+        reader.wait()
+    counts = {line.split()[1] for line in seen_by_reader.read_text().splitlines() if line.startswith("count")}
+    assert counts == {str(RUNS * 5)}, f"a reader in a loop saw {counts}: never a row twice or missing"
+    assert len(partitions.data_files(day)) == 1 and duckdb_rows(lake) == rows_of(prefixes)
+    aside = Lake(lake).replaced_by_run(Lake(lake).events, "compact-test") / day.name
+    assert sorted(p.name for p in partitions.data_files(aside)) == sorted(p.name for p in before), "the old files kept aside"
+    assert compact.main(["--lake", str(lake)]) == 0 and len(partitions.data_files(day)) == 1, "a compact date is left alone"
+
+    # A late file and a re-delivery for the compacted date: the sweep keeps the compacted file, each event once.
+    deliver(landing, events_of(5, DAY + timedelta(hours=20), "late"), DAY + timedelta(hours=RUNS + 1))
+    deliver(landing, events_of(5, DAY, "h0"), DAY + timedelta(hours=RUNS + 2))
+    report = ingest(spark, landing, lake)
+    assert report.swept_files == {"events": 0, "quarantine": 0} and report.totals()["duplicates_dropped"] == 5
+    assert duckdb_rows(lake) == rows_of([*prefixes, "late"])
+
+    # A rebuild of the compacted date reads its landing files again: the same rows.
+    config = rebuild.RebuildConfig(str(landing), str(lake), (DAY.date(),), "rebuild-after-compact")
+    assert rebuild.run(config, lambda: spark).status == "succeeded"
+    assert duckdb_rows(lake) == rows_of([*prefixes, "late"])
+
+
+@pytest.mark.unit
+def test_only_closed_dates_with_more_files_than_their_size_needs_are_planned(tmp_path):
+    lake = Lake.at(tmp_path)
+    for day, files in ((date(2024, 3, 1), 3), (date(2024, 3, 2), 1), (date(2024, 3, 9), 3)):
+        folder = partition(lake.events, day)
+        folder.mkdir(parents=True)
+        for n in range(files):
+            (folder / f"part-{n}.parquet").write_bytes(b"x" * 100)
+    config = compact.CompactConfig(lake, "plan", target_bytes=150)
+    planned = compact.plan(config, today=date(2024, 3, 10))
+    assert [(p.event_date, len(p.files), p.needed) for p in planned] == [(date(2024, 3, 1), 3, 2)], "9 March is within the horizon"
+    asked = compact.plan(compact.CompactConfig(lake, "plan", dates=(date(2024, 3, 9),)), today=date(2024, 3, 10))
+    assert [(p.event_date, p.needed) for p in asked] == [(date(2024, 3, 9), 1)], "dates asked for are compacted, closed or not"
