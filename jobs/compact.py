@@ -31,11 +31,10 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from jobs import cli, options, partitions
-from jobs.lake import EVENT_DATE, EVENTS, Lake, LakeLock, partition_folders, partition_value
-from jobs.schema import EVENTS_SCHEMA
+from jobs.lake import EVENTS, Lake, LakeLock, partition_folders, partition_value
+from jobs.schema import EVENTS_DATA_SCHEMA
 from jobs.session import JobSession, spark_session
 from jobs.staging import Staging
 from jobs.sweep import sweep_lake
@@ -43,7 +42,6 @@ from jobs.sweep import sweep_lake
 log = logging.getLogger("cloudtrail_compact")
 
 TARGET_SIZE = "128m"
-EVENT_COLUMNS = T.StructType([field for field in EVENTS_SCHEMA.fields if field.name != EVENT_DATE])  # the folder holds the date
 
 
 @dataclass(frozen=True)
@@ -88,11 +86,8 @@ class DatePlan:
 
     event_date: date
     files: tuple[Path, ...]
+    bytes: int
     needed: int
-
-    @property
-    def bytes(self) -> int:
-        return sum(path.stat().st_size for path in self.files)
 
     def summary(self) -> dict[str, int]:
         return {"files": len(self.files), "bytes": self.bytes, "files_after": self.needed}
@@ -107,15 +102,16 @@ def plan(config: CompactConfig, today: date) -> list[DatePlan]:
         if (config.dates is not None and day not in config.dates) or (config.dates is None and day >= closed_before):
             continue
         files = tuple(partitions.data_files(folder))
-        needed = max(1, math.ceil(sum(path.stat().st_size for path in files) / config.target_bytes))
+        size = sum(path.stat().st_size for path in files)
+        needed = max(1, math.ceil(size / config.target_bytes))
         if len(files) > needed:
-            found.append(DatePlan(day, files, needed))
+            found.append(DatePlan(day, files, size, needed))
     return found
 
 
 def rows_of(spark: SparkSession, files: list[Path]) -> DataFrame:
     """The rows of a partition's data files, without the date its folder holds (older files have INT96 times: read alike)."""
-    return spark.read.schema(EVENT_COLUMNS).parquet(*(str(path) for path in files))
+    return spark.read.schema(EVENTS_DATA_SCHEMA).parquet(*(str(path) for path in files))
 
 
 def compacted(rows: DataFrame, files: int) -> DataFrame:

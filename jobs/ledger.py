@@ -365,7 +365,9 @@ def plan_files(
     # Before the manifests: a restamp never stands for a file this run takes again, or one no manifest holds.
     kept = {relative(entry.path) for manifest in manifests if manifest not in dropped for entry in manifest.entries}
     kept -= {relative(entry.path) for entry in files}
-    write_restamps(checkpoint.path / RESTAMPED, {key: entry for key, entry in {**restamps, **restamped}.items() if key in kept})
+    still = {key: entry for key, entry in {**restamps, **restamped}.items() if key in kept}
+    if still != restamps:  # most runs find none: the record is rewritten only when it changes
+        write_restamps(checkpoint.path / RESTAMPED, still)
     written = _write(folder, _batches(files, ledger_options.max_files, ledger_options.max_bytes), now_ns)
 
     retired_legacy = [path for path in legacy if done(path, [path])]
@@ -409,8 +411,7 @@ def read_restamps(path: Path) -> dict[str, Entry]:
 
 
 def write_restamps(path: Path, restamps: dict[str, Entry]) -> None:
-    if restamps or path.exists():
-        write_whole(path, "".join(f"{restamps[key].line()}\n" for key in sorted(restamps)))
+    write_whole(path, "".join(f"{restamps[key].line()}\n" for key in sorted(restamps)))
 
 
 class RetiredIndex:

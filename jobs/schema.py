@@ -116,6 +116,8 @@ EVENTS_SCHEMA = T.StructType(
     + METADATA_FIELDS
     + [T.StructField(name, data_type) for name, data_type, _ in DERIVED_FIELDS]
 )
+# The events table's data files: every column but the date, which their partition folder holds.
+EVENTS_DATA_SCHEMA = T.StructType([field for field in EVENTS_SCHEMA.fields if field.name != EVENT_DATE])
 
 QUARANTINE_SCHEMA = T.StructType(
     [

@@ -38,6 +38,7 @@ from jobs.lake import EVENT_DATE, REASON
 from jobs.schema import (
     DERIVED_FIELDS,
     EVENT_TIME_FORMAT,
+    EVENTS_DATA_SCHEMA,
     EVENTS_SCHEMA,
     KNOWN_FIELDS,
     QUARANTINE_SCHEMA,
@@ -407,7 +408,7 @@ def split_quarantine(rows: DataFrame) -> DataFrame:
 
 
 # A table's data columns: all but its partition column, which the folder holds.
-EVENTS_DATA = [name for name in EVENTS_SCHEMA.fieldNames() if name != EVENT_DATE]
+EVENTS_DATA = EVENTS_DATA_SCHEMA.fieldNames()
 QUARANTINE_DATA = [name for name in QUARANTINE_SCHEMA.fieldNames() if name != REASON]
 
 
@@ -436,9 +437,8 @@ def table_rows(rows: DataFrame, ingested_at: datetime, clock_skew: timedelta) ->
 def kept_rows(kept: DataFrame) -> DataFrame:
     """Quarantine rows a batch keeps from the files its reads replace (jobs/quarantine.py), shaped as table_rows'
     rows: written with the batch, not counted in its figures."""
-    events = T.StructType([field for field in EVENTS_SCHEMA.fields if field.name != EVENT_DATE])
     return kept.select(
-        F.lit(None).cast(events).alias("events"),
+        F.lit(None).cast(EVENTS_DATA_SCHEMA).alias("events"),
         F.struct(*QUARANTINE_DATA).alias("quarantine"),
         F.lit(None).cast("date").alias(EVENT_DATE),
         F.col(REASON),
