@@ -31,6 +31,7 @@ DAY = datetime(2024, 3, 1, tzinfo=UTC)
 COUNT_LOOP = """
 import sys, duckdb
 db = duckdb.connect()
+db.execute("SET enable_progress_bar = false")  # its bar goes to stdout, between the counts
 while True:
     try:
         print("count", db.execute(f"select count(*) from read_parquet('{sys.argv[1]}/*.parquet')").fetchone()[0], flush=True)

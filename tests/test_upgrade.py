@@ -67,7 +67,8 @@ def assert_old_and_new_parquet_read_alike(spark, lake: Path) -> None:
     by_pyarrow = sorted((row["eventID"], int(row["eventTime"].replace(tzinfo=row["eventTime"].tzinfo or UTC).timestamp())) for row in table)
     # DuckDB unifies INT96 (no time zone) and INT64 (UTC) files through the process's local time zone: in UTC, as README says.
     query = f"select eventID, epoch(eventTime)::bigint from read_parquet('{events}/*/*.parquet')"
-    script = f"import duckdb, json; print(json.dumps(duckdb.connect().execute({query!r}).fetchall()))"
+    quiet = "db = duckdb.connect(); db.execute('SET enable_progress_bar = false')"  # its bar would go to stdout
+    script = f"import duckdb, json; {quiet}; print(json.dumps(db.execute({query!r}).fetchall()))"
     answer = subprocess.run([sys.executable, "-c", script], env={**os.environ, "TZ": "UTC"}, capture_output=True, text=True, check=True)
     by_duckdb = sorted((i, t) for i, t in json.loads(answer.stdout))
     assert by_spark == by_pyarrow == by_duckdb and len(by_spark) == 20
