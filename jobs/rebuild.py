@@ -157,13 +157,15 @@ def plan(config: RebuildConfig) -> list[DatePlan]:
         )
     read = read_files(checkpoint, lake.manifests, config.landing, config.source_retention)
     horizon_days = math.ceil(config.dedup.horizon / timedelta(days=1))
-    folders = dict(day_folders(config.landing))
+    folders: dict[date, list[str]] = {}  # every account's and region's folders of a delivery date
+    for delivered_on, folder in day_folders(config.landing):
+        folders.setdefault(delivered_on, []).append(folder)
     late = late_files(lake.late_files)
     plans = []
     for day in config.dates:
         named = source_files(partition(lake.events, day))
         delivery_days = options.date_range(day, day + timedelta(days=horizon_days))
-        delivered = {f.path for d in delivery_days if d in folders for f in log_files_in(folders[d])}
+        delivered = {f.path for d in delivery_days for folder in folders.get(d, []) for f in log_files_in(folder)}
         wanted = {relative(path) for path in named | delivered | {local_path(path) for path in late.get(day, ())}}
         files = tuple(sorted((read[key] for key in wanted if key in read), key=lambda e: e.path))
         plans.append(DatePlan(day, files, tuple(sorted(path for path in named if relative(path) not in read))))

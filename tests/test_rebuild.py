@@ -16,8 +16,10 @@ import pytest
 
 from jobs import partitions, rebuild, validate_events
 from jobs.lake import Lake
+from jobs.landing import delivery_path
 from jobs.rebuild import RebuildConfig
 from tests.helpers import COUNT_LOOP, DAY, deliver, duckdb_rows, event, events_of, ingest
+from tools.generate_landing import write_delivery
 
 DATES = (date(2024, 3, 1), date(2024, 3, 2), date(2024, 3, 3))
 
@@ -65,6 +67,17 @@ def ingested(spark, landing, lake) -> list[tuple[str, str]]:
     oracle = duckdb_rows(lake)
     assert len(oracle) == 3 * 40 + 5 + 4 and len({r[0] for r in oracle}) == len(oracle)
     return oracle
+
+
+def test_a_rebuild_reads_the_files_every_account_and_region_delivered(spark, landing, lake):
+    delivered = DAY + timedelta(hours=2)
+    for account, region in (("111122223333", "us-east-1"), ("444455556666", "eu-west-1")):
+        write_delivery(delivery_path(landing, account, region, delivered, "x"), events_of(5, DAY + timedelta(hours=1), region), delivered)
+    ingest(spark, landing, lake)
+    written = duckdb_rows(lake)
+    shutil.rmtree(Lake(lake).events / "event_date=2024-03-01")  # lost: no row names its files any more
+    report = rebuild.run(RebuildConfig(str(landing), str(lake), (DAY.date(),), "two-places"), lambda: spark)
+    assert report.status == "succeeded" and len(written) == 10 and duckdb_rows(lake) == written, "both places' events back"
 
 
 def test_a_rebuild_repairs_three_damaged_partitions_and_the_stream_goes_on(spark, landing, lake, ingested):
