@@ -30,7 +30,7 @@ STACK_HOME ?= $(CURDIR)/.stack
 STACK_ENV ?= $(CURDIR)/.env
 PG_BIN := /usr/lib/postgresql/15/bin
 
-.PHONY: help setup debian-deps browser-deps demo run status test test-fast test-stack stack-up stack-status stack-down lint bench bench-cost bench-ui bench-stack chaos fuzz metadata-growth clean
+.PHONY: help setup debian-deps browser-deps demo run status test test-fast test-stack stack-up stack-status stack-down lint bench bench-history bench-cost bench-ui bench-stack chaos fuzz metadata-growth clean
 
 help:
 	@echo "make setup           - create .venv with the pinned dependencies, runtime and dev (needs Java 17+)"
@@ -46,7 +46,8 @@ help:
 	@echo "make stack-down      - stop everything stack-up started"
 	@echo "make chaos           - 20 random SIGKILLs of the ingest job, then the table against the oracle"
 	@echo "make fuzz            - the property-based test with \$$FUZZ_EXAMPLES (300) generated landing zones"
-	@echo "make bench           - the product against plain Spark and DuckDB; writes BENCHMARKS.md"
+	@echo "make bench           - the product against plain Spark and DuckDB (writes BENCHMARKS.md), then bench-history"
+	@echo "make bench-history   - one run's cost against a year of history under 2, 20 and 100 accounts x 17 regions"
 	@echo "make bench-cost      - CPU-seconds to ingest one day (17 regions x 288 files): hourly runs, an always-on stream, one daily run"
 	@echo "make bench-ui        - how fast the Airflow UI's lake page answers on a year of daily runs"
 	@echo "make bench-stack     - wall time of a quiet and a one-file DAG run on the native stack, against a bare spark-submit"
@@ -148,6 +149,10 @@ fuzz: setup
 
 bench: setup build/jobs.zip
 	$(PY) -m bench.benchmark
+	$(PY) -m bench.history
+
+bench-history: setup
+	$(PY) -m bench.history
 
 bench-cost: setup
 	$(PY) -m bench.cost

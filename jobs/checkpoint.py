@@ -31,6 +31,7 @@ from jobs.spark_logs import (
 class LastSuccess:
     checked_at_ns: int = 0  # every file that changed before this was listed by a successful run
     batch_id: int | None = None  # the last batch committed when that run finished, swept
+    listed_all_at_ns: int = 0  # the check time of the last successful run that listed every delivery folder
 
 
 def read_last_success(checkpoint: Path) -> LastSuccess | None:
@@ -38,13 +39,16 @@ def read_last_success(checkpoint: Path) -> LastSuccess | None:
     path = checkpoint / LAST_SUCCESS
     try:
         body = json.loads(path.read_text())
-        return LastSuccess(int(body["checked_at_ns"]), body.get("batch_id"))
+        checked = int(body["checked_at_ns"])
+        # Written before runs listed part of the zone: every run listed all of it.
+        return LastSuccess(checked, body.get("batch_id"), int(body.get("listed_all_at_ns", checked)))
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
 def write_last_success(checkpoint: Path, state: LastSuccess) -> None:
-    write_whole(checkpoint / LAST_SUCCESS, json.dumps({"checked_at_ns": state.checked_at_ns, "batch_id": state.batch_id}) + "\n")
+    body = {"checked_at_ns": state.checked_at_ns, "batch_id": state.batch_id, "listed_all_at_ns": state.listed_all_at_ns}
+    write_whole(checkpoint / LAST_SUCCESS, json.dumps(body) + "\n")
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,8 @@ RETIRED = "retired"
 LET_GO = "let_go.txt"
 # The ledger's record of taken files whose times changed and whose content did not (jobs/ledger.py).
 RESTAMPED = "restamped.jsonl"
+# A rescale of the de-duplication state under way (jobs/rescale.py): the ingest does not start while it is there.
+RESCALING = "rescaling.json"
 
 
 def _safe(run_id: str) -> str:
@@ -102,6 +104,10 @@ class Lake:
         return self.checkpoint / LAST_SUCCESS
 
     @property
+    def rescaling(self) -> Path:
+        return self.checkpoint / RESCALING
+
+    @property
     def manifests(self) -> Path:
         return self.checkpoint / "manifests"
 
@@ -136,6 +142,15 @@ class Lake:
     def replaced_by_run(self, table: Path, run_id: str) -> Path:
         """Where a rebuild run keeps the partitions of `table` it replaced."""
         return self.replaced(table, _safe(run_id))
+
+    def rescale_work(self, run_id: str) -> Path:
+        """Where a rescale builds the new de-duplication state: beside the checkpoint, where no sweep or recovery
+        of staged partitions looks (it must outlive a rescale that dies, which the next call finishes)."""
+        return self.checkpoints / "rescale" / _safe(run_id)
+
+    def replaced_state(self, run_id: str) -> Path:
+        """Where a rescale keeps the de-duplication state it replaced."""
+        return self.replaced_root / "state" / _safe(run_id)
 
     def staging(self, run_id: str) -> Path:
         """Where a rebuild run writes its partitions, outside every table folder (same file system, so a rename moves them)."""

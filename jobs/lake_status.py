@@ -24,7 +24,7 @@ from jobs.landing import day_folders, delivered_at, delivery_date, log_files_in,
 from jobs.ledger import check_manifests, late_files, read_manifest
 from jobs.partitions import data_files
 from jobs.report import failure_line, failure_name, read_report, read_reports, verdict_of
-from jobs.spark_logs import CheckpointError, last_commit, local_path, read_source_log, sink_log, source_file, source_offset
+from jobs.spark_logs import CheckpointError, last_commit, local_path, read_source_log, sink_log, source_file, source_offset, state_folder
 
 # Text of a quarantined record shown on the page; the table holds all of it.
 SAMPLE_CHARS = 200
@@ -51,7 +51,9 @@ def _partitions(table: Path, newest: int | None = None) -> str | None:
 def _duckdb() -> Any:
     import duckdb  # imported on first use: the plugin module loads in every Airflow process
 
-    return duckdb.connect()
+    db = duckdb.connect()
+    db.execute("SET enable_progress_bar = false")  # a slow query's bar would go into the server's log
+    return db
 
 
 def problems(lake: Lake) -> list[str]:
@@ -425,7 +427,7 @@ def checkpoint_health(lake: Lake) -> CheckpointHealth:
     return CheckpointHealth(
         commit.batch_id if commit else None,
         commit.watermark if commit else None,
-        _size(lake.checkpoint / "state")[0],
+        _size(state_folder(lake.checkpoint))[0],
         source_bytes,
         source_files,
         sinks,

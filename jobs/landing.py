@@ -44,7 +44,7 @@ def _skip(skipped: SkipList, path: str, reason: str) -> None:
         skipped.append(Skipped(path, reason))
 
 
-def _entries(folder: Path, skipped: SkipList) -> list[os.DirEntry[str]]:
+def _entries(folder: str | Path, skipped: SkipList) -> list[os.DirEntry[str]]:
     """A folder's entries; none, with the reason noted, when it cannot be listed (no permission, a link loop)."""
     try:
         with os.scandir(folder) as entries:
@@ -138,7 +138,7 @@ def newest_deliveries(landing: str | Path, until: datetime) -> dict[tuple[str, s
     return found
 
 
-def _folders(parent: Path, pattern: re.Pattern[str], skipped: SkipList = None) -> list[str]:
+def _folders(parent: str | Path, pattern: re.Pattern[str], skipped: SkipList = None) -> list[str]:
     return [e.name for e in _entries(parent, skipped) if pattern.fullmatch(e.name) and _is_dir(e, skipped)]
 
 
@@ -153,36 +153,84 @@ def _region_folders(landing: str | Path, skipped: SkipList = None) -> list[Path]
     return [trail / name for trail in trails for name in sorted(_folders(trail, ANY_NAME, skipped))]
 
 
-def _days(
-    region_folder: Path, since: date | None = None, newest_first: bool = False, skipped: SkipList = None
-) -> Iterator[tuple[date, Path]]:
-    """A region's day folders YYYY/MM/DD, oldest first (or newest first), listed as they are asked for;
-    with `since`, those on or after it (older years and months are not listed)."""
+@dataclass(frozen=True)
+class Older:
+    """Which day folders before a walk's `since` it lists: those changed (inode change time) after `changed_after_ns`.
 
-    def names(parent: Path, pattern: re.Pattern[str]) -> list[str]:
+    `every_day`: each older day folder is tested, which finds a file added to any of them. Otherwise those on or
+    after `tested_from` are tested one by one, and of the ones before it only the folders under a year or month
+    folder that changed: a new folder changes its parent's time, a new file only its own folder's. Such a walk finds
+    new folders anywhere, and new files in the tested ones, at a cost that does not grow with the zone's history."""
+
+    changed_after_ns: int
+    every_day: bool = True
+    tested_from: date | None = None
+
+
+def _ctime_ns(folder: str) -> int:
+    try:
+        return os.stat(folder).st_ctime_ns
+    except FileNotFoundError:
+        return 0  # gone since its parent was listed
+
+
+def _days(
+    region_folder: Path, since: date | None = None, newest_first: bool = False, skipped: SkipList = None, older: Older | None = None
+) -> Iterator[tuple[date, str]]:
+    """A region's day folders YYYY/MM/DD, oldest first (or newest first), listed as they are asked for;
+    with `since`, those on or after it, and the older ones `older` asks for (else no older year or month is listed).
+    Paths are text: a walk of a large zone spent half its time building and comparing Path objects."""
+
+    def names(parent: str, pattern: re.Pattern[str]) -> list[str]:
         return sorted(_folders(parent, pattern, skipped), reverse=newest_first)
 
-    for year in names(region_folder, YEAR):
-        if since and int(year) < since.year:
+    def changed(folder: str) -> bool:
+        return older is not None and _ctime_ns(folder) > older.changed_after_ns
+
+    every_day = older is not None and older.every_day
+    floor = (older.tested_from if older is not None else None) or since  # from here on every day folder is looked at
+    region = str(region_folder)
+    for year in names(region, YEAR):
+        year_folder = f"{region}/{year}"
+        if floor is not None and int(year) < floor.year and not (every_day or changed(year_folder)):
             continue
-        for month in names(region_folder / year, TWO_DIGITS):
-            if since and (int(year), int(month)) < (since.year, since.month):
+        for month in names(year_folder, TWO_DIGITS):
+            month_folder = f"{year_folder}/{month}"
+            month_before = floor is not None and (int(year), int(month)) < (floor.year, floor.month)
+            if month_before and not (every_day or changed(month_folder)):
                 continue
-            for day in names(region_folder / year / month, TWO_DIGITS):
-                folder = region_folder / year / month / day
-                folder_date = delivery_date(folder.as_posix())
-                if folder_date is not None and (since is None or folder_date >= since):
+            # Its days before `floor` are tested when every day is, or when a day folder was added to the month.
+            month_changed: bool | None = True if every_day or month_before else None
+            for day in names(month_folder, TWO_DIGITS):
+                try:
+                    folder_date = date(int(year), int(month), int(day))
+                except ValueError:
+                    continue  # not a date: not a delivery folder
+                folder = f"{month_folder}/{day}"
+                if since is None or folder_date >= since:
                     yield folder_date, folder
+                elif older is None:
+                    continue
+                elif floor is not None and folder_date >= floor:
+                    if changed(folder):
+                        yield folder_date, folder
+                else:
+                    if month_changed is None:
+                        month_changed = changed(month_folder)
+                    if month_changed and changed(folder):
+                        yield folder_date, folder
 
 
-def day_folders(landing: str | Path, since: date | None = None, skipped: SkipList = None) -> list[tuple[date, Path]]:
-    """Every delivery day folder (on or after `since`), with its date, oldest first; what cannot be
-    listed is passed over and, with `skipped`, noted there."""
+def day_folders(
+    landing: str | Path, since: date | None = None, skipped: SkipList = None, older: Older | None = None
+) -> list[tuple[date, str]]:
+    """Every delivery day folder (on or after `since`, and the older ones `older` asks for), with its date, oldest
+    first; what cannot be listed is passed over and, with `skipped`, noted there."""
     regions = _region_folders(landing, skipped)
-    return sorted(day for region_folder in regions for day in _days(region_folder, since, skipped=skipped))
+    return sorted(day for region_folder in regions for day in _days(region_folder, since, skipped=skipped, older=older))
 
 
-def log_files_in(folder: Path, skipped: SkipList = None) -> list[os.DirEntry[str]]:
+def log_files_in(folder: str | Path, skipped: SkipList = None) -> list[os.DirEntry[str]]:
     """The log files of a day folder: CloudTrail log names, not hidden (copies in flight, and Spark skips
     '.' and '_' names). Anything else not hidden is passed over and, with `skipped`, noted with its reason."""
     files = []

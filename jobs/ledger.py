@@ -26,8 +26,13 @@ the ledger: a file a manifest names is taken.
 - Stragglers: a file that lands in a retired folder later (a sync that lagged, history copied
   in) has a ctime newer than the last successful run's check, set when it lands and kept by
   no copy tool: retired folders whose ctime is newer are listed, and their new files taken.
-  A file a crashed run took stays in its manifest until a successful run has passed its
-  ctime, so the next run does not take it again.
+  A new folder changes its parent's ctime, so a run finds new retired folders through the year
+  and month folders (landing.Older); a file added to an existing retired folder changes only
+  that folder, so the run that tests every retired folder, once per `full_listing_interval`,
+  finds it. Between those runs, the retained folders older than the de-duplication horizon are
+  listed only when their ctime moved: a file rewritten in place there waits for that run too.
+  A file a crashed run took stays in its manifest until a successful run has passed its ctime,
+  so the next run does not take it again.
 
 Checkpoints written before the ledger list landing files in Spark's source log directly;
 those entries count as taken until they retire.
@@ -38,6 +43,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -50,7 +56,7 @@ from jobs.checkpoint import CheckpointSnapshot, LastSuccess, write_last_success
 from jobs.dedup import Dedup
 from jobs.files import write_whole
 from jobs.lake import LAST_SUCCESS, LET_GO, RESTAMPED, RETIRED
-from jobs.landing import Skipped, day_folders, delivery_date, log_files_in, relative
+from jobs.landing import Older, Skipped, day_folders, delivery_date, log_files_in, relative
 from jobs.spark_logs import CheckpointError, SourceLog, rewrite_compaction
 
 MANIFEST_DDL = "path string, size long, mtime_ms long, arrival_ms long, only_records array<long>, supersedes boolean"
@@ -71,6 +77,8 @@ class LedgerOptions:
     # A batch's files: at most this many, or about this many compressed bytes (one limit: files win).
     max_files: int | None = None
     max_bytes: int | None = options.size(options.MAX_BYTES_PER_TRIGGER)
+    # How often a run lists every delivery folder; the others list the retained ones and new folders (landing.Older).
+    full_listing_interval: timedelta = options.duration(options.FULL_LISTING_INTERVAL)
 
 
 @dataclass(frozen=True)
@@ -156,6 +164,9 @@ class Plan:
     retired_before: date | None = None
     manifests_dropped: int = 0
     checked_at_ns: int = 0
+    # Whether this run listed every delivery folder, and the check time of the newest run that did.
+    full_listing: bool = True
+    listed_all_at_ns: int = 0
     # Manifests no batch has read yet, this run's included, and the files and bytes they name.
     pending: int = 0
     backlog_files: int = 0
@@ -185,6 +196,8 @@ class Plan:
             "retired_before": self.retired_before.isoformat() if self.retired_before else None,
             "manifests_written": len(self.written),
             "checked_at_ns": self.checked_at_ns,
+            "full_listing": self.full_listing,
+            "listed_all_at_ns": self.listed_all_at_ns,
             "manifests_dropped": self.manifests_dropped,
             "backlog_files": self.backlog_files,
             "backlog_bytes": self.backlog_bytes,
@@ -293,7 +306,19 @@ def plan_files(
     ledger.update((key, entry) for key, entry in restamps.items() if key in ledger)
     retired_files = RetiredIndex(checkpoint.path / RETIRED)
 
-    retired_before = _retired_before(ledger, ledger_options.retention)
+    newest = _newest_delivery(ledger)
+    retired_before = newest - timedelta(days=ledger_options.retention.days) if newest else None
+    # Most runs list the delivery folders within the de-duplication horizon, the other retained ones that changed
+    # since the last check, and new folders (landing.Older). A full listing, when due, lists every retained folder
+    # and tests every retired one against the previous full listing: it finds a file added to an existing retired
+    # folder, and one rewritten in place.
+    listed_all_ns = checkpoint.last_success.listed_all_at_ns
+    full = newest is None or now_ns - listed_all_ns >= ledger_options.full_listing_interval.total_seconds() * 1e9
+    changed_after_ns = listed_all_ns if full else previous_check_ns
+    since, older = retired_before, Older(changed_after_ns)
+    if not full and newest is not None and retired_before is not None:
+        since = max(newest - timedelta(days=math.ceil(dedup.horizon / timedelta(days=1))), retired_before)
+        older = Older(changed_after_ns, every_day=False, tested_from=retired_before)
 
     replayed = {relative(entry.path) for entry in replay}  # taken as the replay asks, whatever the listing finds
     new: list[Entry] = []
@@ -302,10 +327,8 @@ def plan_files(
     settling: list[int] = []  # when each settling file is due
     restamped: dict[str, Entry] = {}
     skipped: list[Skipped] = []
-    for day, day_folder in day_folders(landing, skipped=skipped):
+    for day, day_folder in day_folders(landing, since, skipped, older):
         retired = retired_before is not None and day < retired_before
-        if retired and (_ctime_ns(str(day_folder)) or 0) <= previous_check_ns:
-            continue
         for file in log_files_in(day_folder, skipped):
             key = relative(file.path)
             if key in replayed:
@@ -318,7 +341,7 @@ def plan_files(
                 skipped.append(Skipped(file.path, f"cannot be read: {exc.strerror or exc}"))
                 continue
             ctime_ns = stat.st_ctime_ns
-            if retired and ctime_ns <= previous_check_ns:
+            if retired and ctime_ns <= changed_after_ns:
                 continue
             entry = Entry.of(file.path, stat=stat)
             known = ledger.get(key)
@@ -345,7 +368,7 @@ def plan_files(
 
     if not (checkpoint.path / LAST_SUCCESS).exists():
         # Written before the first manifest is let go, so a checkpoint without it has never lost one.
-        write_last_success(checkpoint.path, LastSuccess(previous_check_ns, None))
+        write_last_success(checkpoint.path, LastSuccess(previous_check_ns, None, listed_all_ns))
     taken = [entry.arrival_ms for manifest in manifests for entry in manifest.entries if entry.arrival_ms is not None]
     floor_ms = max([int(floor.timestamp() * 1000) if floor else 0, *taken])
     files = _arrivals(new + changed + stragglers + list(replay), floor_ms, now_ns // 1_000_000)
@@ -399,6 +422,8 @@ def plan_files(
         retired_before=retired_before,
         manifests_dropped=len(dropped),
         checked_at_ns=checked_at_ns,
+        full_listing=full,
+        listed_all_at_ns=checked_at_ns if full else listed_all_ns,
         pending=len(unread),
         backlog_files=len(backlog),
         backlog_bytes=sum(e.size or 0 for e in backlog),
@@ -462,11 +487,15 @@ class RetiredIndex:
             self._write(self._path(day), known)
 
 
-def _retired_before(paths: Iterable[str], retention: timedelta) -> date | None:
-    """Delivery folders before this date are retired: `retention` before the newest folder the ledger names."""
+def _newest_delivery(paths: Iterable[str]) -> date | None:
+    """The newest delivery folder the ledger names; delivery folders `retention` before it are retired."""
     dates = [d for d in (delivery_date(path) for path in paths) if d is not None]
     # A folder dated in the future (a skewed clock) must not retire today's folders.
-    newest = min(max(dates), datetime.now(tz=UTC).date() + timedelta(days=1)) if dates else None
+    return min(max(dates), datetime.now(tz=UTC).date() + timedelta(days=1)) if dates else None
+
+
+def _retired_before(paths: Iterable[str], retention: timedelta) -> date | None:
+    newest = _newest_delivery(paths)
     return newest - timedelta(days=retention.days) if newest else None
 
 
@@ -519,7 +548,7 @@ def _forget(log: SourceLog, gone: set[str]) -> None:
 
 def record_success(checkpoint: Path, plan: Plan, batch_id: int | None) -> None:
     """After a successful run, swept: `plan.checked_at_ns` becomes the check time, `batch_id` the last clean batch."""
-    write_last_success(checkpoint, LastSuccess(plan.checked_at_ns, batch_id))
+    write_last_success(checkpoint, LastSuccess(plan.checked_at_ns, batch_id, plan.listed_all_at_ns))
 
 
 def record_late_files(folder: Path, batch_id: int, late: dict[str, list[str]]) -> None:

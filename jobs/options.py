@@ -23,6 +23,9 @@ JVM_OPTIONS = "-XX:+UseParallelGC"
 MAX_FILE_AGE = "3650d"
 TABLE_LOG_RETENTION = "2 days"
 SOURCE_RETENTION = "7 days"
+# How often a run lists every delivery folder, not only the retained ones and new folders: a file added to an
+# older day folder is found by the next such listing (Auto Loader's backfill interval plays this part).
+FULL_LISTING_INTERVAL = "1 day"
 # A landing file written to this recently may still be being written: left for a later run.
 SETTLE = "1 minute"
 QUARANTINE_THRESHOLD = 0.01

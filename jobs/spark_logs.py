@@ -5,6 +5,9 @@ Spark keeps each log (a checkpoint's commits/, offsets/ and sources/0/; a file s
 line ("v1") followed by JSON entries, one per line; every 10th file of a file log is a
 compaction, `<id>.compact`, holding every entry still kept. The sink log is written through
 Spark's own class (jobs/sinks.py); nothing else in this project opens these files.
+
+The de-duplication state is <checkpoint>/state/0/<partition>/: RocksDB's files, one `<version>.zip`
+a committed version (the version a batch writes is its id + 1), and the operator's metadata.
 """
 
 from __future__ import annotations
@@ -93,6 +96,41 @@ def batch_time(checkpoint: Path, batch_id: int) -> datetime:
     if not lines or len(lines) < 2:
         raise CheckpointError(f"batch {batch_id} has no offset log entry in {checkpoint}: Spark writes it before the batch runs")
     return datetime.fromtimestamp(json.loads(lines[1])["batchTimestampMs"] / 1000, tz=UTC)
+
+
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+
+
+def state_folder(checkpoint: Path) -> Path:
+    return checkpoint / "state"
+
+
+def state_partitions(checkpoint: Path) -> int | None:
+    """The state's partitions, as the offset log fixes them for the next batch; None before the first batch."""
+    entry = _latest_entry(checkpoint / "offsets")
+    return int(entry[1]["conf"][SHUFFLE_PARTITIONS]) if entry else None
+
+
+def set_state_partitions(checkpoint: Path, partitions: int) -> None:
+    """Make the next batch run with `partitions` state partitions (Spark takes them from the newest offset log entry)."""
+    batch_id, path = batch_files(checkpoint / "offsets")[-1]
+    version, metadata, *offsets = path.read_text().split("\n")
+    body = json.loads(metadata)
+    body["conf"][SHUFFLE_PARTITIONS] = str(partitions)
+    _replace(path, version, [json.dumps(body, separators=(",", ":")), *offsets])
+
+
+def state_version_files(checkpoint: Path, version: int, to: int) -> None:
+    """Rename state version `version` of every partition of the checkpoint's state to version `to`: a snapshot is
+    the same files whatever version it is named. Refuses a partition holding any other version."""
+    for folder in sorted(p for p in (state_folder(checkpoint) / "0").iterdir() if p.name.isdigit()):
+        versions = {p.name for p in folder.iterdir() if p.name.endswith((".zip", ".changelog"))}
+        if versions != {f"{version}.zip"}:
+            raise CheckpointError(f"{folder} holds state versions {sorted(versions)}, where only {version}.zip was written")
+        (folder / f"{version}.zip").rename(folder / f"{to}.zip")
+        crc = folder / f".{version}.zip.crc"
+        if crc.exists():
+            crc.rename(folder / f".{to}.zip.crc")
 
 
 def local_path(logged: str) -> str:

@@ -348,13 +348,18 @@ def deduplicate(rows: DataFrame, dedup: Dedup, committed_watermark: datetime | N
     kept; `committed_watermark` is the one the checkpoint holds (None before the first batch).
     Works on a stream; on a static frame it drops every copy.
     """
-    delay_ms = int(dedup.delay.total_seconds() * 1000)
     return (
         rows.transform(raise_arrival_floor, dedup.arrival_floor(committed_watermark))
         .transform(mark_dedup_key, dedup)
-        .withWatermark("_arrival_time", f"{delay_ms} milliseconds")
-        .dropDuplicatesWithinWatermark(["_dedup_key"])
+        .transform(drop_copies, dedup)
     )
+
+
+def drop_copies(rows: DataFrame, dedup: Dedup) -> DataFrame:
+    """The stateful step: a row whose `_dedup_key` arrived less than the delay before is dropped. The state keeps
+    each key until its arrival plus the delay (jobs/rescale.py writes it anew from those expiries)."""
+    delay_ms = int(dedup.delay.total_seconds() * 1000)
+    return rows.withWatermark("_arrival_time", f"{delay_ms} milliseconds").dropDuplicatesWithinWatermark(["_dedup_key"])
 
 
 def keep_first_copy(events: DataFrame, dedup: Dedup) -> DataFrame:

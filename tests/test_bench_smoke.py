@@ -1,11 +1,12 @@
-"""Tiny runs of the benchmark harnesses (the real ones are `make bench`, `make bench-cost` and `make bench-ui`): every
-measured system runs on a real-shaped zone and writes rows; the incremental and 60-day runs are `make bench`'s only."""
+"""Tiny runs of the benchmark harnesses (the real ones are `make bench`, `make bench-cost`, `make bench-ui` and
+`make bench-history`): every measured system runs on a real-shaped zone and writes rows; the incremental and 60-day
+runs are `make bench`'s only."""
 
 import json
 import subprocess
 import sys
 
-from bench import benchmark, cost, lake_page
+from bench import benchmark, cost, history, lake_page
 
 
 def test_benchmark_harness_runs_each_system_on_a_tiny_zone():
@@ -38,3 +39,11 @@ def test_lake_page_harness_times_every_view_on_a_week_of_reports():
     results = json.loads(lake_page.results_path(smoke=True).read_text())
     assert results["days"] == 7 and results["baseline_ms"] > 0
     assert len(results["cases"]) == 8 and all(case["median_ms"] > 0 for case in results["cases"].values())
+
+
+def test_history_harness_times_each_kind_of_run_on_a_small_zone():
+    subprocess.run([sys.executable, "-m", "bench.history", "--smoke"], check=True, cwd=benchmark.ROOT, capture_output=True)
+    results = json.loads(history.results_path(smoke=True).read_text())
+    (row,) = results["rows"]  # the harness asserts each run took its way: nothing, one file, a full listing
+    assert row["day_folders"] == 5 * len(history.REGIONS) and row["nothing_new"] > 0 and row["one_new_file"] > row["nothing_new"]
+    assert [name for name, _, _ in history.targets(results)] == ["nothing_new", "one_new_file"]

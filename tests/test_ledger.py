@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import time
 from datetime import date, timedelta
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from jobs import ledger
 from jobs.checkpoint import CheckpointSnapshot
 from jobs.dedup import Dedup
 from jobs.lake import Lake
-from jobs.landing import delivery_date, delivery_path
+from jobs.landing import Older, aws_logs, day_folders, delivery_date, delivery_path
 from jobs.ledger import LedgerOptions, plan_files, read_manifests
 from jobs.spark_logs import CheckpointError, local_path, read_source_log
 from tests.helpers import DAY, deliver, duckdb_rows, events_of, ingest
@@ -25,6 +26,8 @@ from tools.generate_landing import write_delivery
 UNSETTLED = LedgerOptions(settle=timedelta(0))
 
 ONE_FILE_PER_BATCH = {"max_files_per_trigger": 1, "max_bytes_per_trigger": None, "source_retention": "2 days"}
+# Runs that list every folder, as the daily one does: a file added to an existing retired folder is found by those.
+FULL_LISTINGS = {**ONE_FILE_PER_BATCH, "full_listing_interval": "0 seconds"}
 
 
 def ledger_dates(lake: Path) -> set[date | None]:
@@ -80,8 +83,8 @@ def test_retired_folders_leave_the_ledger_and_are_not_read_again(spark, landing,
 
 def test_files_landing_in_retired_folders_are_read_once(spark, landing, lake, exact_clock):
     deliver_days(landing, range(12))
-    ingest(spark, landing, lake, **ONE_FILE_PER_BATCH)
-    ingest(spark, landing, lake, **ONE_FILE_PER_BATCH)  # retires days 0..8
+    ingest(spark, landing, lake, **FULL_LISTINGS)
+    ingest(spark, landing, lake, **FULL_LISTINGS)  # retires days 0..8
 
     # A lagging sync adds a file to a retired folder, with its original (old) modification time,
     # and history is copied in: a whole folder of an account never seen before.
@@ -93,7 +96,7 @@ def test_files_landing_in_retired_folders_are_read_once(spark, landing, lake, ex
     deliver_days(landing, range(12, 18))  # enough batches that the compaction at batch 19 lists the late files
     state = Lake(lake).last_success
     before = state.read_text()
-    report = ingest(spark, landing, lake, **ONE_FILE_PER_BATCH)
+    report = ingest(spark, landing, lake, **FULL_LISTINGS)
     assert report.ledger["stragglers"] == 3, "one file in a retired folder, a folder of two copied in"
     assert report.totals()["files_read"] == 3 + 6
 
@@ -102,12 +105,55 @@ def test_files_landing_in_retired_folders_are_read_once(spark, landing, lake, ex
     # they are not read twice.
     for _ in range(2):
         state.write_text(before)
-        replay = ingest(spark, landing, lake, **ONE_FILE_PER_BATCH)
+        replay = ingest(spark, landing, lake, **FULL_LISTINGS)
         assert replay.totals()["files_read"] == 0 and replay.ledger["stragglers"] == 0
-    again = ingest(spark, landing, lake, **ONE_FILE_PER_BATCH)
+    again = ingest(spark, landing, lake, **FULL_LISTINGS)
     assert again.totals()["files_read"] == 0 and again.ledger["stragglers"] == 0
     late = expected_rows([2], "late") + expected_rows([4], "hista") + expected_rows([4], "histb")
     assert duckdb_rows(lake) == sorted(expected_rows(list(range(18))) + late)
+
+
+def test_runs_between_full_listings_find_new_folders_and_a_full_listing_finds_a_file_added_to_an_old_one(spark, landing, lake, exact_clock):
+    deliver_days(landing, range(-40, -37))  # January, an old month by the time March's folders are retained
+    deliver_days(landing, range(3))
+    assert ingest(spark, landing, lake, source_retention="2 days").ledger["full_listing"], "a new ledger lists everything"
+    quiet = ingest(spark, landing, lake, source_retention="2 days")
+    assert not quiet.ledger["full_listing"] and quiet.totals()["files_read"] == 0
+
+    # A file added to an existing January folder changes only that folder; February's new folder changes its parents.
+    deliver(landing, events_of(3, DAY - timedelta(days=39), "added"), DAY - timedelta(days=39, minutes=-30))
+    deliver(landing, events_of(3, DAY - timedelta(days=20), "d-20"), DAY - timedelta(days=20, minutes=-10))
+    between = ingest(spark, landing, lake, source_retention="2 days")
+    assert not between.ledger["full_listing"] and between.ledger["stragglers"] == 1 and between.totals()["files_read"] == 1
+    assert ingest(spark, landing, lake, source_retention="2 days").totals()["files_read"] == 0, "the added file waits"
+
+    full = ingest(spark, landing, lake, source_retention="2 days", full_listing_interval="0 seconds")
+    assert full.ledger["full_listing"] and full.ledger["stragglers"] == 1 and full.totals()["files_read"] == 1
+    after = ingest(spark, landing, lake, source_retention="2 days", full_listing_interval="0 seconds")
+    assert after.ledger["full_listing"] and after.totals()["files_read"] == 0, "taken once"
+    assert duckdb_rows(lake) == sorted(expected_rows([-40, -39, -38, -20, 0, 1, 2]) + expected_rows([-39], "added"))
+
+
+@pytest.mark.unit
+def test_a_walk_between_full_listings_tests_year_and_month_folders_not_each_old_day(tmp_path):
+    region = aws_logs(tmp_path) / "111122223333" / "CloudTrail" / "us-east-1"
+    for folder in ("2023/06/01", "2024/01/10", "2024/01/11", "2024/03/01", "2024/03/02"):
+        (region / folder).mkdir(parents=True)
+    time.sleep(0.05)  # inode times tick in milliseconds
+    checked_ns = time.time_ns()
+    time.sleep(0.05)
+    for folder in ("2024/01/10", "2024/03/01"):  # a new file in a day folder: only that folder's ctime moves
+        (region / folder / "added.json").touch()
+    (region / "2023/12/31").mkdir(parents=True)  # a new day folder in a new month of an old year: its parents' move too
+
+    def walk(older: Older | None) -> list[str]:
+        return [str(day) for day, _ in day_folders(tmp_path, date(2024, 3, 2), older=older)]
+
+    assert walk(None) == ["2024-03-02"], "nothing before `since`"
+    assert walk(Older(checked_ns, every_day=False)) == ["2023-12-31", "2024-03-02"], "new folders, found through their parents"
+    tested = Older(checked_ns, every_day=False, tested_from=date(2024, 3, 1))
+    assert walk(tested) == ["2023-12-31", "2024-03-01", "2024-03-02"], "and the changed ones of the days tested one by one"
+    assert walk(Older(checked_ns)) == ["2023-12-31", "2024-01-10", "2024-03-01", "2024-03-02"], "every day tested: each changed one"
 
 
 def test_a_run_takes_exactly_the_files_no_manifest_names(spark, landing, lake, exact_clock):

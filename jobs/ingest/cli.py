@@ -5,8 +5,9 @@ Run it with either of:
     spark-submit --py-files build/jobs.zip jobs/cloudtrail_ingest.py --landing DIR --lake DIR [options]
     python -m jobs.cloudtrail_ingest --landing DIR --lake DIR [options]
 
---landing/--lake default to $CLOUDTRAIL_LANDING/$CLOUDTRAIL_LAKE. The run lists every file
-under <landing>/AWSLogs/ that the ledger has not taken (jobs/ledger.py), reads them
+--landing/--lake default to $CLOUDTRAIL_LANDING/$CLOUDTRAIL_LAKE. The run lists the files under
+<landing>/AWSLogs/ that the ledger has not taken (jobs/ledger.py; every delivery folder once per
+--full-listing-interval, else those within the horizon, changed ones and new ones), reads them
 (Trigger.AvailableNow, in rate-limited batches, oldest first), writes <lake>/events/event_date=YYYY-MM-DD/,
 <lake>/quarantine/reason=.../ and <lake>/reports/ingest/<run id>.json, and exits 0.
 Exit codes (jobs/cli.py): 1 the run failed, 2 bad arguments (a --landing without AWSLogs/ too) or a
@@ -73,6 +74,10 @@ def parse_args(argv: Sequence[str] | None = None) -> IngestConfig:
         "--source-retention", type=cli.duration, default=options.SOURCE_RETENTION,
         help="delivery folders this long before the newest one read are no longer tracked file by file",
     )  # fmt: skip
+    parser.add_argument(
+        "--full-listing-interval", type=cli.duration, default=options.FULL_LISTING_INTERVAL,
+        help="how often a run lists every delivery folder (finds a file added to a retired one); '0 seconds': every run",
+    )  # fmt: skip
     parser.add_argument("--settle", type=cli.duration, default=options.SETTLE, help="files written to more recently wait for a later run")
     parser.add_argument(
         "--clock-skew", type=cli.duration, default=options.CLOCK_SKEW,
@@ -98,7 +103,7 @@ def parse_args(argv: Sequence[str] | None = None) -> IngestConfig:
         lock_wait=args.lock_wait,
         trigger=args.trigger,
         dedup=Dedup(args.dedup_horizon),
-        ledger=LedgerOptions(args.source_retention, args.settle, args.max_files_per_trigger, max_bytes),
+        ledger=LedgerOptions(args.source_retention, args.settle, args.max_files_per_trigger, max_bytes, args.full_listing_interval),
         state_partitions=args.state_partitions,
         max_file_age=args.max_file_age,
         table_log_retention=args.table_log_retention,

@@ -23,7 +23,7 @@ from jobs.lake import TABLES, Lake
 from jobs.ledger import Plan, check_manifests, plan_files, record_success
 from jobs.quarantine import replay_entries
 from jobs.report import RunReport, now_iso, read_reports
-from jobs.spark_logs import last_commit, relocate_source_log
+from jobs.spark_logs import CheckpointError, last_commit, relocate_source_log
 from jobs.sweep import sweep_lake
 
 log = logging.getLogger("cloudtrail_ingest")
@@ -49,6 +49,11 @@ def run(config: IngestConfig, session: Callable[[], SparkSession]) -> RunReport:
 
 def open_checkpoint(config: IngestConfig) -> CheckpointSnapshot:
     partitions.recover(config.lake)  # a rebuild that died mid-swap is finished before anything reads the table
+    if config.lake.rescaling.exists():
+        raise CheckpointError(
+            f"{config.lake.rescaling}: a rescale of the de-duplication state did not finish. Run python -m jobs.rescale "
+            "--lake LAKE --state-partitions N again to finish it (README, 'Rescaling the de-duplication state')."
+        )
     if relocate_source_log(config.lake.checkpoint, config.lake.manifests):
         log.warning("the lake was moved: Spark's log of read manifests now names them under %s", config.lake.manifests)
     restore_last_success(config.lake)
@@ -60,13 +65,16 @@ def open_checkpoint(config: IngestConfig) -> CheckpointSnapshot:
 
 def restore_last_success(lake: Lake) -> None:
     """A missing or damaged last_success.json beside committed batches is written again from the newest successful
-    run's report, which holds the same check time; the batch is left unknown, so this run sweeps."""
+    run's report, which holds the same check times; the batch is left unknown, so this run sweeps."""
     if read_last_success(lake.checkpoint) is not None or last_commit(lake.checkpoint).batch_id is None:
         return
     succeeded = [run for run in read_reports(lake.ingest_reports) if run.get("status") == "succeeded"]
-    checked = [run["ledger"]["checked_at_ns"] for run in succeeded if "checked_at_ns" in (run.get("ledger") or {})]
+    checked = [run["ledger"] for run in succeeded if "checked_at_ns" in (run.get("ledger") or {})]
     if checked:
-        write_last_success(lake.checkpoint, LastSuccess(int(checked[-1]), None))
+        # A report from before runs listed part of the zone: that run listed all of it.
+        newest = checked[-1]
+        state = LastSuccess(int(newest["checked_at_ns"]), None, int(newest.get("listed_all_at_ns", newest["checked_at_ns"])))
+        write_last_success(lake.checkpoint, state)
         log.warning("%s was missing or damaged: written again from the newest successful run's report", lake.last_success)
 
 

@@ -172,7 +172,8 @@ def plan_run(params: dict[str, Any], settings: Settings, run_id: str, interval_s
         raise InvalidRunParams(f"param trigger={trigger!r} must be availableNow or once")
     horizon = _dedup_horizon(params)
     ingest = ["--landing", landing, "--lake", lake, "--run-id", run_id, "--trigger", trigger, "--dedup-horizon", horizon]
-    ingest += ["--settle", settings.settle, "--clock-skew", f"{int(settings.clock_skew.total_seconds())} seconds", *_replay(params)]
+    ingest += ["--settle", settings.settle, "--full-listing-interval", settings.full_listing_interval]
+    ingest += ["--clock-skew", f"{int(settings.clock_skew.total_seconds())} seconds", *_replay(params)]
     if params.get("max_files_per_trigger"):
         ingest += ["--max-files-per-trigger", str(int(params["max_files_per_trigger"]))]
     elif params.get("max_bytes_per_trigger"):

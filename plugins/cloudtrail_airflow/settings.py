@@ -25,6 +25,7 @@ class Settings:
     python: str
     driver_memory: str
     settle: str
+    full_listing_interval: str = options.FULL_LISTING_INTERVAL
     freshness_threshold: timedelta = options.duration(options.FRESHNESS_THRESHOLD)
     clock_skew: timedelta = options.duration(options.CLOCK_SKEW)
     # One slot: the tasks that write the lake queue for it (scheduled, manual and backfill runs alike).
@@ -70,6 +71,7 @@ def load_settings() -> Settings:
         python=os.environ.get("CLOUDTRAIL_SPARK_PYTHON", sys.executable),
         driver_memory=os.environ.get("CLOUDTRAIL_DRIVER_MEMORY", "2g"),
         settle=os.environ.get("CLOUDTRAIL_SETTLE", options.SETTLE),
+        full_listing_interval=os.environ.get("CLOUDTRAIL_FULL_LISTING_INTERVAL", options.FULL_LISTING_INTERVAL),
         freshness_threshold=options.duration(os.environ.get("CLOUDTRAIL_FRESHNESS_THRESHOLD", options.FRESHNESS_THRESHOLD)),
         clock_skew=options.duration(os.environ.get("CLOUDTRAIL_CLOCK_SKEW", options.CLOCK_SKEW)),
     )
