@@ -32,6 +32,8 @@ class LastSuccess:
     checked_at_ns: int = 0  # every file that changed before this was listed by a successful run
     batch_id: int | None = None  # the last batch committed when that run finished, swept
     listed_all_at_ns: int = 0  # the check time of the last successful run that listed every delivery folder
+    # Day folders the next run lists whatever their times: they hold a file that was settling or could not be read.
+    recheck: tuple[str, ...] = ()
 
 
 def read_last_success(checkpoint: Path) -> LastSuccess | None:
@@ -41,13 +43,18 @@ def read_last_success(checkpoint: Path) -> LastSuccess | None:
         body = json.loads(path.read_text())
         checked = int(body["checked_at_ns"])
         # Written before runs listed part of the zone: every run listed all of it.
-        return LastSuccess(checked, body.get("batch_id"), int(body.get("listed_all_at_ns", checked)))
+        return LastSuccess(checked, body.get("batch_id"), int(body.get("listed_all_at_ns", checked)), tuple(body.get("recheck", ())))
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
 def write_last_success(checkpoint: Path, state: LastSuccess) -> None:
-    body = {"checked_at_ns": state.checked_at_ns, "batch_id": state.batch_id, "listed_all_at_ns": state.listed_all_at_ns}
+    body = {
+        "checked_at_ns": state.checked_at_ns,
+        "batch_id": state.batch_id,
+        "listed_all_at_ns": state.listed_all_at_ns,
+        "recheck": list(state.recheck),
+    }
     write_whole(checkpoint / LAST_SUCCESS, json.dumps(body) + "\n")
 
 

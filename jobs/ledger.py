@@ -167,6 +167,9 @@ class Plan:
     # Whether this run listed every delivery folder, and the check time of the newest run that did.
     full_listing: bool = True
     listed_all_at_ns: int = 0
+    # Day folders the next run lists whatever their times: a file there was settling or could not be read, and
+    # neither changes its folder when it is done (a between-listings run would not look there).
+    recheck: tuple[str, ...] = ()
     # Manifests no batch has read yet, this run's included, and the files and bytes they name.
     pending: int = 0
     backlog_files: int = 0
@@ -198,6 +201,7 @@ class Plan:
             "checked_at_ns": self.checked_at_ns,
             "full_listing": self.full_listing,
             "listed_all_at_ns": self.listed_all_at_ns,
+            "recheck": list(self.recheck),
             "manifests_dropped": self.manifests_dropped,
             "backlog_files": self.backlog_files,
             "backlog_bytes": self.backlog_bytes,
@@ -327,7 +331,12 @@ def plan_files(
     settling: list[int] = []  # when each settling file is due
     restamped: dict[str, Entry] = {}
     skipped: list[Skipped] = []
-    for day, day_folder in day_folders(landing, since, skipped, older):
+    walked = day_folders(landing, since, skipped, older)
+    listed = {folder for _, folder in walked}
+    # The folders of files that were settling or could not be read: listed again, whatever their times.
+    again = [(d, f) for f in checkpoint.last_success.recheck if f not in listed and (d := delivery_date(f)) and os.path.isdir(f)]
+    recheck: set[str] = set()
+    for day, day_folder in walked + again:
         retired = retired_before is not None and day < retired_before
         for file in log_files_in(day_folder, skipped):
             key = relative(file.path)
@@ -339,6 +348,7 @@ def plan_files(
                 continue  # deleted since the folder was listed
             except OSError as exc:
                 skipped.append(Skipped(file.path, f"cannot be read: {exc.strerror or exc}"))
+                recheck.add(day_folder)
                 continue
             ctime_ns = stat.st_ctime_ns
             if retired and ctime_ns <= changed_after_ns:
@@ -351,6 +361,7 @@ def plan_files(
                 continue
             if ctime_ns > now_ns - settle_ns:  # ctime moves with every write, and no clock skew puts it ahead
                 settling.append(ctime_ns + settle_ns)
+                recheck.add(day_folder)
                 continue
             try:
                 entry = dataclasses.replace(entry, fingerprint=fingerprint(file.path))
@@ -358,6 +369,7 @@ def plan_files(
                 continue
             except OSError as exc:
                 skipped.append(Skipped(file.path, f"cannot be read: {exc.strerror or exc}; tried again next run"))
+                recheck.add(day_folder)
                 continue
             if known is not None and known.fingerprint == entry.fingerprint:
                 restamped[key] = entry  # the same bytes with new times
@@ -368,7 +380,7 @@ def plan_files(
 
     if not (checkpoint.path / LAST_SUCCESS).exists():
         # Written before the first manifest is let go, so a checkpoint without it has never lost one.
-        write_last_success(checkpoint.path, LastSuccess(previous_check_ns, None, listed_all_ns))
+        write_last_success(checkpoint.path, LastSuccess(previous_check_ns, None, listed_all_ns, checkpoint.last_success.recheck))
     taken = [entry.arrival_ms for manifest in manifests for entry in manifest.entries if entry.arrival_ms is not None]
     floor_ms = max([int(floor.timestamp() * 1000) if floor else 0, *taken])
     files = _arrivals(new + changed + stragglers + list(replay), floor_ms, now_ns // 1_000_000)
@@ -424,6 +436,7 @@ def plan_files(
         checked_at_ns=checked_at_ns,
         full_listing=full,
         listed_all_at_ns=checked_at_ns if full else listed_all_ns,
+        recheck=tuple(sorted(recheck)),
         pending=len(unread),
         backlog_files=len(backlog),
         backlog_bytes=sum(e.size or 0 for e in backlog),
@@ -548,7 +561,7 @@ def _forget(log: SourceLog, gone: set[str]) -> None:
 
 def record_success(checkpoint: Path, plan: Plan, batch_id: int | None) -> None:
     """After a successful run, swept: `plan.checked_at_ns` becomes the check time, `batch_id` the last clean batch."""
-    write_last_success(checkpoint, LastSuccess(plan.checked_at_ns, batch_id, plan.listed_all_at_ns))
+    write_last_success(checkpoint, LastSuccess(plan.checked_at_ns, batch_id, plan.listed_all_at_ns, plan.recheck))
 
 
 def record_late_files(folder: Path, batch_id: int, late: dict[str, list[str]]) -> None:

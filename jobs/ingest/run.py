@@ -73,7 +73,8 @@ def restore_last_success(lake: Lake) -> None:
     if checked:
         # A report from before runs listed part of the zone: that run listed all of it.
         newest = checked[-1]
-        state = LastSuccess(int(newest["checked_at_ns"]), None, int(newest.get("listed_all_at_ns", newest["checked_at_ns"])))
+        listed_all = int(newest.get("listed_all_at_ns", newest["checked_at_ns"]))
+        state = LastSuccess(int(newest["checked_at_ns"]), None, listed_all, tuple(newest.get("recheck", ())))
         write_last_success(lake.checkpoint, state)
         log.warning("%s was missing or damaged: written again from the newest successful run's report", lake.last_success)
 
