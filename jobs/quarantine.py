@@ -21,7 +21,6 @@ from datetime import date
 from functools import reduce
 from pathlib import Path
 
-import pyarrow.dataset as ds
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -55,6 +54,8 @@ def replay_entries(lake: Lake, replay: Replay) -> list[Entry]:
     """The landing files (or records of them) the quarantine holds for `replay`; a file gone from the landing zone is left."""
     if not any(lake.quarantine.glob("*/*.parquet")):
         return []
+    import pyarrow.dataset as ds  # brings pandas: paid by a replay, not by every run
+
     rows = ds.dataset(str(lake.quarantine), format="parquet", partitioning="hive").to_table(columns=["source_file", "record_index", REASON])
     whole: set[str] = set()
     records: dict[str, set[int]] = {}

@@ -15,8 +15,9 @@ The ingest stream, a rebuild and a replay of the quarantine all read records thr
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from functools import reduce
+from functools import cache, reduce
 from typing import cast
 
 from pyspark.sql import Column, DataFrame, Window
@@ -120,7 +121,11 @@ def _item(text: Column, flags: Column, reason: Column | None = None, detail: Col
 
 # Python, on the few files whose container Spark's parser rejects (jobs/decode.py).
 SALVAGED = T.ArrayType(T.StructType([T.StructField(name, T.StringType()) for name in ("record", "reason", "detail")]))
-_salvage = F.udf(salvage_records, SALVAGED)
+
+
+@cache  # built on first use: pyspark imports pandas to build a UDF, which a run with nothing to read does not need
+def _salvage() -> Callable[[Column], Column]:
+    return F.udf(salvage_records, SALVAGED)
 
 
 def _typed_items(files: DataFrame) -> DataFrame:
@@ -188,7 +193,7 @@ def parse_containers(decoded: DataFrame) -> DataFrame:
     # a NaN, a raw control character) is split record by record in Python: one bad record costs one
     # record. Every other file hands the Python step a null.
     unparsed = F.col("items").isNull() & F.col("file_error").isNull()
-    files = files.withColumn("salvaged", _salvage(F.when(unparsed, F.col("text"))))
+    files = files.withColumn("salvaged", _salvage()(F.when(unparsed, F.col("text"))))
     salvaged = F.transform(
         "salvaged",
         lambda s: _item(s["record"], _key_flags(F.when(s["reason"].isNull(), F.json_object_keys(s["record"]))), s["reason"], s["detail"]),

@@ -167,3 +167,11 @@ def test_the_pre_commit_hooks_run_what_make_lint_runs():
     assert [entry.split(" ")[:2] for entry in entries] == [command.split(" ")[:2] for command in commands] == [
         ["ruff", "check"], ["ruff", "format"], ["mypy", "jobs"],
     ]  # fmt: skip
+
+
+def test_the_ingest_command_imports_pandas_and_gx_only_when_a_run_needs_them():
+    """A run with nothing new starts no JVM; its cost is its imports (BENCHMARKS.md, 'A year of history')."""
+    heavy = {"pandas", "great_expectations", "pyarrow"}
+    probe = f"import sys, jobs.cloudtrail_ingest; print(sorted({{m.split('.')[0] for m in sys.modules}} & {heavy!r}))"
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT).stdout.strip()
+    assert loaded == "[]"
