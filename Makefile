@@ -115,7 +115,7 @@ demo: setup build/jobs.zip
 lint: setup
 	ruff check dags jobs plugins tools tests bench
 	ruff format --check dags jobs plugins tools tests bench
-	mypy jobs plugins tools
+	mypy jobs plugins tools bench
 
 # The tests build their own jobs.zip and jar from the working tree (tests/conftest.py).
 # Two workers: most tests wait on JVMs and subprocesses, so two share the 2 cores well. Each starts

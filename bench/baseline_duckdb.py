@@ -31,4 +31,4 @@ db.execute(f"""
     ) TO '{out}' (FORMAT parquet, PARTITION_BY ({EVENT_DATE}), OVERWRITE_OR_IGNORE)
 """)
 work = time.monotonic() - started
-print(json.dumps({"work_s": work, "rows": db.execute(f"select count(*) from read_parquet('{out}/*/*.parquet')").fetchone()[0]}))
+print(json.dumps({"work_s": work, "rows": db.execute(f"select count(*) from read_parquet('{out}/*/*.parquet')").fetchall()[0][0]}))

@@ -33,6 +33,7 @@ import threading
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import psutil
@@ -91,7 +92,10 @@ def measure(command: list[str], env: dict[str, str] | None = None, full_gc_every
 
 
 # Zone shapes: the reference, and another seed, more days and smaller files (so no figure fits one zone).
-SHAPES = {"": {"seed": 11, "days": 3, "records_per_file": 1000}, "other": {"seed": 23, "days": 5, "records_per_file": 250}}
+SHAPES: dict[str, dict[str, Any]] = {
+    "": {"seed": 11, "days": 3, "records_per_file": 1000},
+    "other": {"seed": 23, "days": 5, "records_per_file": 250},
+}
 
 
 def zone(records: int, shape: str = "") -> Path:
@@ -260,7 +264,8 @@ def incremental_vs_fresh(scratch: Path, history_files: int, repeats: int) -> dic
         one_landing, one_lake = scratch / f"one-landing-{repeat}", scratch / f"one-lake-{repeat}"
         deliver_one(one_landing, rng, after, "only")
         fresh.append(run_product(one_landing, one_lake)["wall_s"])
-    shutil.rmtree(landing), shutil.rmtree(lake)
+    shutil.rmtree(landing)
+    shutil.rmtree(lake)
     return {"history_files": history_files, "history_run_s": history_s, "incremental_s": statistics.median(incremental),
             "fresh_s": statistics.median(fresh), "ratio": statistics.median(incremental) / statistics.median(fresh)}  # fmt: skip
 
@@ -287,7 +292,8 @@ def daily_sizes(scratch: Path, days: int, day_seconds: float) -> dict:
         run_product(landing, lake, "--table-log-retention", f"{int(2 * day_seconds)} seconds")
         sizes[day] = {name: sum(size_kb(folder)[0] for folder in folders) for name, folders in parts.items()}
         time.sleep(max(0.0, day_seconds - (time.monotonic() - began)))
-    shutil.rmtree(landing), shutil.rmtree(lake)
+    shutil.rmtree(landing)
+    shutil.rmtree(lake)
 
     def state_and_log(day: int) -> float:
         return sizes[day]["state"] + sizes[day]["events/_spark_metadata"]
@@ -304,8 +310,8 @@ def analyst_queries(landing: Path, lake: Path, repeats: int) -> list[dict]:
     raw = (f"(SELECT unnest(Records, recursive := true) FROM read_json('{landing}/AWSLogs/*/CloudTrail/*/*/*/*/*.json.gz', "
            f"columns = {{Records: 'STRUCT(eventTime VARCHAR, eventSource VARCHAR, errorCode VARCHAR, userIdentity STRUCT(arn VARCHAR))[]'}}))")  # fmt: skip
     db = duckdb.connect()
-    arn = db.execute(f"select userIdentity.arn from {table} where userIdentity.arn is not null limit 1").fetchone()[0]
-    day = db.execute(f"select min({EVENT_DATE}) from {table}").fetchone()[0]
+    arn = db.execute(f"select userIdentity.arn from {table} where userIdentity.arn is not null limit 1").fetchall()[0][0]
+    day = db.execute(f"select min({EVENT_DATE}) from {table}").fetchall()[0][0]
     queries = {
         "events per eventSource, one day": (
             f"select eventSource, count(*) from {table} where {EVENT_DATE} = DATE '{day}' group by 1",

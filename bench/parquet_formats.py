@@ -37,7 +37,7 @@ def size_mb(folder: Path) -> float:
 def query_seconds(folder: Path) -> float:
     """An analyst's filter on an hour of eventTime: statistics let a reader skip what lies outside it."""
     db = duckdb.connect()
-    low = db.execute(f"select min(eventTime) from read_parquet('{folder}/*/*.parquet')").fetchone()[0]  # type: ignore[index]
+    low = db.execute(f"select min(eventTime) from read_parquet('{folder}/*/*.parquet')").fetchall()[0][0]
     started = time.perf_counter()
     query = f"select count(*) from read_parquet('{folder}/*/*.parquet') where eventTime between ? and ? + interval 1 hour"
     db.execute(query, [low, low]).fetchone()
