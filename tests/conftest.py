@@ -74,6 +74,14 @@ def spark():
     session.stop()
 
 
+@pytest.fixture(autouse=True)
+def _suite_shuffle_partitions(request: pytest.FixtureRequest) -> None:
+    """A job's main() run in-process builds its session with getOrCreate, which sets the job's own conf on the
+    suite's session (the ingest's --state-partitions, 4, as its shuffle partitions): each test starts from 2."""
+    if "spark" in request.fixturenames:
+        request.getfixturevalue("spark").conf.set("spark.sql.shuffle.partitions", "2")
+
+
 @pytest.fixture
 def samples() -> Path:
     if not SAMPLES.is_dir():
