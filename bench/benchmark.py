@@ -84,11 +84,12 @@ def measure(command: list[str], env: dict[str, str] | None = None, full_gc_every
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     stdout, _ = process.communicate()
+    wall = time.monotonic() - started  # before the sampler's last sleep, which would round it up to its 0.2 s step
     done.set()
     sampler.join()
     if process.returncode != 0:
         raise RuntimeError(f"{command} exited {process.returncode}")
-    return time.monotonic() - started, peak, stdout
+    return wall, peak, stdout
 
 
 # Zone shapes: the reference, and another seed, more days and smaller files (so no figure fits one zone).
