@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from jobs.files import write_whole
 from jobs.lake import LAST_SUCCESS
@@ -36,14 +37,19 @@ class LastSuccess:
     recheck: tuple[str, ...] = ()
 
 
+def last_success_of(body: dict[str, Any], batch_id: int | None) -> LastSuccess:
+    """The check times in `body`: last_success.json, or a run report's ledger summary (which names no batch)."""
+    checked = int(body["checked_at_ns"])
+    # Written before runs listed part of the zone: every run listed all of it.
+    return LastSuccess(checked, batch_id, int(body.get("listed_all_at_ns", checked)), tuple(body.get("recheck", ())))
+
+
 def read_last_success(checkpoint: Path) -> LastSuccess | None:
     """The file as the last successful run wrote it; None when there is none or it is damaged (cut short, edited)."""
     path = checkpoint / LAST_SUCCESS
     try:
         body = json.loads(path.read_text())
-        checked = int(body["checked_at_ns"])
-        # Written before runs listed part of the zone: every run listed all of it.
-        return LastSuccess(checked, body.get("batch_id"), int(body.get("listed_all_at_ns", checked)), tuple(body.get("recheck", ())))
+        return last_success_of(body, body.get("batch_id"))
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

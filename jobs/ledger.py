@@ -311,7 +311,7 @@ def plan_files(
     retired_files = RetiredIndex(checkpoint.path / RETIRED)
 
     newest = _newest_delivery(ledger)
-    retired_before = newest - timedelta(days=ledger_options.retention.days) if newest else None
+    retired_before = _retired_before(newest, ledger_options.retention)
     # Most runs list the delivery folders within the de-duplication horizon, the other retained ones that changed
     # since the last check, and new folders (landing.Older). A full listing, when due, lists every retained folder
     # and tests every retired one against the previous full listing: it finds a file added to an existing retired
@@ -501,14 +501,14 @@ class RetiredIndex:
 
 
 def _newest_delivery(paths: Iterable[str]) -> date | None:
-    """The newest delivery folder the ledger names; delivery folders `retention` before it are retired."""
+    """The newest delivery folder the ledger names."""
     dates = [d for d in (delivery_date(path) for path in paths) if d is not None]
     # A folder dated in the future (a skewed clock) must not retire today's folders.
     return min(max(dates), datetime.now(tz=UTC).date() + timedelta(days=1)) if dates else None
 
 
-def _retired_before(paths: Iterable[str], retention: timedelta) -> date | None:
-    newest = _newest_delivery(paths)
+def _retired_before(newest: date | None, retention: timedelta) -> date | None:
+    """Delivery folders before this date are retired: `retention` before the newest one the ledger names."""
     return newest - timedelta(days=retention.days) if newest else None
 
 
@@ -526,7 +526,7 @@ def read_files(checkpoint: CheckpointSnapshot, folder: Path, landing: str, reten
         if str(manifest.path) in logged:
             read.update((relative(entry.path), entry) for entry in manifest.entries if entry.only_records is None)
     read.update((key, entry) for key, entry in read_restamps(checkpoint.path / RESTAMPED).items() if key in read)
-    retired_before = _retired_before(read, retention)
+    retired_before = _retired_before(_newest_delivery(read), retention)
     retired_files = RetiredIndex(checkpoint.path / RETIRED)
     checked_at_ns = checkpoint.last_success.checked_at_ns
     found: dict[str, Entry] = {}  # not one deleted from the landing zone

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pyspark.sql import SparkSession
 
 from jobs import options, partitions
-from jobs.checkpoint import CheckpointSnapshot, LastSuccess, read_last_success, write_last_success
+from jobs.checkpoint import CheckpointSnapshot, last_success_of, read_last_success, write_last_success
 from jobs.ingest import stream
 from jobs.ingest.config import IngestConfig
 from jobs.lake import TABLES, Lake
@@ -71,11 +71,7 @@ def restore_last_success(lake: Lake) -> None:
     succeeded = [run for run in read_reports(lake.ingest_reports) if run.get("status") == "succeeded"]
     checked = [run["ledger"] for run in succeeded if "checked_at_ns" in (run.get("ledger") or {})]
     if checked:
-        # A report from before runs listed part of the zone: that run listed all of it.
-        newest = checked[-1]
-        listed_all = int(newest.get("listed_all_at_ns", newest["checked_at_ns"]))
-        state = LastSuccess(int(newest["checked_at_ns"]), None, listed_all, tuple(newest.get("recheck", ())))
-        write_last_success(lake.checkpoint, state)
+        write_last_success(lake.checkpoint, last_success_of(checked[-1], None))
         log.warning("%s was missing or damaged: written again from the newest successful run's report", lake.last_success)
 
 
