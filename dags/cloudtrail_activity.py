@@ -1,21 +1,23 @@
 """
-### CloudTrail activity and findings
+### CloudTrail activity, findings and the OCSF view
 
-Keeps the two downstream tables exact as the events table changes: `activity_hourly` (event
-counts per hour, account, region, call, principal and error) and `findings` (events the CIS
-AWS Foundations monitoring rules in `jobs/rules/` match).
+Keeps the tables derived from the events table exact as it changes: `activity_hourly` (event
+counts per hour, account, region, call, principal and error), `findings` (events the CIS
+AWS Foundations monitoring rules in `jobs/rules/` match) and `ocsf/api_activity` (every event
+as OCSF 1.1.0 API Activity, laid out as Amazon Security Lake lays out its sources).
 
 | task | what it does |
 | --- | --- |
-| `plan` | checks the run parameters and builds the job's arguments |
+| `plan` | checks the run parameters and builds each job's arguments |
 | `update` | `spark-submit jobs/activity.py`: event dates whose events changed (or `from_date`..`to_date`), recomputed, swapped in |
+| `ocsf` | `spark-submit jobs/ocsf.py`: the same dates of the OCSF table |
 | `publish` | updates the `cloudtrail_activity` Asset |
 
 Runs whenever `cloudtrail_ingest` publishes the `cloudtrail_events` Asset, and by hand
 ("Trigger DAG w/ config") for a date range. It finds what changed from the events table
 itself, each partition's data files against those it was last built from, so a run that
 follows several ingest runs, a rebuild or a rollback catches up on all of them.
-Reports: `<lake>/reports/activity/`.
+Reports: `<lake>/reports/activity/`, `<lake>/reports/ocsf/`.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from airflow.sdk import DAG, get_current_context, task
 
 from cloudtrail_airflow.callbacks import log_failure
 from cloudtrail_airflow.operators import lake_job
-from cloudtrail_airflow.params import activity_params, plan_activity
+from cloudtrail_airflow.params import activity_params, plan_activity, plan_ocsf
 from cloudtrail_airflow.settings import load_settings
 
 settings = load_settings()
@@ -45,17 +47,20 @@ with DAG(
     default_args={"retries": 0, "on_failure_callback": log_failure},
 ) as dag:
 
-    @task
-    def plan() -> list[str]:
-        """The job's arguments, or a clear error before Spark starts."""
+    @task(multiple_outputs=True)
+    def plan() -> dict[str, list[str]]:
+        """Each job's arguments, or a clear error before Spark starts."""
         context = get_current_context()
-        return plan_activity(context["params"], settings, context["run_id"])
+        params, run_id = context["params"], context["run_id"]
+        return {"activity": plan_activity(params, settings, run_id), "ocsf": plan_ocsf(params, settings, run_id)}
 
-    update = lake_job(settings, "update", "activity", plan())
+    planned = plan()
+    update = lake_job(settings, "update", "activity", planned["activity"])
+    ocsf = lake_job(settings, "ocsf", "ocsf", planned["ocsf"])
 
     @task(outlets=[activity_asset])
     def publish() -> str:
         """Mark the downstream tables as updated."""
         return settings.activity_uri
 
-    update >> publish()
+    update >> ocsf >> publish()

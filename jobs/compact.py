@@ -33,7 +33,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs import cli, options, partitions
-from jobs.lake import EVENTS, Lake, LakeLock, partition_folders, partition_value
+from jobs.lake import EVENTS, Lake, LakeLock, partition, partition_folders, partition_value
 from jobs.schema import EVENTS_DATA_SCHEMA
 from jobs.session import JobSession, spark_session
 from jobs.staging import Staging
@@ -136,7 +136,7 @@ def compact(config: CompactConfig, session: JobSession, today: date) -> dict[str
     staging = Staging(config.lake, config.run_id)
     checked = True
     for day in dates:
-        staged = staging.partition(EVENTS, day.event_date)
+        staged = partition(staging.table(EVENTS), day.event_date)
         compacted(rows_of(spark, list(day.files)), day.needed).write.mode("overwrite").parquet(str(staged))
         checked = checked and same_rows(spark, list(day.files), staged)
     summary["swapped"] = staging.publish(checked, {EVENTS: [p.event_date for p in dates]})

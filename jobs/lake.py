@@ -6,7 +6,10 @@ Every path under the lake root is named here and nowhere else:
     <lake>/quarantine/reason=.../          what could not be read, with the reason
     <lake>/activity_hourly/event_date=YYYY-MM-DD/  hourly counts per account, region, call, principal, error
     <lake>/findings/event_date=YYYY-MM-DD/ events the detection rules (jobs/rules/) match
+    <lake>/ocsf/api_activity/region=R/accountId=A/eventDay=YYYYMMDD/  the events as OCSF API Activity (Security Lake's layout)
+    <lake>/ocsf/api_activity/_ocsf.json    that table's OCSF version, class and profiles
     <lake>/_checkpoints/downstream.json    per event date: the events partition's fingerprint the downstream tables were built from
+    <lake>/_checkpoints/ocsf.json          the same, for the OCSF table
     <lake>/_checkpoints/ingest/            the stream's checkpoint, and last_success.json
     <lake>/_checkpoints/ingest/manifests/  the file ledger: the landing files each batch reads
     <lake>/_checkpoints/ingest/late_files/ landing files that held late events, by event date
@@ -21,8 +24,10 @@ Every path under the lake root is named here and nowhere else:
     <lake>/reports/ingest/<run id>.json    run reports
     <lake>/reports/rebuild/<run id>.json   rebuild reports
     <lake>/reports/activity/<run id>.json  downstream table reports
+    <lake>/reports/ocsf/<run id>.json      OCSF table reports
     <lake>/reports/dq/<run id>.json        gate results
     <lake>/reports/dq/activity/<run id>.json  the downstream tables' gate results
+    <lake>/reports/dq/ocsf/<run id>.json   the OCSF table's gate results
     <lake>/reports/dq/_validated.json      per event date: the partition's files when a gate last passed it
 """
 
@@ -48,6 +53,13 @@ ACTIVITY_HOURLY, FINDINGS = "activity_hourly", "findings"
 DOWNSTREAM_TABLES = (ACTIVITY_HOURLY, FINDINGS)
 # Each table's partition column.
 PARTITION_COLUMN = {EVENTS: EVENT_DATE, QUARANTINE: REASON, ACTIVITY_HOURLY: EVENT_DATE, FINDINGS: EVENT_DATE}
+# The OCSF view of the events (jobs/ocsf.py), partitioned as Amazon Security Lake partitions its sources: one folder
+# per region, account and event day (YYYYMMDD) under it.
+OCSF_API_ACTIVITY = "ocsf/api_activity"
+REGION, ACCOUNT_ID, EVENT_DAY = "region", "accountId", "eventDay"
+OCSF_PARTITION_COLUMNS = (REGION, ACCOUNT_ID, EVENT_DAY)
+# The OCSF table's descriptor, beside its partitions (a name every reader skips).
+OCSF_DESCRIPTOR = "_ocsf.json"
 # The one file among the gate reports that is no report: the index of what the gates passed.
 VALIDATED = "_validated.json"
 # The streaming checkpoint's own file (jobs/checkpoint.py): the last successful run's check time and batch.
@@ -82,6 +94,10 @@ class Lake:
 
     def table(self, name: str) -> Path:
         return self.root / name
+
+    @property
+    def ocsf_api_activity(self) -> Path:
+        return self.table(OCSF_API_ACTIVITY)
 
     @property
     def events(self) -> Path:
@@ -121,6 +137,10 @@ class Lake:
         return self.checkpoints / "downstream.json"
 
     @property
+    def ocsf_state(self) -> Path:
+        return self.checkpoints / "ocsf.json"
+
+    @property
     def lock(self) -> Path:
         return self.checkpoints / "ingest.lock"
 
@@ -137,7 +157,8 @@ class Lake:
 
     def replaced(self, table: Path, tag: str) -> Path:
         """Where files of `table` (one of this lake's) that a later write replaced are kept."""
-        return self.replaced_tables(table.name) / tag
+        name = table.relative_to(self.root).as_posix() if table.is_relative_to(self.root) else table.name
+        return self.replaced_tables(name) / tag
 
     def replaced_by_run(self, table: Path, run_id: str) -> Path:
         """Where a rebuild run keeps the partitions of `table` it replaced."""
@@ -185,8 +206,15 @@ class Lake:
     def reports(self) -> Path:
         return self.root / "reports"
 
+    def derived_report(self, job: str, run_id: str) -> Path:
+        """The report of a run of a job that derives tables from the events table (`activity`, `ocsf`)."""
+        return self.reports / job / _file_name(run_id)
+
     def activity_report(self, run_id: str) -> Path:
-        return self.reports / "activity" / _file_name(run_id)
+        return self.derived_report("activity", run_id)
+
+    def ocsf_report(self, run_id: str) -> Path:
+        return self.derived_report("ocsf", run_id)
 
     @property
     def ingest_reports(self) -> Path:
@@ -213,10 +241,32 @@ class Lake:
     def activity_gate_reports(self) -> Path:
         return self.gate_reports / "activity"
 
+    def ocsf_gate_report(self, run_id: str) -> Path:
+        return self.ocsf_gate_reports / _file_name(run_id)
+
+    @property
+    def ocsf_gate_reports(self) -> Path:
+        return self.gate_reports / "ocsf"
+
 
 def partition(table: Path, value: object) -> Path:
     """A table's partition folder, Hive style (`table` is one of the lake's tables, or a staged copy of one)."""
     return table / f"{PARTITION_COLUMN[table.name]}={value}"
+
+
+def event_day(day: object) -> str:
+    """An event date as the OCSF table's `eventDay` (`2024-03-01` -> `20240301`)."""
+    return str(day).replace("-", "")
+
+
+def partition_paths(name: str, value: object, *roots: Path) -> list[Path]:
+    """The folders, relative to a table's root, that hold partition `value` of table `name` (an event date, or a
+    quarantine reason): one for a table with one partition column; for the OCSF table, every region and account
+    folder of that event day found under any of `roots` (the live table, a staged copy)."""
+    if name != OCSF_API_ACTIVITY:
+        return [Path(f"{PARTITION_COLUMN[name]}={value}")]
+    pattern = f"{REGION}=*/{ACCOUNT_ID}=*/{EVENT_DAY}={event_day(value)}"
+    return sorted({folder.relative_to(root) for root in roots for folder in root.glob(pattern) if folder.is_dir()})
 
 
 def in_table(data_file: Path) -> Path:

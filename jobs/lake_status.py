@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs.checkpoint import CheckpointSnapshot
-from jobs.lake import EVENT_DATE, REASON, TABLES, Lake, partition
+from jobs.lake import ACCOUNT_ID, EVENT_DATE, EVENT_DAY, REASON, REGION, TABLES, Lake, partition
 from jobs.landing import day_folders, delivered_at, delivery_date, log_files_in, newest_deliveries
 from jobs.ledger import check_manifests, late_files, read_manifest
 from jobs.partitions import data_files
@@ -81,6 +81,11 @@ def ingest_runs(lake: Lake) -> list[dict[str, Any]]:
 def gate_runs(lake: Lake) -> list[dict[str, Any]]:
     """The events table's gate reports (the ingest's, a rebuild's), oldest first."""
     return read_reports(lake.gate_reports)
+
+
+def ocsf_gate_runs(lake: Lake) -> list[dict[str, Any]]:
+    """The OCSF table's gate reports (jobs/ocsf.py), oldest first."""
+    return read_reports(lake.ocsf_gate_reports)
 
 
 def activity_gate_runs(lake: Lake) -> list[dict[str, Any]]:
@@ -199,6 +204,26 @@ def daily_rows(lake: Lake, runs: list[dict[str, Any]], days: int = 30) -> list[D
         for day, count in run.get("late_events", {}).get("per_event_date", {}).items():
             late[day] = late.get(day, 0) + count
     return [DayRows(day, rows, late.get(day, 0), len(data_files(partition(lake.events, day)))) for day, rows in counts]
+
+
+@dataclass(frozen=True)
+class OcsfDay:
+    event_day: str  # YYYYMMDD, as the table's folders name it
+    rows: int
+    places: int  # region and account folders
+    files: int
+
+
+def ocsf_rows(lake: Lake, days: int = 30) -> list[OcsfDay]:
+    """Rows of the OCSF table (jobs/ocsf.py) per event day, its newest `days` days."""
+    table = lake.ocsf_api_activity
+    if not any(table.glob(f"{REGION}=*/{ACCOUNT_ID}=*/{EVENT_DAY}=*/*.parquet")):
+        return []
+    files = f"{table}/{REGION}=*/{ACCOUNT_ID}=*/{EVENT_DAY}=*/*.parquet"
+    query = (f"select cast({EVENT_DAY} as varchar) as day, count(*), count(distinct ({REGION}, {ACCOUNT_ID})), "
+             f"count(distinct filename) from read_parquet(?, hive_partitioning = true, hive_types_autocast = false, filename = true) "
+             f"group by day order by day desc limit {int(days)}")  # fmt: skip
+    return [OcsfDay(*row) for row in reversed(_duckdb().execute(query, [files]).fetchall())]
 
 
 @dataclass(frozen=True)
@@ -469,18 +494,21 @@ def run_summary(run: dict[str, Any], gate: dict[str, Any] | None) -> list[str]:
 
 
 def activity_summary(lake: Lake, run_id: str) -> list[str] | None:
-    """What one downstream run (jobs/activity.py) built, as lines of text; None when it left no report."""
-    run = read_report(lake.activity_report(run_id))
-    if run is None:
-        return None
-    lines = [f"downstream run {run['run_id']}: {run['status']}" + (f" ({run['error']})" if run.get("error") else "")]
-    lines.append(f"  event dates built  {len(run.get('dates', []))}  {', '.join(run.get('dates', [])[:10])}")
-    for table, per_date in run.get("rows", {}).items():
-        lines.append(f"  {table:<18} {sum(per_date.values()):>10} rows")
-    top = sorted(run.get("findings_by_rule", {}).items(), key=lambda item: (-item[1], item[0]))[:5]
-    lines.append("  findings by rule   " + (", ".join(f"{rule} {count}" for rule, count in top) or "none"))
-    lines.append(f"  gate               {run.get('gate') or 'not run'}")
-    return lines
+    """What one downstream DAG run built (jobs/activity.py, then jobs/ocsf.py), as lines of text; None when it left no report."""
+    lines: list[str] = []
+    for job in ("activity", "ocsf"):
+        run = read_report(lake.derived_report(job, run_id))
+        if run is None:
+            continue
+        lines.append(f"{job} run {run['run_id']}: {run['status']}" + (f" ({run['error']})" if run.get("error") else ""))
+        lines.append(f"  event dates built  {len(run.get('dates', []))}  {', '.join(run.get('dates', [])[:10])}")
+        for table, per_date in run.get("rows", {}).items():
+            lines.append(f"  {table:<18} {sum(per_date.values()):>10} rows")
+        if job == "activity":
+            top = sorted(run.get("findings_by_rule", {}).items(), key=lambda item: (-item[1], item[0]))[:5]
+            lines.append("  findings by rule   " + (", ".join(f"{rule} {count}" for rule, count in top) or "none"))
+        lines.append(f"  gate               {run.get('gate') or 'not run'}")
+    return lines or None
 
 
 def find_run(runs: list[dict[str, Any]], run_id: str | None) -> dict[str, Any] | None:

@@ -116,7 +116,10 @@ def replace(lake: Lake, run_id: str, swaps: list[Swap]) -> None:
     journal = _commit(lake, run_id, swaps)
     for swap in swaps:
         _swap_one(swap, run_id)
-        log.info("partition %s replaced; the old version is in %s", swap.live, swap.aside)
+        log.debug("partition %s replaced; the old version is in %s", swap.live, swap.aside)
+    if swaps:  # one line a run: an organization's OCSF date is thousands of region and account folders
+        log.info("%d partitions replaced (the first %s); the old versions are under %s", len(swaps), swaps[0].live,
+                 os.path.commonpath([swap.aside for swap in swaps]))  # fmt: skip
     journal.unlink()
     discard(lake, run_id)
 

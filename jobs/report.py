@@ -4,8 +4,10 @@ reader (`read_report`, `read_reports`), which the lake page, `make status`, the 
     <lake>/reports/ingest/<run id>.json     RunReport: what one ingest run read, wrote, dropped and quarantined
     <lake>/reports/rebuild/<tag>.json       RebuildReport: per rebuilt partition, rows before and after
     <lake>/reports/activity/<run id>.json   ActivityReport: what one downstream run built
+    <lake>/reports/ocsf/<run id>.json       ActivityReport (job "ocsf"): what one run of the OCSF table built
     <lake>/reports/dq/<run id>.json         a gate's report (gate_report, skipped_gate_report): always a verdict,
     <lake>/reports/dq/activity/<run id>.json  passed, failed or skipped, and each suite's checks
+    <lake>/reports/dq/ocsf/<run id>.json
 """
 
 from __future__ import annotations
@@ -132,9 +134,11 @@ class ActivityReport:
     gate: str | None = None
     seconds: float | None = None
     error: str | None = None
+    # The job that built the tables: "activity" (activity_hourly, findings) or "ocsf" (ocsf/api_activity).
+    job: str = "activity"
 
     def write(self, lake: Lake) -> Path:
-        return write_json(lake.activity_report(self.run_id), asdict(self))
+        return write_json(lake.derived_report(self.job, self.run_id), asdict(self))
 
 
 @dataclass

@@ -11,7 +11,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame
 
 from jobs import partitions
-from jobs.lake import PARTITION_COLUMN, Lake, partition
+from jobs.lake import OCSF_API_ACTIVITY, OCSF_PARTITION_COLUMNS, PARTITION_COLUMN, Lake, partition_paths
 
 
 @dataclass(frozen=True)
@@ -26,16 +26,16 @@ class Staging:
 
         `one_file_each`: the number of partitions expected, each written as one file (a small table, which a
         reader opens once per partition)."""
-        folder = str(self.lake.staging(self.run_id) / name)
-        column = PARTITION_COLUMN[name]
+        folder = str(self.table(name))
+        columns = OCSF_PARTITION_COLUMNS if name == OCSF_API_ACTIVITY else (PARTITION_COLUMN[name],)
         if one_file_each is not None:
-            rows = rows.repartition(max(1, one_file_each), column)
-        rows.write.mode("overwrite").partitionBy(column).parquet(folder)
+            rows = rows.repartition(max(1, one_file_each), *columns)
+        rows.write.mode("overwrite").partitionBy(*columns).parquet(folder)
         return rows.sparkSession.read.schema(rows.schema).parquet(folder)
 
-    def partition(self, name: str, value: object) -> Path:
-        """Where the run stages partition `value` of table `name`."""
-        return partition(self.lake.staging(self.run_id) / name, value)
+    def table(self, name: str) -> Path:
+        """Where the run stages table `name`'s partitions."""
+        return self.lake.staging(self.run_id) / name
 
     def publish(self, passed: bool, changed: Mapping[str, Iterable[object]]) -> bool:
         """When the gate `passed`: each changed partition (table name -> partition values) becomes its staged version,
@@ -45,13 +45,14 @@ class Staging:
             return False
         swaps = []
         for name, values in changed.items():
-            table = self.lake.table(name)
+            table, staging = self.lake.table(name), self.table(name)
             for value in values:
-                staged, live = self.partition(name, value), partition(table, value)
-                if staged.is_dir():
-                    partitions.write_marker(staged, self.run_id)
-                if staged.is_dir() or live.exists():
-                    aside = self.lake.replaced_by_run(table, self.run_id) / live.name
-                    swaps.append(partitions.Swap(str(live), str(staged) if staged.is_dir() else None, str(aside)))
+                for folder in partition_paths(name, value, staging, table):
+                    staged, live = staging / folder, table / folder
+                    if staged.is_dir():
+                        partitions.write_marker(staged, self.run_id)
+                    if staged.is_dir() or live.exists():
+                        aside = self.lake.replaced_by_run(table, self.run_id) / folder
+                        swaps.append(partitions.Swap(str(live), str(staged) if staged.is_dir() else None, str(aside)))
         partitions.replace(self.lake, self.run_id, swaps)
         return True

@@ -377,6 +377,13 @@ def keep_first_copy(events: DataFrame, dedup: Dedup) -> DataFrame:
     return events.withColumn("_copy", F.row_number().over(first)).where(F.col("_copy") == 1).drop("_copy")
 
 
+def first_in_table(events: DataFrame, dedup: Dedup) -> DataFrame:
+    """Each event once, over rows of the events table: of the rows sharing a key (a copy re-delivered after the
+    horizon), the first ingested, then by file."""
+    first = Window.partitionBy(dedup.key).orderBy(F.col("_ingest_time").asc_nulls_last(), F.col("_source_file"))
+    return events.withColumn("_copy", F.row_number().over(first)).where(F.col("_copy") == 1).drop("_copy")
+
+
 def mark_late(rows: DataFrame, lateness: timedelta) -> DataFrame:
     """Flag events delivered more than `lateness` after they happened (an event-time
     watermark of that delay would have dropped them; this job keeps them)."""

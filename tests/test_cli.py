@@ -17,7 +17,21 @@ import pytest
 from jobs import cli, gate, options
 from jobs.dedup import Dedup
 from jobs.ingest.cli import parse_args
-from jobs.lake import EVENT_DATE, REASON, VALIDATED, Lake, LakeBusyError, partition, partition_folders, partition_value
+from jobs.lake import (
+    ACCOUNT_ID,
+    EVENT_DATE,
+    EVENT_DAY,
+    OCSF_API_ACTIVITY,
+    OCSF_DESCRIPTOR,
+    REASON,
+    REGION,
+    VALIDATED,
+    Lake,
+    LakeBusyError,
+    partition,
+    partition_folders,
+    partition_value,
+)
 from jobs.landing import aws_logs
 from jobs.ledger import LedgerOptions
 from jobs.report import gate_report, read_report, read_reports, skipped_gate_report, verdict_of, write_json
@@ -127,6 +141,10 @@ SPELLINGS = {
     REASON: re.compile(rf"(?<![\w-]){REASON}="),
     **{name: re.compile(rf"\b{name}\b") for name in ("_staging", "_replaced", "_swept", "_checkpoints")},
     **{name: re.compile(rf"(^|/){re.escape(name)}(/|$)") for name in ("reports", "ingest.lock", VALIDATED)},
+    # The OCSF table's folders: its own, and Security Lake's partition columns (`region` and `accountId` only as folders).
+    EVENT_DAY: re.compile(rf"\b{EVENT_DAY}\b"),
+    **{name: re.compile(rf"(?<![\w-]){name}=") for name in (REGION, ACCOUNT_ID)},
+    **{name: re.compile(re.escape(name)) for name in (OCSF_API_ACTIVITY, OCSF_DESCRIPTOR)},
 }
 SOURCES = [p for folder in ("jobs", "plugins", "tools", "dags", "bench") for p in (ROOT / folder).rglob("*.py")]
 

@@ -72,6 +72,8 @@ def test_the_activity_dag_runs_on_the_events_asset_and_queues_for_the_lake(dagba
     assert [asset.name for asset in dag.timetable.asset_condition.objects] == ["cloudtrail_events"]
     assert dag.max_active_runs == 1 and dag.doc_md and "### CloudTrail activity" in dag.doc_md
     assert dag.get_task("update").pool == "cloudtrail_lake" and dag.get_task("update").retries >= 2
+    assert dag.get_task("ocsf").pool == "cloudtrail_lake" and dag.get_task("ocsf").upstream_task_ids == {"plan", "update"}
+    assert dag.get_task("publish").upstream_task_ids == {"ocsf"}
     assert dag.get_task("publish").outlets[0].name == "cloudtrail_activity"
 
 
@@ -91,18 +93,20 @@ def test_the_compaction_dag_compacts_the_dates_closed_at_its_data_interval_end(d
 
 
 def test_activity_parameters_are_checked_before_spark_starts(tmp_path):
-    from cloudtrail_airflow.params import InvalidRunParams, plan_activity
+    from cloudtrail_airflow.params import InvalidRunParams, plan_activity, plan_ocsf
     from cloudtrail_airflow.settings import load_settings
 
     settings = load_settings()
     lake = str(settings.lake / "x")
     assert plan_activity({"lake": lake}, settings, "r1")[:4] == ["--lake", lake, "--run-id", "r1"]
-    dated = plan_activity({"lake": lake, "from_date": "2024-03-01", "to_date": "2024-03-02"}, settings, "r1")
-    assert dated[4:8] == ["--from-date", "2024-03-01", "--to-date", "2024-03-02"]
+    dated = {"lake": lake, "from_date": "2024-03-01", "to_date": "2024-03-02"}
+    assert plan_activity(dated, settings, "r1")[4:8] == ["--from-date", "2024-03-01", "--to-date", "2024-03-02"]
+    assert plan_ocsf(dated, settings, "r1")[4:8] == ["--from", "2024-03-01", "--to", "2024-03-02"]
     backwards = {"lake": lake, "from_date": "2024-03-02", "to_date": "2024-03-01"}
     for bad in ({"lake": "/etc"}, {"lake": lake, "from_date": "2024-03-02"}, backwards):
-        with pytest.raises(InvalidRunParams):
-            plan_activity(bad, settings, "r1")
+        for plan in (plan_activity, plan_ocsf):
+            with pytest.raises(InvalidRunParams):
+                plan(bad, settings, "r1")
 
 
 def test_run_parameters_are_checked_before_spark_starts(tmp_path):
@@ -194,6 +198,8 @@ def test_the_activity_dag_builds_the_downstream_tables_with_real_spark(dagbag, d
     report = json.loads(Lake(lake).activity_report(run.run_id).read_text())
     assert report["dates"] == ["2024-03-01"] and report["rows"]["findings"] == {"2024-03-01": 1}
     assert sum(report["rows"]["activity_hourly"].values()) > 0 and report["findings_by_rule"] == {"cis-4.5": 1}
+    built = json.loads(Lake(lake).ocsf_report(run.run_id).read_text())
+    assert (built["status"], built["gate"], built["rows"]) == ("succeeded", "passed", {"ocsf/api_activity": {"2024-03-01": 21}})
 
 
 def test_a_dry_run_lists_and_writes_nothing(dag_roots):

@@ -3,6 +3,7 @@ ingest -> late file -> re-delivery -> rebuild of a date, and guarded by their su
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import date, datetime, timedelta
 from pathlib import Path
@@ -157,18 +158,18 @@ def test_the_real_samples_fire_their_rules(spark, samples, landing, lake):
 def test_partitions_that_fail_their_suites_are_not_swapped_in(spark, landing, lake, monkeypatch):
     deliver(landing, events_of(10, DAY + timedelta(hours=1), "g"), DAY + timedelta(hours=2))
     ingest(spark, landing, lake)
-    right = activity.transform
+    right = activity.ACTIVITY
 
     def double_counted(events):
-        tables = right(events)
+        tables = right.build(events)
         return {**tables, "activity_hourly": tables["activity_hourly"].withColumn("events", F.col("events") * 2)}
 
-    monkeypatch.setattr(activity, "transform", double_counted)
+    monkeypatch.setattr(activity, "ACTIVITY", dataclasses.replace(right, build=double_counted))
     report = update(spark, lake, "bad")
     assert (report.status, report.gate) == ("gate_failed", "failed")
     assert not (lake / "activity_hourly").exists() and not (lake / "findings").exists(), "nothing swapped in"
     verdict = json.loads(Lake.at(lake).activity_gate_report("bad").read_text())
     assert {failure["suite"] for failure in verdict["failed_critical"]} == {"activity_reconciliation.critical"}
-    monkeypatch.setattr(activity, "transform", right)
+    monkeypatch.setattr(activity, "ACTIVITY", right)
     assert update(spark, lake, "good").dates == ["2024-03-01"], "the date is still to build"
     assert hourly_from_activity(lake) == hourly_from_events(lake)

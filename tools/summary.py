@@ -12,6 +12,7 @@ from pathlib import Path
 import duckdb
 
 from jobs.lake import EVENT_DATE, REASON, Lake
+from jobs.lake_status import ocsf_rows
 from jobs.report import failure_line, read_reports, verdict_of
 
 
@@ -44,6 +45,9 @@ def summarize(lake: Lake) -> str:
     else:
         lines.append("  nothing quarantined")
     lines.extend(downstream(lake, db))
+    days = ocsf_rows(lake, days=100_000)
+    lines.append(f"OCSF 1.1.0 API Activity: {lake.ocsf_api_activity}")
+    lines.append(f"  {sum(day.rows for day in days)} rows in {len(days)} event days" if days else "  no rows yet")
     ingest = latest(lake.ingest_reports)
     if ingest:
         lines.append(

@@ -37,7 +37,7 @@ from fastapi.responses import HTMLResponse
 
 from cloudtrail_airflow.settings import INGEST_DAG_ID, Settings, load_settings
 from jobs import lake_status as status
-from jobs.lake import Lake
+from jobs.lake import OCSF_API_ACTIVITY, OCSF_PARTITION_COLUMNS, Lake
 from jobs.report import verdict_of
 from jobs.spark_logs import CheckpointError
 
@@ -274,6 +274,18 @@ def _checkpoint(health: status.CheckpointHealth) -> str:
     return _table(["", ""], rows)
 
 
+OCSF_LAYOUT = "/".join([OCSF_API_ACTIVITY, *(f"{column}=" for column in OCSF_PARTITION_COLUMNS)])
+
+
+def _ocsf(days: list[status.OcsfDay]) -> str:
+    """The OCSF table's rows per event day, with its region and account folders and files."""
+    if not days:
+        return "<p>no rows yet: the <code>cloudtrail_activity</code> DAG builds them (<code>python -m jobs.ocsf</code>)</p>"
+    rows = [[escape(d.event_day), f"{d.rows:,}", f"{d.places:,}", f"{d.files:,}"] for d in days]
+    note = f"<p class='muted'>OCSF 1.1.0 API Activity (class 6003), <code>{escape(OCSF_LAYOUT)}</code></p>"
+    return note + _table(["event day", "rows", "region and account folders", "files"], rows, numeric=frozenset({1, 2, 3}))
+
+
 def _settings() -> tuple[Settings, Lake]:
     settings = load_settings()
     return settings, Lake.at(settings.lake)
@@ -299,6 +311,7 @@ def lake_page(request: Request, file: str = "") -> HTMLResponse:
         _section("run", "Last run", f"<pre>{escape(summary)}</pre>"),
         _section("freshness", "Freshness", _freshness(places, threshold, skew, now)),
         _section("rows", "Rows per event date (last 30 dates)", _chart(status.daily_rows(lake, runs))),
+        _section("ocsf", "OCSF API Activity rows per event day (last 30 days)", _readable(lambda: _ocsf(status.ocsf_rows(lake)))),
         _section("ledger", "File ledger", _readable(lambda: _ledger(file, status.ledger(lake, settings.landing, file) if file else []))),
         _section("quarantine", "Quarantine", _quarantine(status.quarantine(lake))),
         _section("gate", "Gate verdicts", _gates(request, status.gate_verdicts(gates))),
@@ -351,6 +364,7 @@ def status_json() -> dict[str, Any]:
         "backlog": _fields(lambda: status.backlog(lake, settings.landing)),
         "freshness": [dataclasses.asdict(row) for row in places],
         "rows_per_event_date": [dataclasses.asdict(row) for row in status.daily_rows(lake, runs)],
+        "ocsf_rows_per_event_day": [dataclasses.asdict(row) for row in status.ocsf_rows(lake)],
         "gate_verdicts": [dataclasses.asdict(v) for v in status.gate_verdicts(status.gate_runs(lake))],
         "checkpoint": _fields(lambda: status.checkpoint_health(lake)),
     }
@@ -365,8 +379,8 @@ def _fields(build: Callable[[], Any]) -> dict[str, Any]:
 
 
 def _gate_reports(lake: Lake) -> dict[str, list[dict[str, Any]]]:
-    """The gates' reports by the table they checked: the events table (ingest and rebuild) and the downstream tables."""
-    return {"events": status.gate_runs(lake), "activity": status.activity_gate_runs(lake)}
+    """The gates' reports by the tables they checked: the events table (ingest and rebuild), the downstream tables, the OCSF table."""
+    return {"events": status.gate_runs(lake), "activity": status.activity_gate_runs(lake), "ocsf": status.ocsf_gate_runs(lake)}
 
 
 @app.get("/gates/", response_class=HTMLResponse)

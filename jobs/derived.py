@@ -1,0 +1,176 @@
+"""Tables derived from the events table event date by event date (jobs/activity.py, jobs/ocsf.py): which dates
+changed since they were last built, and the one way they are rebuilt: stage -> gate -> swap.
+
+A date's rows of a derived table are computed from that date's whole events partition and swapped in
+atomically (jobs/staging.py), so the table is exact whatever order the events arrived in. What each date
+was built from is the events partition's fingerprint (its data files' names and sizes), kept per job in
+<lake>/_checkpoints/: any change to the partition (a new batch, a late file, a rebuild, a rollback, a
+compaction) makes the date due again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from jobs import cli, options, partitions
+from jobs.files import write_whole
+from jobs.lake import EVENT_DATE, Lake, LakeLock, partition, partition_folders, partition_value
+from jobs.partitions import fingerprint
+from jobs.report import ActivityReport, now_iso
+from jobs.schema import EVENTS_SCHEMA
+from jobs.session import JobSession
+from jobs.staging import Staging
+from jobs.sweep import sweep_lake
+
+log = logging.getLogger("derived")
+
+
+@dataclass(frozen=True)
+class DerivedConfig:
+    """A run of a job that derives tables from the events table."""
+
+    lake: str
+    # Event dates to rebuild; None: those whose events partition changed since they were last built.
+    dates: tuple[date, ...] | None
+    run_id: str
+    lock_wait: float = options.LOCK_WAIT_SECONDS
+
+    @property
+    def layout(self) -> Lake:
+        return Lake.at(self.lake)
+
+    @classmethod
+    def parse(cls, prog: str, doc: str | None, argv: list[str] | None, first: str, last: str) -> DerivedConfig:
+        """The job's command line (`first`, `last`: its date range's options) as its config."""
+        parser = cli.parser(prog, doc)
+        cli.add_lake(parser)
+        cli.add_dates(parser, "event date to rebuild", first, last)
+        cli.add_run_id(parser)
+        cli.add_lock_wait(parser)
+        args = parser.parse_args(argv)
+        cli.required(parser, args, "lake")
+        since, until = (getattr(args, name.removeprefix("--").replace("-", "_")) for name in (first, last))
+        return cls(
+            lake=os.path.abspath(args.lake),
+            dates=cli.date_range(parser, since, until, f"{first} and {last}"),
+            run_id=cli.run_id(args.run_id),
+            lock_wait=args.lock_wait,
+        )
+
+
+@dataclass(frozen=True)
+class Derivation:
+    """What one job derives: its tables, where it keeps what each date was built from, and its steps."""
+
+    job: str  # the reports' folder: reports/<job>/, reports/dq/<job>/
+    tables: tuple[str, ...]
+    state: Callable[[Lake], Path]
+    # A date's events -> each table's rows (pure).
+    build: Callable[[DataFrame], dict[str, DataFrame]]
+    # The suites on the staged rows: (lake, run id, dates, events, staged) -> the gate's verdict.
+    check: Callable[[Lake, str, list[str], DataFrame, dict[str, DataFrame]], str]
+    # Anything the job's report says besides the rows per table and date.
+    summarize: Callable[[dict[str, DataFrame], ActivityReport], None] = lambda staged, report: None
+    # A row's event date as YYYY-MM-DD text, in the tables' own columns.
+    event_date: Callable[[], Column] = lambda: F.col(EVENT_DATE).cast("string")
+    # Done first in every run, under the lock: what the tables need besides their partitions.
+    prepare: Callable[[Lake], None] = lambda lake: None
+
+    def gate_report(self, lake: Lake, run_id: str) -> Path:
+        return lake.activity_gate_report(run_id) if self.job == "activity" else lake.ocsf_gate_report(run_id)
+
+
+def built_from(state: Path) -> dict[str, str]:
+    """Per event date: the fingerprint of the events partition the derived rows of that date were built from."""
+    body: dict[str, str] = json.loads(state.read_text()) if state.exists() else {}
+    return body
+
+
+def record_built(state: Path, prints: dict[str, str]) -> None:
+    """Written whole (rename) after the swaps: a run that dies before it leaves its dates to the next run."""
+    write_whole(state, json.dumps(dict(sorted((built_from(state) | prints).items())), indent=1) + "\n")
+
+
+def changed_dates(lake: Lake, state: Path) -> list[str]:
+    """The event dates whose events partition is not the one their derived rows were built from."""
+    built = built_from(state)
+    dates = {partition_value(folder) for folder in partition_folders(lake.events)} | set(built)
+    return sorted(day for day in dates if fingerprint(partition(lake.events, day)) != built.get(day))
+
+
+def extract(spark: SparkSession, lake: Lake, dates: list[str]) -> DataFrame:
+    """The events table's rows of these event dates."""
+    folders = [str(partition(lake.events, day)) for day in dates if partition(lake.events, day).is_dir()]
+    if not folders:
+        return spark.createDataFrame([], EVENTS_SCHEMA)
+    return spark.read.schema(EVENTS_SCHEMA).option("basePath", str(lake.events)).parquet(*folders)
+
+
+def count_rows(staged: dict[str, DataFrame], event_date: Column, dates: list[str], report: ActivityReport) -> None:
+    for name, rows in staged.items():
+        counts = {row[0]: row[1] for row in rows.groupBy(event_date.alias("day")).count().collect()}
+        report.rows[name] = {day: counts.get(day, 0) for day in dates}
+
+
+def refresh(derivation: Derivation, config: DerivedConfig, session: Callable[[], SparkSession]) -> ActivityReport:
+    """Rebuild the dates given (None: those whose events changed), each table's partitions staged, gated, swapped in."""
+    lake, run_id, given = config.layout, config.run_id, config.dates
+    started = time.monotonic()
+    report = ActivityReport(run_id=run_id, started_at=now_iso(), job=derivation.job)
+    try:
+        partitions.recover(lake)
+        derivation.prepare(lake)
+        for name in derivation.tables:  # old versions of derived partitions: a run later, no reader still reads them
+            shutil.rmtree(lake.replaced_tables(name), ignore_errors=True)
+        state = derivation.state(lake)
+        if given is not None or changed_dates(lake, state):  # else Spark is not started
+            spark = session()
+            sweep_lake(spark, lake)  # a crashed ingest's files are not part of the events table
+            dates = [str(day) for day in given] if given is not None else changed_dates(lake, state)
+            report.dates = dates
+            prints = {day: fingerprint(partition(lake.events, day)) for day in dates}  # before reading
+            events = extract(spark, lake, dates)
+            staging = Staging(lake, run_id)
+            # One file per partition: a reader opens each partition's files, and these are a date's rows at most.
+            staged = {name: staging.write(name, rows, one_file_each=len(dates)) for name, rows in derivation.build(events).items()}
+            count_rows(staged, derivation.event_date(), dates, report)
+            derivation.summarize(staged, report)
+            report.gate = derivation.check(lake, run_id, dates, events, staged)
+            if not staging.publish(report.gate == "passed", dict.fromkeys(derivation.tables, dates)):
+                report.status = "gate_failed"
+                return report
+            record_built(state, prints)
+        report.status = "succeeded"
+    except Exception as exc:
+        report.status, report.error = "failed", str(exc).splitlines()[0][:2000]
+        raise
+    finally:
+        report.seconds = round(time.monotonic() - started, 1)
+        path = report.write(lake)
+        log.info("%s run %s %s: dates %s, rows %s; report %s", derivation.job, run_id, report.status, report.dates,
+                 {name: sum(days.values()) for name, days in report.rows.items()}, path)  # fmt: skip
+    return report
+
+
+def build(derivation: Derivation, config: DerivedConfig, spark: Callable[[str], SparkSession]) -> int:
+    """A run under the lake lock, Spark started only when a date is due (`spark`: builds a session by app name); its
+    exit code."""
+    lock = LakeLock(config.layout, f"{derivation.job} run {config.run_id}", wait_seconds=config.lock_wait)
+    with lock, JobSession(lambda: spark(f"cloudtrail_{derivation.job}")) as session:
+        report = refresh(derivation, config, session)
+    if report.status == "gate_failed":
+        failed = derivation.gate_report(config.layout, config.run_id)
+        log.error("the %s partitions failed their suites: nothing swapped; %s", derivation.job, failed)
+        return cli.FAILED
+    return cli.OK

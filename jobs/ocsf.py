@@ -1,0 +1,103 @@
+"""Bring the OCSF view of the lake (ocsf/api_activity: the events as OCSF 1.1.0 API Activity) up to date with the
+events table, event date by event date.
+
+Run it with either of:
+
+    python -m jobs.ocsf --lake DIR [--from YYYY-MM-DD --to YYYY-MM-DD]
+    spark-submit --py-files build/jobs.zip jobs/ocsf.py --lake DIR [--from D --to D]
+
+Without dates it rebuilds every event date whose events partition changed since it was last built from,
+and drops the dates whose events partition is gone; with dates, those dates. The table is laid out as
+Amazon Security Lake lays out its sources, <lake>/ocsf/api_activity/region=<awsRegion>/
+accountId=<recipientAccountId>/eventDay=YYYYMMDD/, one row per event (eventID) of the events table,
+mapped by jobs/ocsf_mapping.py. Each region and account folder of a date is computed from that date's
+whole events partition and swapped in atomically (jobs/partitions.py) after the staged rows pass
+expectations/ocsf_*.critical.json (class_uid, time and metadata.uid set, metadata.uid unique, one row
+per event). <lake>/ocsf/api_activity/_ocsf.json states the OCSF version, class and profiles.
+Runs under the lake lock, waiting for it (--lock-wait). Reports: <lake>/reports/ocsf/<run id>.json, the
+gate's <lake>/reports/dq/ocsf/<run id>.json.
+Exit codes: 0 done, 1 failed (a failed gate swaps nothing), 2 bad arguments, 75 the lake stayed busy.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from datetime import date
+
+import pandas as pd
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from jobs import cli, options, validate_events
+from jobs.dedup import Dedup
+from jobs.derived import Derivation, DerivedConfig, build, refresh
+from jobs.files import write_whole
+from jobs.lake import EVENT_DATE, EVENT_DAY, OCSF_API_ACTIVITY, OCSF_DESCRIPTOR, OCSF_PARTITION_COLUMNS, Lake
+from jobs.ocsf_mapping import CLASS_NAME, CLASS_UID, OCSF_VERSION, PROFILES, api_activity
+from jobs.report import ActivityReport
+from jobs.session import spark_session
+from jobs.transforms import first_in_table
+
+
+def parse_args(argv: list[str] | None = None) -> DerivedConfig:
+    return DerivedConfig.parse("ocsf", __doc__, argv, "--from", "--to")
+
+
+def transform(events: DataFrame) -> dict[str, DataFrame]:
+    return {OCSF_API_ACTIVITY: events.transform(first_in_table, Dedup()).transform(api_activity)}
+
+
+def check(lake: Lake, run_id: str, dates: list[str], events: DataFrame, staged: dict[str, DataFrame]) -> str:
+    """The OCSF suites on the staged partitions: the rows themselves, and one row per event of each date."""
+    rows = staged[OCSF_API_ACTIVITY]
+    in_table = {str(r[0]): r[1] for r in events.groupBy(EVENT_DATE).agg(F.count_distinct("eventID")).collect()}
+    in_ocsf = {r[0]: r[1] for r in rows.groupBy(event_date()).count().collect()}
+    figures = pd.DataFrame(
+        [{EVENT_DATE: day, "events_in_table": in_table.get(day, 0), "rows_in_ocsf": in_ocsf.get(day, 0)} for day in dates]
+    )
+    checked = rows.select(
+        "class_uid",
+        "time",
+        F.col("metadata.uid").alias("metadata_uid"),
+        "type_uid",
+        (F.col("class_uid") * 100 + F.col("activity_id")).cast("long").alias("expected_type_uid"),
+        F.date_format(F.timestamp_millis("time"), "yyyyMMdd").alias("time_day"),
+        EVENT_DAY,
+    )
+    frames: dict[str, DataFrame | pd.DataFrame] = {"ocsf_api_activity.critical": checked, "ocsf_reconciliation.critical": figures}
+    days = tuple(date.fromisoformat(day) for day in dates)
+    config = validate_events.ValidateConfig(lake, run_id, days, options.QUARANTINE_THRESHOLD, lake.ocsf_gate_report(run_id))
+    verdict: str = validate_events.judge(frames, config, dates, figures=figures.to_dict("records"))["verdict"]
+    return verdict
+
+
+def event_date() -> Column:
+    """A row's event date as YYYY-MM-DD text, from its eventDay."""
+    return F.date_format(F.to_date(EVENT_DAY, "yyyyMMdd"), "yyyy-MM-dd")
+
+
+def describe(lake: Lake) -> None:
+    """The table's descriptor: which OCSF schema its rows follow, and how it is laid out."""
+    body = {
+        "ocsf_version": OCSF_VERSION, "class_uid": CLASS_UID, "class_name": CLASS_NAME, "profiles": list(PROFILES),
+        "partitioned_by": list(OCSF_PARTITION_COLUMNS), "source": "AWS CloudTrail, the events table of this lake",
+    }  # fmt: skip
+    write_whole(lake.ocsf_api_activity / OCSF_DESCRIPTOR, json.dumps(body, indent=1) + "\n")
+
+
+OCSF = Derivation("ocsf", (OCSF_API_ACTIVITY,), lambda lake: lake.ocsf_state, transform, check, event_date=event_date, prepare=describe)
+
+
+def run(config: DerivedConfig, session: Callable[[], SparkSession]) -> ActivityReport:
+    return refresh(OCSF, config, session)
+
+
+def main(argv: list[str] | None = None) -> int:
+    config = parse_args(argv)
+    return cli.run(lambda: build(OCSF, config, spark_session))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

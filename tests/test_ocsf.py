@@ -1,0 +1,236 @@
+"""The OCSF view of the lake (jobs/ocsf.py, jobs/ocsf_mapping.py): every event of the events table as one OCSF 1.1.0
+API Activity row that validates against the class's JSON Schema, laid out as Security Lake lays out its sources, kept
+up to date date by date, gated before it is swapped in."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import shutil
+from datetime import datetime, timedelta
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import jsonschema
+import pytest
+from pyspark.sql import functions as F
+from pyspark.testing import assertDataFrameEqual
+
+from jobs import ocsf
+from jobs.derived import DerivedConfig
+from jobs.lake import Lake, partition
+from jobs.lake_status import ocsf_rows
+from jobs.ocsf_mapping import activity_id, api_activity, source
+from jobs.schema import EVENTS_SCHEMA
+from tests.helpers import DAY, deliver, event, events_of, ingest
+from tests.test_samples import JSON_LINES_SOURCES
+from tools.generate_landing import add_samples
+from tools.summary import summarize
+
+ISO = re.compile(r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)?$")
+
+
+@cache
+def validator() -> jsonschema.Draft202012Validator:
+    """OCSF 1.1.0's API Activity with the cloud and datetime profiles, as JSON Schema, from the schema's own export."""
+    from ocsf_json_schema import OcsfJsonSchemaEmbedded, get_ocsf_schema
+
+    schema = OcsfJsonSchemaEmbedded(get_ocsf_schema(version="1.1.0")).get_class_schema(
+        class_name="api_activity", profiles=["cloud", "datetime"]
+    )
+    return jsonschema.Draft202012Validator(schema)
+
+
+def build(spark, lake: Path, run_id: str, dates=None):
+    return ocsf.run(DerivedConfig(lake=str(lake), dates=dates, run_id=run_id), lambda: spark)
+
+
+def table(lake: Path) -> str:
+    return f"read_parquet('{lake}/ocsf/api_activity/*/*/*/*.parquet', hive_partitioning = true, hive_types_autocast = false)"
+
+
+def uids(lake: Path) -> list[tuple[str, str, str, str]]:
+    query = f"select metadata.uid, region, accountId, eventDay from {table(lake)} order by 1"
+    return duckdb.sql(query).fetchall()
+
+
+def leaves(value: Any, path: str = "") -> list[tuple[str, Any]]:
+    """A JSON document's scalar values by path."""
+    if isinstance(value, dict):
+        return [leaf for key, inner in value.items() for leaf in leaves(inner, f"{path}.{key}" if path else key)]
+    if isinstance(value, list):
+        return [leaf for inner in value for leaf in leaves(inner, path)]
+    return [(path, value)]
+
+
+def normal(value: Any) -> str:
+    """A value as text, times in one form: the mapping writes times as OCSF does."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    text = str(value)
+    if ISO.match(text):
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).isoformat()
+    return text
+
+
+@pytest.mark.unit
+def test_activity_id_follows_the_operations_verb(spark):
+    names = ["CreateUser", "BatchGetSecretValue", "DescribeInstances", "PutBucketPolicy", "TerminateInstances",
+             "ConsoleLogin", "Decrypt", None]  # fmt: skip
+    frame = spark.createDataFrame([(name,) for name in names], "eventName string")
+    expected = [("CreateUser", 1), ("BatchGetSecretValue", 2), ("DescribeInstances", 2), ("PutBucketPolicy", 3),
+                ("TerminateInstances", 4), ("ConsoleLogin", 99), ("Decrypt", 99), (None, 0)]  # fmt: skip
+    assertDataFrameEqual(
+        frame.select("eventName", activity_id(F.col("eventName")).alias("activity_id")),
+        spark.createDataFrame(expected, "eventName string, activity_id int"),
+    )
+
+
+@pytest.mark.unit
+def test_the_source_is_an_ip_only_when_it_is_one(spark):
+    given = [("81.2.69.142", None), ("2001:db8::1", None), ("AWS Internal", None), ("81.2.69.142, 192.168.10.10", None),
+             ("253.252.51.07", None), (None, "vpce-1"), (None, None)]  # fmt: skip
+    frame = spark.createDataFrame(given, "sourceIPAddress string, vpcEndpointId string")
+    got = frame.select(source(F.struct("sourceIPAddress", "vpcEndpointId")).alias("s")).select("s.*")
+    expected = [("81.2.69.142", None, None, None, None), ("2001:db8::1", None, None, None, None),
+                (None, "AWS Internal", "AWS Internal", None, None),
+                (None, "81.2.69.142, 192.168.10.10", "81.2.69.142, 192.168.10.10", None, None),
+                (None, "253.252.51.07", "253.252.51.07", None, None), (None, None, None, "vpce-1", None),
+                (None, None, None, None, "cloudtrail.amazonaws.com")]  # fmt: skip
+    assertDataFrameEqual(got, spark.createDataFrame(expected, "ip string, domain string, name string, uid string, svc_name string"))
+
+
+def events_frame(spark, *records: dict[str, Any]):
+    """Rows of the events table: the record's fields, the rest null."""
+    rows = [{field.name: record.get(field.name) for field in EVENTS_SCHEMA.fields} for record in records]
+    return spark.createDataFrame(rows, EVENTS_SCHEMA)
+
+
+@pytest.mark.unit
+def test_a_failed_call_maps_with_its_caller_its_error_and_what_ocsf_has_no_place_for(spark):
+    moment = datetime(2024, 3, 1, 12, 30)
+    identity = {"type": "IAMUser", "arn": "", "principalId": "AIDA1", "accountId": "111122223333", "userName": "alice",
+                "accessKeyId": "AKIA1",
+                "sessionContext": {"attributes": {"mfaAuthenticated": "false", "creationDate": "yesterday"}}}  # fmt: skip
+    record = {"eventVersion": "1.09", "eventID": "e-1", "eventTime": moment, "eventName": "DeleteTrail",
+              "eventSource": "cloudtrail.amazonaws.com",
+              "awsRegion": "eu-west-1", "recipientAccountId": "111122223333", "sourceIPAddress": "198.51.100.7", "requestID": "r-1",
+              "requestParameters": '{"name":"t"}', "errorCode": "AccessDenied", "errorMessage": "no", "readOnly": False,
+              "userIdentity": identity, "_rescued": '{"p_any":"x"}', "_source_file": "f.json", "event_date": moment.date()}  # fmt: skip
+    row = api_activity(events_frame(spark, record)).collect()[0].asDict(recursive=True)
+    assert (row["class_uid"], row["activity_id"], row["type_uid"], row["type_name"]) == (6003, 4, 600304, "API Activity: Delete")
+    assert row["time"] == int(moment.timestamp() * 1000) and row["metadata"]["uid"] == "e-1"
+    assert (row["status_id"], row["api"]["response"]["error"], row["api"]["response"]["message"]) == (2, "AccessDenied", "no")
+    assert row["api"]["request"] == {"uid": "r-1", "data": '{"name":"t"}'}
+    user = row["actor"]["user"]
+    assert (user["uid"], user["name"], user["uid_alt"], user["credential_uid"]) == (None, "alice", "AIDA1", "AKIA1"), "an empty ARN is none"
+    assert row["actor"]["session"] == {"created_time_dt": None, "is_mfa": False, "issuer": None}
+    assert (row["region"], row["accountId"], row["eventDay"]) == ("eu-west-1", "111122223333", "20240301")
+    kept = row["unmapped"]
+    assert kept["readOnly"] == "false" and kept["p_any"] == "x" and kept["_source_file"] == "f.json"
+    assert kept["userIdentity.sessionContext.attributes.creationDate"] == "yesterday", "a value OCSF cannot hold stays unmapped"
+
+
+def deliver_samples(landing: Path, samples: Path) -> None:
+    from jobs.landing import delivery_path
+
+    add_samples(landing, samples, DAY)
+    for index, (folder, pattern) in enumerate(JSON_LINES_SOURCES):
+        for number, found in enumerate(sorted((samples / folder).glob(pattern))):
+            target = delivery_path(landing, "123456789012", "eu-west-1", DAY, f"lines{index}x{number:02d}", ".json")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(found, target)
+
+
+def test_every_real_sample_event_is_one_valid_api_activity_row_and_nothing_is_dropped(spark, samples, landing, lake):
+    deliver_samples(landing, samples)
+    ingest(spark, landing, lake)
+    report = build(spark, lake, "samples")
+    assert report.status == "succeeded" and report.gate == "passed", report
+
+    events = spark.read.schema(EVENTS_SCHEMA).parquet(str(lake / "events"))
+    rows = spark.read.parquet(str(lake / "ocsf" / "api_activity"))
+    ids = sorted(r.eventID for r in events.select("eventID").distinct().collect())
+    assert len(ids) > 3000 and sum(sum(days.values()) for days in report.rows.values()) == len(ids)
+    assert sorted(uid for uid, *_ in uids(lake)) == ids, "one row per event, read by DuckDB through the Hive layout"
+
+    # The partition columns are the folders' (as in Security Lake), not attributes of the OCSF event.
+    events_as_ocsf = rows.drop("region", "accountId", "eventDay").select(F.to_json(F.struct("*")))
+    documents = {d["metadata"]["uid"]: d for d in (json.loads(r[0]) for r in events_as_ocsf.collect())}
+    invalid = {uid: [e.message[:120] for e in validator().iter_errors(doc)] for uid, doc in documents.items()}
+    assert not {uid: errors for uid, errors in invalid.items() if errors}, "every row validates against OCSF 1.1.0 class 6003"
+
+    # Every value of every event is in its row: at its OCSF place, or in unmapped.
+    for record in (json.loads(r[0]) for r in events.drop("event_date").select(F.to_json(F.struct("*"))).collect()):
+        doc = documents[record["eventID"]]
+        placed = {normal(value) for path, value in leaves(doc) if not path.startswith("unmapped")}
+        kept = doc.get("unmapped", {})
+        for path, value in leaves({k: v for k, v in record.items() if k != "_rescued"}):
+            found = normal(value) in placed or any(str(value) in text or normal(value) == normal(text) for text in kept.values())
+            assert found, f"{record['eventID']}: {path} = {value!r} is in neither its OCSF place nor unmapped"
+        for key, value in json.loads(record.get("_rescued") or "{}").items():
+            assert kept[key] == value, f"{record['eventID']}: rescued field {key} is in unmapped"
+
+    folders = {p.relative_to(lake / "ocsf" / "api_activity").parts[:3] for p in (lake / "ocsf" / "api_activity").rglob("*.parquet")}
+    assert all(re.fullmatch(r"region=[^/]+", r) and a.startswith("accountId=") and re.fullmatch(r"eventDay=\d{8}", d)
+               for r, a, d in folders), folders  # fmt: skip
+    descriptor = json.loads((lake / "ocsf" / "api_activity" / "_ocsf.json").read_text())
+    assert (descriptor["ocsf_version"], descriptor["class_uid"]) == ("1.1.0", 6003)
+    assert sum(day.rows for day in ocsf_rows(Lake.at(lake), days=1000)) == len(ids), "the lake page's rows per event day"
+
+
+def test_the_table_follows_the_events_table_date_by_date(spark, landing, lake):
+    deliver(landing, events_of(5, DAY + timedelta(hours=1), "a"), DAY + timedelta(hours=2))
+    deliver(landing, events_of(3, DAY + timedelta(days=1, hours=1), "b"), DAY + timedelta(days=1, hours=2))
+    ingest(spark, landing, lake)
+    assert build(spark, lake, "o1").dates == ["2024-03-01", "2024-03-02"]
+    second_day = next((lake / "ocsf" / "api_activity").rglob("eventDay=20240302/*.parquet"))
+    assert build(spark, lake, "o2", None).dates == []
+    assert ocsf.run(DerivedConfig(str(lake), None, "o2b"), lambda: pytest.fail("Spark started")).dates == []
+
+    # A late file for the first day, from another account: only that day is rebuilt, the new account gets its folder.
+    deliver(landing, [event("late-1", DAY + timedelta(hours=3), recipientAccountId="444455556666")], DAY + timedelta(days=2))
+    ingest(spark, landing, lake)
+    assert build(spark, lake, "o3").dates == ["2024-03-01"]
+    assert second_day.exists(), "the other day's files are untouched"
+    late = [row for row in uids(lake) if row[0] == "late-1"]
+    assert late == [("late-1", "us-east-1", "444455556666", "20240301")]
+    assert len(uids(lake)) == 9
+
+    # A date leaves the events table (retention): its folders leave the OCSF table.
+    shutil.move(partition(Lake.at(lake).events, "2024-03-02"), lake / "gone")
+    assert build(spark, lake, "o4").dates == ["2024-03-02"]
+    assert not list((lake / "ocsf" / "api_activity").rglob("eventDay=20240302")) and len(uids(lake)) == 6
+    assert not list((lake / "_staging").glob("*")), "nothing left staged"
+    assert "6 rows in 1 event days" in summarize(Lake.at(lake)), "make demo's summary"
+
+
+def test_rows_that_fail_the_ocsf_suites_are_not_swapped_in(spark, landing, lake, monkeypatch):
+    deliver(landing, events_of(4, DAY + timedelta(hours=1), "g"), DAY + timedelta(hours=2))
+    ingest(spark, landing, lake)
+    right = ocsf.OCSF
+
+    def twice(events):
+        rows = right.build(events)[ocsf.OCSF_API_ACTIVITY]
+        return {ocsf.OCSF_API_ACTIVITY: rows.unionByName(rows)}
+
+    monkeypatch.setattr(ocsf, "OCSF", dataclasses.replace(right, build=twice))
+    assert ocsf.main(["--lake", str(lake), "--run-id", "bad"]) == 1, "a failed gate fails the job"
+    assert not list((lake / "ocsf" / "api_activity").rglob("*.parquet")), "nothing swapped in"
+    verdict = json.loads(Lake.at(lake).ocsf_gate_report("bad").read_text())
+    assert {f["suite"] for f in verdict["failed_critical"]} == {"ocsf_api_activity.critical", "ocsf_reconciliation.critical"}
+    monkeypatch.setattr(ocsf, "OCSF", right)
+    assert ocsf.main(["--lake", str(lake), "--run-id", "good", "--from", "2024-03-01", "--to", "2024-03-01"]) == 0
+    assert len(uids(lake)) == 4
+
+
+@pytest.mark.unit
+def test_the_date_range_goes_together(tmp_path):
+    for bad in (["--from", "2024-03-02"], ["--from", "2024-03-02", "--to", "2024-03-01"], ["--to", "x"]):
+        with pytest.raises(SystemExit) as exit_:
+            ocsf.parse_args(["--lake", str(tmp_path), *bad])
+        assert exit_.value.code == 2
+    assert ocsf.parse_args(["--lake", str(tmp_path), "--from", "2024-03-01", "--to", "2024-03-02"]).dates is not None
