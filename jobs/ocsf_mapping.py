@@ -27,7 +27,8 @@ from the field's path to its value (objects as JSON text), with the fields the d
 
 Two rules where CloudTrail leaves a required OCSF attribute empty (Insights events name no caller and
 no source): `actor.invoked_by` and `src_endpoint.svc_name` are then `cloudtrail.amazonaws.com`, the
-service that wrote the event, and `api.operation` is the operation the Insight is about.
+service that wrote the event, and `api.operation` is the operation the Insight is about (`Unknown`, activity_id 0,
+for a record that names no operation at all).
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ CATEGORY_UID, CATEGORY_NAME = 6, "Application Activity"
 CLASS_UID, CLASS_NAME = 6003, "API Activity"
 # Where CloudTrail names no caller or source, the service that wrote the event stands for them.
 CLOUDTRAIL = "cloudtrail.amazonaws.com"
+# OCSF's word for a value the source does not give, where the schema requires one.
+UNKNOWN = "Unknown"
 
 # activity_id from the operation's verb: its first word, after a `Batch` prefix (BatchGetSecretValue reads).
 VERBS: dict[int, tuple[str, ...]] = {
@@ -91,7 +94,7 @@ def activity_id(operation: Column) -> Column:
     chosen = F.lit(99)
     for uid, words in reversed(VERBS.items()):
         chosen = F.when(verb.isin(*words), F.lit(uid)).otherwise(chosen)
-    return F.when(operation.isNull(), F.lit(0)).otherwise(chosen)
+    return F.when(operation.isNull() | (operation == UNKNOWN), F.lit(0)).otherwise(chosen)
 
 
 def named(uid: Column, names: dict[int, str]) -> Column:
@@ -112,8 +115,10 @@ def is_ip(address: Column) -> Column:
 
 
 def operation(event: Column) -> Column:
-    """The API operation; for an Insights event (no eventName), the operation the Insight is about."""
-    return F.coalesce(event.getField("eventName"), F.get_json_object(event.getField("insightDetails"), "$.eventName"))
+    """The API operation; for an Insights event (no eventName), the operation the Insight is about; `Unknown` for a
+    record that names none (OCSF requires one)."""
+    insight = F.get_json_object(event.getField("insightDetails"), "$.eventName")
+    return F.coalesce(event.getField("eventName"), insight, F.lit(UNKNOWN))
 
 
 def user(identity: Column) -> Column:

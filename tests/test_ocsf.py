@@ -134,6 +134,19 @@ def test_a_failed_call_maps_with_its_caller_its_error_and_what_ocsf_has_no_place
     assert kept["userIdentity.sessionContext.attributes.creationDate"] == "yesterday", "a value OCSF cannot hold stays unmapped"
 
 
+@pytest.mark.unit
+def test_a_record_with_only_an_id_and_a_time_is_still_a_valid_row(spark):
+    bare = {"eventID": "x", "eventTime": datetime(2024, 3, 1), "event_date": datetime(2024, 3, 1).date()}
+    row = api_activity(events_frame(spark, bare)).drop("region", "accountId", "eventDay").select(F.to_json(F.struct("*"))).first()
+    document = json.loads(row[0])
+    assert not [error.message for error in validator().iter_errors(document)]
+    assert (document["api"]["operation"], document["activity_id"], document["actor"]) == (
+        "Unknown",
+        0,
+        {"invoked_by": "cloudtrail.amazonaws.com"},
+    )
+
+
 def deliver_samples(landing: Path, samples: Path) -> None:
     from jobs.landing import delivery_path
 

@@ -160,6 +160,7 @@ def test_a_scheduled_run_and_a_backfill_at_the_same_time_on_postgres_and_the_spa
     shown = api.call("GET", "/cloudtrail/status.json")
     assert {(row["account"], row["region"]) for row in shown["freshness"]} == {("111122223333", "us-east-1")}
     assert sum(day["rows"] for day in shown["rows_per_event_date"]) == len(expected)
+    assert sum(day["rows"] for day in shown["ocsf_rows_per_event_day"]) == len(expected), "the OCSF task ran on the cluster too"
     assert shown["backlog"]["files"] == 0 and shown["checkpoint"]["committed_batch"] is not None
 
 
