@@ -87,9 +87,6 @@ class Derivation:
     # Done first in every run, under the lock: what the tables need besides their partitions.
     prepare: Callable[[Lake], None] = lambda lake: None
 
-    def gate_report(self, lake: Lake, run_id: str) -> Path:
-        return lake.activity_gate_report(run_id) if self.job == "activity" else lake.ocsf_gate_report(run_id)
-
 
 def built_from(state: Path) -> dict[str, str]:
     """Per event date: the fingerprint of the events partition the derived rows of that date were built from."""
@@ -170,7 +167,7 @@ def build(derivation: Derivation, config: DerivedConfig, spark: Callable[[str], 
     with lock, JobSession(lambda: spark(f"cloudtrail_{derivation.job}")) as session:
         report = refresh(derivation, config, session)
     if report.status == "gate_failed":
-        failed = derivation.gate_report(config.layout, config.run_id)
+        failed = config.layout.derived_gate_report(derivation.job, config.run_id)
         log.error("the %s partitions failed their suites: nothing swapped; %s", derivation.job, failed)
         return cli.FAILED
     return cli.OK

@@ -230,8 +230,12 @@ class Lake:
     def gate_report(self, run_id: str) -> Path:
         return self.gate_reports / _file_name(run_id)
 
+    def derived_gate_report(self, job: str, run_id: str) -> Path:
+        """The gate report of a run of a job that derives tables from the events table (`activity`, `ocsf`)."""
+        return self.gate_reports / job / _file_name(run_id)
+
     def activity_gate_report(self, run_id: str) -> Path:
-        return self.activity_gate_reports / _file_name(run_id)
+        return self.derived_gate_report("activity", run_id)
 
     @property
     def validated(self) -> Path:
@@ -242,7 +246,7 @@ class Lake:
         return self.gate_reports / "activity"
 
     def ocsf_gate_report(self, run_id: str) -> Path:
-        return self.ocsf_gate_reports / _file_name(run_id)
+        return self.derived_gate_report("ocsf", run_id)
 
     @property
     def ocsf_gate_reports(self) -> Path:
