@@ -27,10 +27,12 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 
 from jobs import gate
 from jobs.lake import Lake
+from jobs.lake_status import ocsf_rows
 from tests.helpers import DAY, deliver, duckdb_rows, events_of
 from tests.test_downstream import hourly_from_activity, hourly_from_events
 from tools.airflow_api import DAG_ID, Api, sign_in
@@ -79,11 +81,16 @@ def watching_sockets(stack: Stack, every: float = 1.0) -> Iterator[set[Listener]
         seen.update(stack.listening())
 
 
-def spark_applications(stack: Stack) -> list[dict]:
-    with urllib.request.urlopen(f"{stack.url('spark-master', 8081)}/json/", timeout=10) as response:
-        state = json.loads(response.read())
-    assert not state["activeapps"]
-    return list(state["completedapps"])
+def spark_applications(stack: Stack, timeout: float = 600) -> list[dict]:
+    """The cluster's applications, once none is running (a downstream DAG run on the events Asset may still be)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with urllib.request.urlopen(f"{stack.url('spark-master', 8081)}/json/", timeout=10) as response:
+            state = json.loads(response.read())
+        if not state["activeapps"]:
+            return list(state["completedapps"])
+        assert time.monotonic() < deadline, f"still running after {timeout:.0f} s: {state['activeapps']}"
+        time.sleep(5)
 
 
 def test_the_api_refuses_a_request_without_credentials(stack: Stack):
@@ -150,9 +157,13 @@ def test_a_scheduled_run_and_a_backfill_at_the_same_time_on_postgres_and_the_spa
     deadline = time.monotonic() + 900
     while True:
         downstream_runs = downstream.finished_runs(expected=1, timeout=900)
-        if hourly_from_activity(lake) == hourly_from_events(lake):
+        try:  # a run may be swapping a folder while this reads
+            ocsf = sum(day.rows for day in ocsf_rows(Lake(lake), days=1000))
+        except duckdb.Error:
+            ocsf = None
+        if hourly_from_activity(lake) == hourly_from_events(lake) and ocsf == len(expected):
             break
-        assert time.monotonic() < deadline, f"the downstream tables never caught up: {downstream_runs}"
+        assert time.monotonic() < deadline, f"the downstream and OCSF tables never caught up: {downstream_runs}"
         time.sleep(10)
     assert {r["state"] for r in downstream_runs} == {"success"} and {r["run_type"] for r in downstream_runs} == {"asset_triggered"}
 
