@@ -51,13 +51,17 @@ TABLES = (EVENTS, QUARANTINE)
 # The tables jobs/activity.py derives from the events table, partition by partition.
 ACTIVITY_HOURLY, FINDINGS = "activity_hourly", "findings"
 DOWNSTREAM_TABLES = (ACTIVITY_HOURLY, FINDINGS)
-# Each table's partition column.
-PARTITION_COLUMN = {EVENTS: EVENT_DATE, QUARANTINE: REASON, ACTIVITY_HOURLY: EVENT_DATE, FINDINGS: EVENT_DATE}
 # The OCSF view of the events (jobs/ocsf.py), partitioned as Amazon Security Lake partitions its sources: one folder
-# per region, account and event day (YYYYMMDD) under it.
+# per region, account and event day (YYYYMMDD, an event date's value in it: `event_day`) under it.
 OCSF_API_ACTIVITY = "ocsf/api_activity"
 REGION, ACCOUNT_ID, EVENT_DAY = "region", "accountId", "eventDay"
-OCSF_PARTITION_COLUMNS = (REGION, ACCOUNT_ID, EVENT_DAY)
+# Each table's partition columns, outermost first; the innermost holds the value a run replaces (a date, a reason).
+PARTITION_COLUMNS = {
+    EVENTS: (EVENT_DATE,), QUARANTINE: (REASON,), ACTIVITY_HOURLY: (EVENT_DATE,), FINDINGS: (EVENT_DATE,),
+    OCSF_API_ACTIVITY: (REGION, ACCOUNT_ID, EVENT_DAY),
+}  # fmt: skip
+# The tables with one partition column, by it.
+PARTITION_COLUMN = {name: columns[0] for name, columns in PARTITION_COLUMNS.items() if len(columns) == 1}
 # The OCSF table's descriptor, beside its partitions (a name every reader skips).
 OCSF_DESCRIPTOR = "_ocsf.json"
 # The one file among the gate reports that is no report: the index of what the gates passed.
@@ -265,11 +269,13 @@ def event_day(day: object) -> str:
 
 def partition_paths(name: str, value: object, *roots: Path) -> list[Path]:
     """The folders, relative to a table's root, that hold partition `value` of table `name` (an event date, or a
-    quarantine reason): one for a table with one partition column; for the OCSF table, every region and account
-    folder of that event day found under any of `roots` (the live table, a staged copy)."""
-    if name != OCSF_API_ACTIVITY:
-        return [Path(f"{PARTITION_COLUMN[name]}={value}")]
-    pattern = f"{REGION}=*/{ACCOUNT_ID}=*/{EVENT_DAY}={event_day(value)}"
+    quarantine reason) in its innermost partition column: one for a table with one partition column; else every
+    folder of the outer columns holding it, found under any of `roots` (the live table, a staged copy)."""
+    *outer, inner = PARTITION_COLUMNS[name]
+    leaf = f"{inner}={event_day(value) if inner == EVENT_DAY else value}"
+    if not outer:
+        return [Path(leaf)]
+    pattern = "/".join([*(f"{column}=*" for column in outer), leaf])
     return sorted({folder.relative_to(root) for root in roots for folder in root.glob(pattern) if folder.is_dir()})
 
 

@@ -34,7 +34,7 @@ from jobs import cli, options, validate_events
 from jobs.dedup import Dedup
 from jobs.derived import Derivation, DerivedConfig, build, refresh
 from jobs.files import write_whole
-from jobs.lake import EVENT_DATE, EVENT_DAY, OCSF_API_ACTIVITY, OCSF_DESCRIPTOR, OCSF_PARTITION_COLUMNS, Lake
+from jobs.lake import EVENT_DATE, EVENT_DAY, OCSF_API_ACTIVITY, OCSF_DESCRIPTOR, PARTITION_COLUMNS, Lake
 from jobs.ocsf_mapping import CLASS_NAME, CLASS_UID, OCSF_VERSION, PROFILES, api_activity
 from jobs.report import ActivityReport
 from jobs.session import spark_session
@@ -82,7 +82,7 @@ def describe(lake: Lake) -> None:
     """The table's descriptor: which OCSF schema its rows follow, and how it is laid out."""
     body = {
         "ocsf_version": OCSF_VERSION, "class_uid": CLASS_UID, "class_name": CLASS_NAME, "profiles": list(PROFILES),
-        "partitioned_by": list(OCSF_PARTITION_COLUMNS), "source": "AWS CloudTrail, the events table of this lake",
+        "partitioned_by": list(PARTITION_COLUMNS[OCSF_API_ACTIVITY]), "source": "AWS CloudTrail, the events table of this lake",
     }  # fmt: skip
     write_whole(lake.ocsf_api_activity / OCSF_DESCRIPTOR, json.dumps(body, indent=1) + "\n")
 

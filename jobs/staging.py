@@ -11,7 +11,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame
 
 from jobs import partitions
-from jobs.lake import OCSF_API_ACTIVITY, OCSF_PARTITION_COLUMNS, PARTITION_COLUMN, Lake, partition_paths
+from jobs.lake import PARTITION_COLUMNS, Lake, partition_paths
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,7 @@ class Staging:
         `one_file_each`: the number of partitions expected, each written as one file (a small table, which a
         reader opens once per partition)."""
         folder = str(self.table(name))
-        columns = OCSF_PARTITION_COLUMNS if name == OCSF_API_ACTIVITY else (PARTITION_COLUMN[name],)
+        columns = PARTITION_COLUMNS[name]
         if one_file_each is not None:
             rows = rows.repartition(max(1, one_file_each), *columns)
         rows.write.mode("overwrite").partitionBy(*columns).parquet(folder)

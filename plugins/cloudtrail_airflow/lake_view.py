@@ -37,7 +37,7 @@ from fastapi.responses import HTMLResponse
 
 from cloudtrail_airflow.settings import INGEST_DAG_ID, Settings, load_settings
 from jobs import lake_status as status
-from jobs.lake import OCSF_API_ACTIVITY, OCSF_PARTITION_COLUMNS, Lake
+from jobs.lake import OCSF_API_ACTIVITY, PARTITION_COLUMNS, Lake
 from jobs.report import verdict_of
 from jobs.spark_logs import CheckpointError
 
@@ -274,7 +274,7 @@ def _checkpoint(health: status.CheckpointHealth) -> str:
     return _table(["", ""], rows)
 
 
-OCSF_LAYOUT = "/".join([OCSF_API_ACTIVITY, *(f"{column}=" for column in OCSF_PARTITION_COLUMNS)])
+OCSF_LAYOUT = "/".join([OCSF_API_ACTIVITY, *(f"{column}=" for column in PARTITION_COLUMNS[OCSF_API_ACTIVITY])])
 
 
 def _ocsf(days: list[status.OcsfDay]) -> str:
