@@ -23,32 +23,29 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from datetime import date
 
 import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from jobs import cli, options, validate_events
-from jobs.derived import Derivation, DerivedConfig, build, refresh
+from jobs import cli
+from jobs.derived import Derivation, DerivedConfig, build, gate, refresh
 from jobs.downstream import findings, hourly_activity
-from jobs.lake import ACTIVITY_HOURLY, DOWNSTREAM_TABLES, EVENT_DATE, FINDINGS, Lake
+from jobs.lake import ACTIVITY_HOURLY, ACTIVITY_JOB, DOWNSTREAM_TABLES, EVENT_DATE, FINDINGS, Lake
 from jobs.report import ActivityReport
 from jobs.rules import load_rules
 from jobs.session import spark_session
 
-ActivityConfig = DerivedConfig
-
 
 def parse_args(argv: list[str] | None = None) -> DerivedConfig:
-    return DerivedConfig.parse("activity", __doc__, argv, "--from-date", "--to-date")
+    return DerivedConfig.parse(ACTIVITY_JOB, __doc__, argv, "--from-date", "--to-date")
 
 
 def transform(events: DataFrame) -> dict[str, DataFrame]:
     return {ACTIVITY_HOURLY: hourly_activity(events), FINDINGS: findings(events, load_rules())}
 
 
-def check(lake: Lake, run_id: str, dates: list[str], events: DataFrame, staged: dict[str, DataFrame]) -> str:
+def check(lake: Lake, run_id: str, dates: list[str], events: DataFrame, staged: dict[str, DataFrame], _: dict[str, dict[str, int]]) -> str:
     """The downstream suites (expectations/activity_*.json, findings.*.json) on the staged partitions; the report's verdict."""
     in_table = {str(row[EVENT_DATE]): row["count"] for row in events.groupBy(EVENT_DATE).count().collect()}
     activity = staged[ACTIVITY_HOURLY]
@@ -61,18 +58,14 @@ def check(lake: Lake, run_id: str, dates: list[str], events: DataFrame, staged: 
         "findings.critical": staged[FINDINGS],
         "activity_reconciliation.critical": figures,
     }
-    days = tuple(date.fromisoformat(day) for day in dates)
-    config = validate_events.ValidateConfig(lake, run_id, days, options.QUARANTINE_THRESHOLD, lake.activity_gate_report(run_id))
-    rules = {"rule_ids": [rule.rule_id for rule in load_rules()]}
-    verdict: str = validate_events.judge(frames, config, dates, rules, figures=figures.to_dict("records"))["verdict"]
-    return verdict
+    return gate(ACTIVITY_JOB, lake, run_id, dates, frames, figures, {"rule_ids": [rule.rule_id for rule in load_rules()]})
 
 
 def summarize(staged: dict[str, DataFrame], report: ActivityReport) -> None:
     report.findings_by_rule = {row["rule_id"]: row["count"] for row in staged[FINDINGS].groupBy("rule_id").count().collect()}
 
 
-ACTIVITY = Derivation("activity", DOWNSTREAM_TABLES, lambda lake: lake.downstream_state, transform, check, summarize)
+ACTIVITY = Derivation(ACTIVITY_JOB, DOWNSTREAM_TABLES, lambda lake: lake.downstream_state, transform, check, summarize)
 
 
 def run(config: DerivedConfig, session: Callable[[], SparkSession]) -> ActivityReport:

@@ -19,11 +19,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
+from typing import Any
 
+import pandas as pd
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from jobs import cli, options, partitions
+from jobs import cli, options, partitions, validate_events
 from jobs.files import write_whole
 from jobs.lake import EVENT_DATE, Lake, LakeLock, partition, partition_folders, partition_value
 from jobs.partitions import fingerprint
@@ -78,8 +80,8 @@ class Derivation:
     state: Callable[[Lake], Path]
     # A date's events -> each table's rows (pure).
     build: Callable[[DataFrame], dict[str, DataFrame]]
-    # The suites on the staged rows: (lake, run id, dates, events, staged) -> the gate's verdict.
-    check: Callable[[Lake, str, list[str], DataFrame, dict[str, DataFrame]], str]
+    # The suites on the staged rows: (lake, run id, dates, events, staged, staged rows per table and date) -> the verdict.
+    check: Callable[[Lake, str, list[str], DataFrame, dict[str, DataFrame], dict[str, dict[str, int]]], str]
     # Anything the job's report says besides the rows per table and date.
     summarize: Callable[[dict[str, DataFrame], ActivityReport], None] = lambda staged, report: None
     # A row's event date as YYYY-MM-DD text, in the tables' own columns.
@@ -120,6 +122,23 @@ def count_rows(staged: dict[str, DataFrame], event_date: Column, dates: list[str
         report.rows[name] = {day: counts.get(day, 0) for day in dates}
 
 
+def gate(
+    job: str,
+    lake: Lake,
+    run_id: str,
+    dates: list[str],
+    frames: dict[str, DataFrame | pd.DataFrame],
+    figures: pd.DataFrame,
+    parameters: dict[str, Any] | None = None,
+) -> str:
+    """A derived job's suites on `frames` (suite name -> frame; `figures`, per date, the staged rows against the events
+    table, also written into the gate's report): its verdict, the report in reports/dq/<job>/."""
+    days = tuple(date.fromisoformat(day) for day in dates)
+    config = validate_events.ValidateConfig(lake, run_id, days, options.QUARANTINE_THRESHOLD, lake.derived_gate_report(job, run_id))
+    verdict: str = validate_events.judge(frames, config, dates, parameters, figures=figures.to_dict("records"))["verdict"]
+    return verdict
+
+
 def refresh(derivation: Derivation, config: DerivedConfig, session: Callable[[], SparkSession]) -> ActivityReport:
     """Rebuild the dates given (None: those whose events changed), each table's partitions staged, gated, swapped in."""
     lake, run_id, given = config.layout, config.run_id, config.dates
@@ -143,7 +162,7 @@ def refresh(derivation: Derivation, config: DerivedConfig, session: Callable[[],
             staged = {name: staging.write(name, rows, one_file_each=len(dates)) for name, rows in derivation.build(events).items()}
             count_rows(staged, derivation.event_date(), dates, report)
             derivation.summarize(staged, report)
-            report.gate = derivation.check(lake, run_id, dates, events, staged)
+            report.gate = derivation.check(lake, run_id, dates, events, staged, report.rows)
             if not staging.publish(report.gate == "passed", dict.fromkeys(derivation.tables, dates)):
                 report.status = "gate_failed"
                 return report

@@ -50,6 +50,9 @@ EVENTS, QUARANTINE = "events", "quarantine"
 TABLES = (EVENTS, QUARANTINE)
 # The tables jobs/activity.py derives from the events table, partition by partition.
 ACTIVITY_HOURLY, FINDINGS = "activity_hourly", "findings"
+# The jobs that derive tables from the events table (jobs/derived.py), by the name of their reports' folders.
+ACTIVITY_JOB, OCSF_JOB = "activity", "ocsf"
+DERIVED_JOBS = (ACTIVITY_JOB, OCSF_JOB)
 DOWNSTREAM_TABLES = (ACTIVITY_HOURLY, FINDINGS)
 # The OCSF view of the events (jobs/ocsf.py), partitioned as Amazon Security Lake partitions its sources: one folder
 # per region, account and event day (YYYYMMDD, an event date's value in it: `event_day`) under it.
@@ -215,10 +218,10 @@ class Lake:
         return self.reports / job / _file_name(run_id)
 
     def activity_report(self, run_id: str) -> Path:
-        return self.derived_report("activity", run_id)
+        return self.derived_report(ACTIVITY_JOB, run_id)
 
     def ocsf_report(self, run_id: str) -> Path:
-        return self.derived_report("ocsf", run_id)
+        return self.derived_report(OCSF_JOB, run_id)
 
     @property
     def ingest_reports(self) -> Path:
@@ -239,7 +242,7 @@ class Lake:
         return self.gate_reports / job / _file_name(run_id)
 
     def activity_gate_report(self, run_id: str) -> Path:
-        return self.derived_gate_report("activity", run_id)
+        return self.derived_gate_report(ACTIVITY_JOB, run_id)
 
     @property
     def validated(self) -> Path:
@@ -247,14 +250,14 @@ class Lake:
 
     @property
     def activity_gate_reports(self) -> Path:
-        return self.gate_reports / "activity"
+        return self.gate_reports / ACTIVITY_JOB
 
     def ocsf_gate_report(self, run_id: str) -> Path:
-        return self.derived_gate_report("ocsf", run_id)
+        return self.derived_gate_report(OCSF_JOB, run_id)
 
     @property
     def ocsf_gate_reports(self) -> Path:
-        return self.gate_reports / "ocsf"
+        return self.gate_reports / OCSF_JOB
 
 
 def partition(table: Path, value: object) -> Path:

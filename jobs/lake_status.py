@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs.checkpoint import CheckpointSnapshot
-from jobs.lake import ACCOUNT_ID, EVENT_DATE, EVENT_DAY, REASON, REGION, TABLES, Lake, partition
+from jobs.lake import ACCOUNT_ID, ACTIVITY_JOB, DERIVED_JOBS, EVENT_DATE, EVENT_DAY, REASON, REGION, TABLES, Lake, partition
 from jobs.landing import day_folders, delivered_at, delivery_date, log_files_in, newest_deliveries
 from jobs.ledger import check_manifests, late_files, read_manifest
 from jobs.partitions import data_files
@@ -216,14 +216,13 @@ class OcsfDay:
 
 def ocsf_rows(lake: Lake, days: int = 30) -> list[OcsfDay]:
     """Rows of the OCSF table (jobs/ocsf.py) per event day, its newest `days` days."""
-    table = lake.ocsf_api_activity
-    if not any(table.glob(f"{REGION}=*/{ACCOUNT_ID}=*/{EVENT_DAY}=*/*.parquet")):
+    table, files = lake.ocsf_api_activity, f"{REGION}=*/{ACCOUNT_ID}=*/{EVENT_DAY}=*/*.parquet"
+    if not any(table.glob(files)):
         return []
-    files = f"{table}/{REGION}=*/{ACCOUNT_ID}=*/{EVENT_DAY}=*/*.parquet"
     query = (f"select cast({EVENT_DAY} as varchar) as day, count(*), count(distinct ({REGION}, {ACCOUNT_ID})), "
              f"count(distinct filename) from read_parquet(?, hive_partitioning = true, hive_types_autocast = false, filename = true) "
              f"group by day order by day desc limit {int(days)}")  # fmt: skip
-    return [OcsfDay(*row) for row in reversed(_duckdb().execute(query, [files]).fetchall())]
+    return [OcsfDay(*row) for row in reversed(_duckdb().execute(query, [f"{table}/{files}"]).fetchall())]
 
 
 @dataclass(frozen=True)
@@ -496,7 +495,7 @@ def run_summary(run: dict[str, Any], gate: dict[str, Any] | None) -> list[str]:
 def activity_summary(lake: Lake, run_id: str) -> list[str] | None:
     """What one downstream DAG run built (jobs/activity.py, then jobs/ocsf.py), as lines of text; None when it left no report."""
     lines: list[str] = []
-    for job in ("activity", "ocsf"):
+    for job in DERIVED_JOBS:
         run = read_report(lake.derived_report(job, run_id))
         if run is None:
             continue
@@ -504,7 +503,7 @@ def activity_summary(lake: Lake, run_id: str) -> list[str] | None:
         lines.append(f"  event dates built  {len(run.get('dates', []))}  {', '.join(run.get('dates', [])[:10])}")
         for table, per_date in run.get("rows", {}).items():
             lines.append(f"  {table:<18} {sum(per_date.values()):>10} rows")
-        if job == "activity":
+        if job == ACTIVITY_JOB:
             top = sorted(run.get("findings_by_rule", {}).items(), key=lambda item: (-item[1], item[0]))[:5]
             lines.append("  findings by rule   " + (", ".join(f"{rule} {count}" for rule, count in top) or "none"))
         lines.append(f"  gate               {run.get('gate') or 'not run'}")

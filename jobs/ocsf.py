@@ -24,17 +24,16 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
-from datetime import date
 
 import pandas as pd
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from jobs import cli, options, validate_events
+from jobs import cli
 from jobs.dedup import Dedup
-from jobs.derived import Derivation, DerivedConfig, build, refresh
+from jobs.derived import Derivation, DerivedConfig, build, gate, refresh
 from jobs.files import write_whole
-from jobs.lake import EVENT_DATE, EVENT_DAY, OCSF_API_ACTIVITY, OCSF_DESCRIPTOR, PARTITION_COLUMNS, Lake
+from jobs.lake import EVENT_DATE, EVENT_DAY, OCSF_API_ACTIVITY, OCSF_DESCRIPTOR, OCSF_JOB, PARTITION_COLUMNS, Lake
 from jobs.ocsf_mapping import CLASS_NAME, CLASS_UID, OCSF_VERSION, PROFILES, api_activity
 from jobs.report import ActivityReport
 from jobs.session import spark_session
@@ -42,18 +41,20 @@ from jobs.transforms import first_in_table
 
 
 def parse_args(argv: list[str] | None = None) -> DerivedConfig:
-    return DerivedConfig.parse("ocsf", __doc__, argv, "--from", "--to")
+    return DerivedConfig.parse(OCSF_JOB, __doc__, argv, "--from", "--to")
 
 
 def transform(events: DataFrame) -> dict[str, DataFrame]:
     return {OCSF_API_ACTIVITY: events.transform(first_in_table, Dedup()).transform(api_activity)}
 
 
-def check(lake: Lake, run_id: str, dates: list[str], events: DataFrame, staged: dict[str, DataFrame]) -> str:
-    """The OCSF suites on the staged partitions: the rows themselves, and one row per event of each date."""
-    rows = staged[OCSF_API_ACTIVITY]
+def check(
+    lake: Lake, run_id: str, dates: list[str], events: DataFrame, staged: dict[str, DataFrame], counted: dict[str, dict[str, int]]
+) -> str:
+    """The OCSF suites on the staged partitions: the rows themselves, and one row per event of each date (`counted`: the
+    staged rows per date, as the run counted them for its report)."""
+    rows, in_ocsf = staged[OCSF_API_ACTIVITY], counted[OCSF_API_ACTIVITY]
     in_table = {str(r[0]): r[1] for r in events.groupBy(EVENT_DATE).agg(F.count_distinct("eventID")).collect()}
-    in_ocsf = {r[0]: r[1] for r in rows.groupBy(event_date()).count().collect()}
     figures = pd.DataFrame(
         [{EVENT_DATE: day, "events_in_table": in_table.get(day, 0), "rows_in_ocsf": in_ocsf.get(day, 0)} for day in dates]
     )
@@ -67,10 +68,7 @@ def check(lake: Lake, run_id: str, dates: list[str], events: DataFrame, staged: 
         EVENT_DAY,
     )
     frames: dict[str, DataFrame | pd.DataFrame] = {"ocsf_api_activity.critical": checked, "ocsf_reconciliation.critical": figures}
-    days = tuple(date.fromisoformat(day) for day in dates)
-    config = validate_events.ValidateConfig(lake, run_id, days, options.QUARANTINE_THRESHOLD, lake.ocsf_gate_report(run_id))
-    verdict: str = validate_events.judge(frames, config, dates, figures=figures.to_dict("records"))["verdict"]
-    return verdict
+    return gate(OCSF_JOB, lake, run_id, dates, frames, figures)
 
 
 def event_date() -> Column:
@@ -87,7 +85,7 @@ def describe(lake: Lake) -> None:
     write_whole(lake.ocsf_api_activity / OCSF_DESCRIPTOR, json.dumps(body, indent=1) + "\n")
 
 
-OCSF = Derivation("ocsf", (OCSF_API_ACTIVITY,), lambda lake: lake.ocsf_state, transform, check, event_date=event_date, prepare=describe)
+OCSF = Derivation(OCSF_JOB, (OCSF_API_ACTIVITY,), lambda lake: lake.ocsf_state, transform, check, event_date=event_date, prepare=describe)
 
 
 def run(config: DerivedConfig, session: Callable[[], SparkSession]) -> ActivityReport:

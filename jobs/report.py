@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from jobs.files import write_whole
-from jobs.lake import VALIDATED, Lake
+from jobs.lake import ACTIVITY_JOB, VALIDATED, Lake
 
 log = logging.getLogger("cloudtrail_ingest")
 
@@ -134,8 +134,8 @@ class ActivityReport:
     gate: str | None = None
     seconds: float | None = None
     error: str | None = None
-    # The job that built the tables: "activity" (activity_hourly, findings) or "ocsf" (ocsf/api_activity).
-    job: str = "activity"
+    # The job that built the tables: ACTIVITY_JOB (activity_hourly, findings) or OCSF_JOB (ocsf/api_activity).
+    job: str = ACTIVITY_JOB
 
     def write(self, lake: Lake) -> Path:
         return write_json(lake.derived_report(self.job, self.run_id), asdict(self))

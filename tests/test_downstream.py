@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from jobs import activity, rebuild
+from jobs.derived import DerivedConfig
 from jobs.downstream import findings, hourly_activity
 from jobs.lake import Lake
 from jobs.rules import load_rules
@@ -108,7 +109,7 @@ def findings_of(lake: Path) -> list[tuple]:
 
 
 def update(spark, lake: Path, run_id: str, dates: tuple[date, ...] | None = None) -> activity.ActivityReport:
-    return activity.run(activity.ActivityConfig(lake=str(lake), dates=dates, run_id=run_id), lambda: spark)
+    return activity.run(DerivedConfig(lake=str(lake), dates=dates, run_id=run_id), lambda: spark)
 
 
 def test_the_tables_stay_exact_through_a_late_file_a_redelivery_and_a_rebuild(spark, landing, lake):
@@ -124,7 +125,7 @@ def test_the_tables_stay_exact_through_a_late_file_a_redelivery_and_a_rebuild(sp
 
     # Nothing changed: no date is rebuilt and Spark is not started.
     assert update(spark, lake, "a2").dates == []
-    assert activity.run(activity.ActivityConfig(str(lake), None, "a2b"), lambda: pytest.fail("Spark started")).dates == []
+    assert activity.run(DerivedConfig(str(lake), None, "a2b"), lambda: pytest.fail("Spark started")).dates == []
 
     # A late file for the first day, and a re-delivery of its file: only that day is rebuilt; nothing doubles.
     deliver(landing, [event("late-1", DAY + timedelta(hours=4), **stop)], DAY + timedelta(days=2, hours=1))
