@@ -106,10 +106,6 @@ def failed(row: Column) -> Column:
     return row.getField("errorCode").isNotNull() | (F.get_json_object(row.getField("responseElements"), "$.ConsoleLogin") == "Failure")
 
 
-def epoch_ms(moment: Column) -> Column:
-    return F.unix_millis(moment)
-
-
 def is_ip(address: Column) -> Column:
     return address.rlike(IP_PATTERN) & (F.length(address) <= 40)
 
@@ -253,18 +249,15 @@ def as_text(column: Column, data_type: T.DataType) -> Column:
 def unmapped(events: DataFrame) -> Column:
     """What the mapping does not place, by field path: the record's other fields, what it could not place, the fields
     the decoder rescued (by their own names) and the row's lineage."""
-    row = {field.name: (F.col(field.name), field.dataType) for field in events.schema.fields}
     identity, context = F.col("userIdentity"), F.col("userIdentity.sessionContext")
-    types = {field.name: field.dataType for field in USER_IDENTITY.fields}
-    context_types = {field.name: field.dataType for field in SESSION_CONTEXT.fields}
     no_user = user(identity).isNull()
-    entries: dict[str, Column] = {
-        name: as_text(column, data_type)
-        for name, (column, data_type) in row.items()
-        if name in UNMAPPED_FIELDS
-    }  # fmt: skip
-    entries |= {f"userIdentity.sessionContext.{name}": as_text(context.getField(name), context_types[name]) for name in UNMAPPED_CONTEXT}
-    entries |= {f"userIdentity.{name}": as_text(identity.getField(name), types[name]) for name in ("onBehalfOf", "inScopeOf")}
+    entries = {name: as_text(F.col(name), events.schema[name].dataType) for name in UNMAPPED_FIELDS}
+    entries |= {
+        f"userIdentity.sessionContext.{name}": as_text(context.getField(name), SESSION_CONTEXT[name].dataType) for name in UNMAPPED_CONTEXT
+    }
+    entries |= {
+        f"userIdentity.{name}": as_text(identity.getField(name), USER_IDENTITY[name].dataType) for name in ("onBehalfOf", "inScopeOf")
+    }
     entries |= {
         # Placed only with a user to place them in; a credential id also when an access key took its place.
         **{f"userIdentity.{name}": F.when(no_user, text(identity.getField(name))) for name in ("type", "principalId", "accessKeyId")},
@@ -305,7 +298,7 @@ def api_activity(events: DataFrame) -> DataFrame:
     status_id = F.when(failed(event), F.lit(2)).otherwise(F.lit(1))
     return events.select(
         metadata(event).alias("metadata"),
-        epoch_ms(F.col("eventTime")).alias("time"),
+        F.unix_millis(F.col("eventTime")).alias("time"),  # epoch ms
         F.col("eventTime").alias("time_dt"),
         cloud(event).alias("cloud"),
         api(event).alias("api"),
