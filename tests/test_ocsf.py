@@ -26,8 +26,7 @@ from jobs.lake_status import ocsf_rows
 from jobs.ocsf_mapping import activity_id, api_activity, source
 from jobs.schema import EVENTS_SCHEMA
 from tests.helpers import DAY, deliver, event, events_of, ingest
-from tests.test_samples import JSON_LINES_SOURCES
-from tools.generate_landing import add_samples
+from tests.test_samples import deliver_samples
 from tools.summary import summarize
 
 ISO = re.compile(r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)?$")
@@ -145,17 +144,6 @@ def test_a_record_with_only_an_id_and_a_time_is_still_a_valid_row(spark):
         0,
         {"invoked_by": "cloudtrail.amazonaws.com"},
     )
-
-
-def deliver_samples(landing: Path, samples: Path) -> None:
-    from jobs.landing import delivery_path
-
-    add_samples(landing, samples, DAY)
-    for index, (folder, pattern) in enumerate(JSON_LINES_SOURCES):
-        for number, found in enumerate(sorted((samples / folder).glob(pattern))):
-            target = delivery_path(landing, "123456789012", "eu-west-1", DAY, f"lines{index}x{number:02d}", ".json")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(found, target)
 
 
 def test_every_real_sample_event_is_one_valid_api_activity_row_and_nothing_is_dropped(spark, samples, landing, lake):

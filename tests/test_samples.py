@@ -49,7 +49,9 @@ def oracle(files: list[Path]) -> dict[str, set[str]]:
     return events
 
 
-def test_real_samples_equal_the_oracle(spark, samples, landing, lake):
+def deliver_samples(landing: Path, samples: Path) -> list[Path]:
+    """Every sample file into the landing zone: the delivered shapes as CloudTrail delivers them, the JSON-lines
+    sources as log files of one place; the paths placed."""
     placed = [Path(p) for p in add_samples(landing, samples, DAY)]
     for index, (folder, pattern) in enumerate(JSON_LINES_SOURCES):
         for number, source in enumerate(sorted((samples / folder).glob(pattern))):
@@ -57,6 +59,11 @@ def test_real_samples_equal_the_oracle(spark, samples, landing, lake):
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(source, target)
             placed.append(target)
+    return placed
+
+
+def test_real_samples_equal_the_oracle(spark, samples, landing, lake):
+    placed = deliver_samples(landing, samples)
     assert {p.parts[-8] for p in placed if "AWSLogs" in p.parts} and len(placed) > 100
 
     report = ingest(spark, landing, lake)
