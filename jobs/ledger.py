@@ -57,7 +57,7 @@ from jobs.dedup import Dedup
 from jobs.files import write_whole
 from jobs.lake import LAST_SUCCESS, LET_GO, RESTAMPED, RETIRED
 from jobs.landing import Older, Skipped, day_folders, delivery_date, log_files_in, relative
-from jobs.spark_logs import CheckpointError, SourceLog, rewrite_compaction
+from jobs.spark_logs import CheckpointError, LogEntry, SourceLog, rewrite_compaction
 
 MANIFEST_DDL = "path string, size long, mtime_ms long, arrival_ms long, only_records array<long>, supersedes boolean"
 # Timestamps on some file systems are coarse; a file is "new" if it changed this close to the check.
@@ -274,6 +274,192 @@ def check_manifests(checkpoint: CheckpointSnapshot, folder: Path) -> None:
         )
 
 
+@dataclass
+class _Ledger:
+    """What the checkpoint's ledger holds when a run starts: every file it has taken, by its place in the landing
+    zone (not its absolute path: a zone mounted elsewhere holds the same files)."""
+
+    checkpoint: CheckpointSnapshot
+    folder: Path
+    manifests: list[Manifest]
+    # Spark's log of the manifests batches read (and, in a checkpoint from before the ledger, of landing files).
+    read_by_spark: dict[str, LogEntry]
+    legacy: list[str]
+    taken: dict[str, Entry]
+    restamps: dict[str, Entry]
+    retired: RetiredIndex
+
+    @classmethod
+    def read(cls, checkpoint: CheckpointSnapshot, folder: Path) -> _Ledger:
+        manifests = read_manifests(folder)
+        legacy = [entry.path for entry in checkpoint.sources.entries if os.path.dirname(entry.path) != str(folder)]
+        half_done = checkpoint.planned_offset if checkpoint.planned_batch_id != checkpoint.commit.batch_id else None
+        if any(entry.batch_id == half_done for entry in checkpoint.sources.entries if entry.path in legacy):
+            raise CheckpointError(
+                f"{checkpoint.path} holds a batch the previous version planned and did not finish; this version reads "
+                "manifests, not landing files. Run the previous version once to finish it, then upgrade."
+            )
+        taken = {relative(path): Entry(path, None, None) for path in legacy}
+        taken.update((relative(entry.path), entry) for manifest in manifests for entry in manifest.entries)
+        restamps = read_restamps(checkpoint.path / RESTAMPED)
+        taken.update((key, entry) for key, entry in restamps.items() if key in taken)
+        read_by_spark = {entry.path: entry for entry in checkpoint.sources.entries}
+        return cls(checkpoint, folder, manifests, read_by_spark, legacy, taken, restamps, RetiredIndex(checkpoint.path / RETIRED))
+
+    def floor_ms(self, floor: datetime | None) -> int:
+        """The earliest arrival a file taken now may have: the checkpoint's floor, and every arrival already taken."""
+        taken = [entry.arrival_ms for manifest in self.manifests for entry in manifest.entries if entry.arrival_ms is not None]
+        return max([int(floor.timestamp() * 1000) if floor else 0, *taken])
+
+    def done(self, retired_before: date | None) -> list[Manifest]:
+        """The manifests to let go of: read by a committed batch, every file retired and passed by a successful run's check."""
+        return [m for m in self.manifests if self._finished(str(m.path), [e.path for e in m.entries], retired_before)]
+
+    def _finished(self, path: str, files: list[str], retired_before: date | None) -> bool:
+        logged, committed = self.read_by_spark.get(path), self.checkpoint.committed_offset
+        return (
+            logged is not None
+            and committed is not None
+            and logged.batch_id <= committed
+            and retired_before is not None
+            and all(_retired(file, retired_before, self.checkpoint.last_success.checked_at_ns) for file in files)
+        )
+
+    def keep_restamps(self, restamped: dict[str, Entry], dropped: list[Manifest], files: list[Entry]) -> None:
+        """The restamp record, before the manifests: a restamp never stands for a file this run takes again, or one no
+        manifest holds. Most runs find none: the record is rewritten only when it changes."""
+        kept = {relative(entry.path) for manifest in self.manifests if manifest not in dropped for entry in manifest.entries}
+        kept -= {relative(entry.path) for entry in files}
+        still = {key: entry for key, entry in {**self.restamps, **restamped}.items() if key in kept}
+        if still != self.restamps:
+            write_restamps(self.checkpoint.path / RESTAMPED, still)
+
+    def let_go(self, dropped: list[Manifest], retired_before: date | None) -> None:
+        """Delete the `dropped` manifests, their files written down in the retired index first, and have Spark's log of
+        read files forget them (and a legacy checkpoint's retired landing files)."""
+        retired_legacy = [path for path in self.legacy if self._finished(path, [path], retired_before)]
+        self.retired.add([entry.path for manifest in dropped for entry in manifest.entries] + retired_legacy)  # before they go
+        if self.retired.let_go() is None:  # a ledger from before this record: what is gone now was let go of
+            folder = str(self.folder)
+            self.retired.add_let_go(
+                os.path.basename(p) for p in self.read_by_spark if os.path.dirname(p) == folder and not os.path.exists(p)
+            )
+        if dropped:
+            self.retired.add_let_go(manifest.path.name for manifest in dropped)
+        for manifest in dropped:
+            manifest.path.unlink()
+        _forget(self.checkpoint.sources, {str(manifest.path) for manifest in dropped} | set(retired_legacy))
+
+    def unread(self, written: tuple[Manifest, ...]) -> list[Manifest]:
+        """Manifests no batch has read yet, this run's `written` included."""
+        return [m for m in self.manifests if str(m.path) not in self.read_by_spark] + list(written)
+
+
+@dataclass(frozen=True)
+class _Scope:
+    """Which delivery folders a run lists, and the check times it works with."""
+
+    # Whether this run lists every delivery folder (due once per full_listing_interval).
+    full: bool
+    since: date | None
+    older: Older
+    retired_before: date | None
+    # Files whose ctime is newer than this changed since the check that a retired folder is tested against.
+    changed_after_ns: int
+    # This run's check time: every file that changed before it was listed by this run, or left settling.
+    checked_at_ns: int
+    listed_all_at_ns: int
+
+    @classmethod
+    def of(cls, ledger: _Ledger, ledger_options: LedgerOptions, dedup: Dedup, now_ns: int) -> _Scope:
+        """Most runs list the delivery folders within the de-duplication horizon, the other retained ones that changed
+        since the last check, and new folders (landing.Older). A full listing, when due, lists every retained folder
+        and tests every retired one against the previous full listing: it finds a file added to an existing retired
+        folder, and one rewritten in place."""
+        previous_check_ns, listed_all_ns = ledger.checkpoint.last_success.checked_at_ns, ledger.checkpoint.last_success.listed_all_at_ns
+        settle_ns = int(ledger_options.settle.total_seconds() * 1e9)
+        # Never backwards (a clock stepped back): files up to the previous check were listed then.
+        checked_at_ns = max(now_ns - max(CLOCK_SLACK_NS, settle_ns), previous_check_ns)
+        newest = _newest_delivery(ledger.taken)
+        retired_before = _retired_before(newest, ledger_options.retention)
+        full = newest is None or now_ns - listed_all_ns >= ledger_options.full_listing_interval.total_seconds() * 1e9
+        changed_after_ns = listed_all_ns if full else previous_check_ns
+        since, older = retired_before, Older(changed_after_ns)
+        if not full and newest is not None and retired_before is not None:
+            since = max(newest - timedelta(days=math.ceil(dedup.horizon / timedelta(days=1))), retired_before)
+            older = Older(changed_after_ns, every_day=False, tested_from=retired_before)
+        listed_all_at_ns = checked_at_ns if full else listed_all_ns
+        return cls(full, since, older, retired_before, changed_after_ns, checked_at_ns, listed_all_at_ns)
+
+
+@dataclass
+class _Listing:
+    """One listing of the delivery folders in `scope` against the ledger, and what it found."""
+
+    ledger: _Ledger
+    scope: _Scope
+    settle_ns: int
+    now_ns: int
+    new: list[Entry] = dataclasses.field(default_factory=list)
+    changed: list[Entry] = dataclasses.field(default_factory=list)
+    stragglers: list[Entry] = dataclasses.field(default_factory=list)
+    settling: list[int] = dataclasses.field(default_factory=list)  # when each settling file is due
+    restamped: dict[str, Entry] = dataclasses.field(default_factory=dict)
+    skipped: list[Skipped] = dataclasses.field(default_factory=list)
+    recheck: set[str] = dataclasses.field(default_factory=set)
+
+    def taken(self) -> list[Entry]:
+        return self.new + self.changed + self.stragglers
+
+    def walk(self, landing: str | Path, recheck: Sequence[str], replayed: set[str]) -> None:
+        """The folders in scope, and those in `recheck` whatever their times: a file there was settling or could not be read."""
+        walked = day_folders(landing, self.scope.since, self.skipped, self.scope.older)
+        listed = {folder for _, folder in walked}
+        again = [(d, f) for f in recheck if f not in listed and (d := delivery_date(f)) and os.path.isdir(f)]
+        for day, day_folder in walked + again:
+            for file in log_files_in(day_folder, self.skipped):
+                if relative(file.path) not in replayed:
+                    self.sort(file, day, day_folder)
+
+    def sort(self, file: os.DirEntry[str], day: date, day_folder: str) -> None:
+        """Put one listed log file where it belongs, or nowhere when the ledger has it as it is."""
+        try:
+            stat = file.stat()  # one stat a file, cached by the directory listing
+        except FileNotFoundError:
+            return  # deleted since the folder was listed
+        except OSError as exc:
+            self.skipped.append(Skipped(file.path, f"cannot be read: {exc.strerror or exc}"))
+            self.recheck.add(day_folder)
+            return
+        retired = self.scope.retired_before is not None and day < self.scope.retired_before
+        if retired and stat.st_ctime_ns <= self.scope.changed_after_ns:
+            return
+        key, entry = relative(file.path), Entry.of(file.path, stat=stat)
+        known = self.ledger.taken.get(key)
+        if known is None and retired and key in self.ledger.retired.on(day):
+            return  # taken before its folder retired: a chmod, a copy or a move changed its ctime, not its content
+        if known is not None and (known.size is None or (known.size, known.mtime_ms) == (entry.size, entry.mtime_ms)):
+            return
+        if stat.st_ctime_ns > self.now_ns - self.settle_ns:  # ctime moves with every write, and no clock skew puts it ahead
+            self.settling.append(stat.st_ctime_ns + self.settle_ns)
+            self.recheck.add(day_folder)
+            return
+        try:
+            entry = dataclasses.replace(entry, fingerprint=fingerprint(file.path))
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            self.skipped.append(Skipped(file.path, f"cannot be read: {exc.strerror or exc}; tried again next run"))
+            self.recheck.add(day_folder)
+            return
+        if known is not None and known.fingerprint == entry.fingerprint:
+            self.restamped[key] = entry  # the same bytes with new times
+            return
+        if known is not None:
+            entry = dataclasses.replace(entry, supersedes=True)
+        (self.stragglers if retired else self.changed if known else self.new).append(entry)
+
+
 def plan_files(
     checkpoint: CheckpointSnapshot,
     folder: Path,
@@ -288,155 +474,40 @@ def plan_files(
     or before any file already taken. `replay` files (or records) are taken again, whatever the ledger
     says. Call it under the lake lock, before the stream starts."""
     now_ns = time.time_ns()
-    settle_ns = int(ledger_options.settle.total_seconds() * 1e9)
-    floor = dedup.arrival_floor(checkpoint.watermark)
-    previous_check_ns = checkpoint.last_success.checked_at_ns
-    # Every file that changed before this was listed by this run, or left settling for the next
-    # one to find; never backwards (a clock stepped back): files up to the previous check were listed then.
-    checked_at_ns = max(now_ns - max(CLOCK_SLACK_NS, settle_ns), previous_check_ns)
-    manifests = read_manifests(folder)
-    read_by_spark = {entry.path: entry for entry in checkpoint.sources.entries}
-    legacy = [entry.path for entry in checkpoint.sources.entries if os.path.dirname(entry.path) != str(folder)]
-    half_done = checkpoint.planned_offset if checkpoint.planned_batch_id != checkpoint.commit.batch_id else None
-    if any(entry.batch_id == half_done for entry in checkpoint.sources.entries if entry.path in legacy):
-        raise CheckpointError(
-            f"{checkpoint.path} holds a batch the previous version planned and did not finish; this version reads "
-            "manifests, not landing files. Run the previous version once to finish it, then upgrade."
-        )
-    # Keyed by the place in the landing zone, not the absolute path: a zone mounted elsewhere holds the same files.
-    ledger = {relative(path): Entry(path, None, None) for path in legacy}
-    ledger.update((relative(entry.path), entry) for manifest in manifests for entry in manifest.entries)
-    restamps = read_restamps(checkpoint.path / RESTAMPED)
-    ledger.update((key, entry) for key, entry in restamps.items() if key in ledger)
-    retired_files = RetiredIndex(checkpoint.path / RETIRED)
-
-    newest = _newest_delivery(ledger)
-    retired_before = _retired_before(newest, ledger_options.retention)
-    # Most runs list the delivery folders within the de-duplication horizon, the other retained ones that changed
-    # since the last check, and new folders (landing.Older). A full listing, when due, lists every retained folder
-    # and tests every retired one against the previous full listing: it finds a file added to an existing retired
-    # folder, and one rewritten in place.
-    listed_all_ns = checkpoint.last_success.listed_all_at_ns
-    full = newest is None or now_ns - listed_all_ns >= ledger_options.full_listing_interval.total_seconds() * 1e9
-    changed_after_ns = listed_all_ns if full else previous_check_ns
-    since, older = retired_before, Older(changed_after_ns)
-    if not full and newest is not None and retired_before is not None:
-        since = max(newest - timedelta(days=math.ceil(dedup.horizon / timedelta(days=1))), retired_before)
-        older = Older(changed_after_ns, every_day=False, tested_from=retired_before)
-
-    replayed = {relative(entry.path) for entry in replay}  # taken as the replay asks, whatever the listing finds
-    new: list[Entry] = []
-    changed: list[Entry] = []
-    stragglers: list[Entry] = []
-    settling: list[int] = []  # when each settling file is due
-    restamped: dict[str, Entry] = {}
-    skipped: list[Skipped] = []
-    walked = day_folders(landing, since, skipped, older)
-    listed = {folder for _, folder in walked}
-    # The folders of files that were settling or could not be read: listed again, whatever their times.
-    again = [(d, f) for f in checkpoint.last_success.recheck if f not in listed and (d := delivery_date(f)) and os.path.isdir(f)]
-    recheck: set[str] = set()
-    for day, day_folder in walked + again:
-        retired = retired_before is not None and day < retired_before
-        for file in log_files_in(day_folder, skipped):
-            key = relative(file.path)
-            if key in replayed:
-                continue
-            try:
-                stat = file.stat()  # one stat a file, cached by the directory listing
-            except FileNotFoundError:
-                continue  # deleted since the folder was listed
-            except OSError as exc:
-                skipped.append(Skipped(file.path, f"cannot be read: {exc.strerror or exc}"))
-                recheck.add(day_folder)
-                continue
-            ctime_ns = stat.st_ctime_ns
-            if retired and ctime_ns <= changed_after_ns:
-                continue
-            entry = Entry.of(file.path, stat=stat)
-            known = ledger.get(key)
-            if known is None and retired and key in retired_files.on(day):
-                continue  # taken before its folder retired: a chmod, a copy or a move changed its ctime, not its content
-            if known is not None and (known.size is None or (known.size, known.mtime_ms) == (entry.size, entry.mtime_ms)):
-                continue
-            if ctime_ns > now_ns - settle_ns:  # ctime moves with every write, and no clock skew puts it ahead
-                settling.append(ctime_ns + settle_ns)
-                recheck.add(day_folder)
-                continue
-            try:
-                entry = dataclasses.replace(entry, fingerprint=fingerprint(file.path))
-            except FileNotFoundError:
-                continue
-            except OSError as exc:
-                skipped.append(Skipped(file.path, f"cannot be read: {exc.strerror or exc}; tried again next run"))
-                recheck.add(day_folder)
-                continue
-            if known is not None and known.fingerprint == entry.fingerprint:
-                restamped[key] = entry  # the same bytes with new times
-                continue
-            if known is not None:
-                entry = dataclasses.replace(entry, supersedes=True)
-            (stragglers if retired else changed if known else new).append(entry)
-
+    ledger = _Ledger.read(checkpoint, folder)
+    scope = _Scope.of(ledger, ledger_options, dedup, now_ns)
+    listing = _Listing(ledger, scope, int(ledger_options.settle.total_seconds() * 1e9), now_ns)
+    # A replay's files are taken as it asks, whatever the listing finds.
+    listing.walk(landing, checkpoint.last_success.recheck, {relative(entry.path) for entry in replay})
     if not (checkpoint.path / LAST_SUCCESS).exists():
         # Written before the first manifest is let go, so a checkpoint without it has never lost one.
-        write_last_success(checkpoint.path, LastSuccess(previous_check_ns, None, listed_all_ns, checkpoint.last_success.recheck))
-    taken = [entry.arrival_ms for manifest in manifests for entry in manifest.entries if entry.arrival_ms is not None]
-    floor_ms = max([int(floor.timestamp() * 1000) if floor else 0, *taken])
-    files = _arrivals(new + changed + stragglers + list(replay), floor_ms, now_ns // 1_000_000)
-
-    def done(path: str, files: Iterable[str]) -> bool:
-        """Read by a committed batch, every file retired and passed by a successful run's check."""
-        logged, committed = read_by_spark.get(path), checkpoint.committed_offset
-        return (
-            logged is not None
-            and committed is not None
-            and logged.batch_id <= committed
-            and retired_before is not None
-            and all(_retired(file, retired_before, previous_check_ns) for file in files)
-        )
-
-    dropped = [manifest for manifest in manifests if done(str(manifest.path), (entry.path for entry in manifest.entries))]
-    # Before the manifests: a restamp never stands for a file this run takes again, or one no manifest holds.
-    kept = {relative(entry.path) for manifest in manifests if manifest not in dropped for entry in manifest.entries}
-    kept -= {relative(entry.path) for entry in files}
-    still = {key: entry for key, entry in {**restamps, **restamped}.items() if key in kept}
-    if still != restamps:  # most runs find none: the record is rewritten only when it changes
-        write_restamps(checkpoint.path / RESTAMPED, still)
+        last = checkpoint.last_success
+        write_last_success(checkpoint.path, LastSuccess(last.checked_at_ns, None, last.listed_all_at_ns, last.recheck))
+    files = _arrivals(listing.taken() + list(replay), ledger.floor_ms(dedup.arrival_floor(checkpoint.watermark)), now_ns // 1_000_000)
+    dropped = ledger.done(scope.retired_before)
+    ledger.keep_restamps(listing.restamped, dropped, files)
     written = _write(folder, _batches(files, ledger_options.max_files, ledger_options.max_bytes), now_ns)
-
-    retired_legacy = [path for path in legacy if done(path, [path])]
-    retired_files.add([entry.path for manifest in dropped for entry in manifest.entries] + retired_legacy)  # before they go
-    if retired_files.let_go() is None:  # a ledger from before this record: what is gone now was let go of
-        retired_files.add_let_go(os.path.basename(p) for p in read_by_spark if os.path.dirname(p) == str(folder) and not os.path.exists(p))
-    if dropped:
-        retired_files.add_let_go(manifest.path.name for manifest in dropped)
-    for manifest in dropped:
-        manifest.path.unlink()
-    gone = {str(manifest.path) for manifest in dropped} | set(retired_legacy)
-    _forget(checkpoint.sources, gone)
-    unread = [m for m in manifests if str(m.path) not in read_by_spark] + list(written)
+    ledger.let_go(dropped, scope.retired_before)
+    unread = ledger.unread(written)
     backlog = [entry for manifest in unread for entry in manifest.entries]
-    future = sum(1 for entry in files if (entry.mtime_ms or 0) > now_ns // 1_000_000)
-    raised = sum(1 for entry in files if (entry.arrival_ms or 0) > (entry.mtime_ms or 0))
     return Plan(
         written=written,
-        new_files=len(new),
-        changed_files=len(changed),
-        stragglers=len(stragglers),
+        new_files=len(listing.new),
+        changed_files=len(listing.changed),
+        stragglers=len(listing.stragglers),
         replayed_files=len(replay),
-        settling_files=len(settling),
-        raised_arrivals=raised,
-        future_mtimes=future,
-        restamped_files=len(restamped),
-        settling_due_ns=min(settling, default=None),
-        skipped=tuple(skipped),
-        retired_before=retired_before,
+        settling_files=len(listing.settling),
+        raised_arrivals=sum(1 for entry in files if (entry.arrival_ms or 0) > (entry.mtime_ms or 0)),
+        future_mtimes=sum(1 for entry in files if (entry.mtime_ms or 0) > now_ns // 1_000_000),
+        restamped_files=len(listing.restamped),
+        settling_due_ns=min(listing.settling, default=None),
+        skipped=tuple(listing.skipped),
+        retired_before=scope.retired_before,
         manifests_dropped=len(dropped),
-        checked_at_ns=checked_at_ns,
-        full_listing=full,
-        listed_all_at_ns=checked_at_ns if full else listed_all_ns,
-        recheck=tuple(sorted(recheck)),
+        checked_at_ns=scope.checked_at_ns,
+        full_listing=scope.full,
+        listed_all_at_ns=scope.listed_all_at_ns,
+        recheck=tuple(sorted(listing.recheck)),
         pending=len(unread),
         backlog_files=len(backlog),
         backlog_bytes=sum(e.size or 0 for e in backlog),
