@@ -152,58 +152,87 @@ def parse_containers(decoded: DataFrame) -> DataFrame:
     _reason, _detail.
 
     A container the JVM scan took (decode.py: one JSON value, every record an object, the
-    delivered shape) is parsed once, typed. Any other file takes the slow path below, in which
+    delivered shape) is parsed once, typed. Any other file takes the slow path, in which
     each record is split out as text and its keys listed.
     """
-    files = decoded.transform(_typed_items).withColumn("text", F.col("content").cast("string"))
+    return (
+        decoded.transform(_typed_items)
+        .withColumn("text", F.col("content").cast("string"))
+        .transform(_split_items)
+        .transform(_salvaged_items)
+        .transform(_file_problems)
+        .transform(_records)
+    )
+
+
+def _is_object() -> Column:
+    return F.col("shape") == SHAPE_OBJECT
+
+
+def _is_array() -> Column:
+    return F.col("shape") == SHAPE_ARRAY
+
+
+def _first_line() -> Column:
+    return F.col("lines").getItem(0)
+
+
+def _split_items(files: DataFrame) -> DataFrame:
+    """The slow path: a file the scan did not take, split into items as one JSON value (a container of records, or
+    one record) or as JSON lines. Each step is its own projection so every from_json runs once per file."""
     slow = F.col("items").isNull() & F.col("text").isNotNull()
-    is_object = F.col("shape") == SHAPE_OBJECT
-    is_array = F.col("shape") == SHAPE_ARRAY
-    # Each step is its own projection so every from_json runs once per file.
     files = files.withColumn("single_value", F.when(slow, _single_json_value(F.col("text"))))
     files = files.withColumn(
         "record_texts",
-        F.when(is_object & F.col("single_value"), _from_json("text", RECORD_TEXTS).getField("Records")).when(
-            is_array & F.col("single_value"), _from_json("text", RECORD_TEXT_ARRAY)
+        F.when(_is_object() & F.col("single_value"), _from_json("text", RECORD_TEXTS).getField("Records")).when(
+            _is_array() & F.col("single_value"), _from_json("text", RECORD_TEXT_ARRAY)
         ),
     )
     files = files.withColumn(
-        "single_keys", F.when(is_object & F.col("single_value") & F.col("record_texts").isNull(), F.json_object_keys("text"))
+        "single_keys", F.when(_is_object() & F.col("single_value") & F.col("record_texts").isNull(), F.json_object_keys("text"))
     )
     lines = F.filter(F.split("text", r"\r?\n"), lambda line: F.trim(line) != "")
-    files = files.withColumn("lines", F.when(is_object & ~F.col("single_value"), lines))
-    first_line = F.col("lines").getItem(0)
-    first_line_ok = _single_json_value(first_line) & _looks_like_record(F.json_object_keys(first_line))
+    files = files.withColumn("lines", F.when(_is_object() & ~F.col("single_value"), lines))
+    first_line_ok = _single_json_value(_first_line()) & _looks_like_record(F.json_object_keys(_first_line()))
     json_lines = F.transform("lines", lambda line: _item(line, _key_flags(F.when(_single_json_value(line), F.json_object_keys(line)))))
     with_keys = F.transform("record_texts", lambda text: F.struct(text.alias("text"), F.json_object_keys(text).alias("keys")))
     files = files.withColumn("record_keys", with_keys)
     record_items = F.transform("record_keys", lambda record: _item(record["text"], _key_flags(record["keys"])))
     record_array = F.exists("record_keys", lambda record: _looks_like_record(record["keys"]))
-    files = files.withColumn(
+    return files.withColumn(
         "items",
         F.coalesce(
             F.col("items"),
-            F.when(is_object & F.col("record_keys").isNotNull(), record_items)
-            .when(is_array & record_array, record_items)
+            F.when(_is_object() & F.col("record_keys").isNotNull(), record_items)
+            .when(_is_array() & record_array, record_items)
             .when(_looks_like_record(F.col("single_keys")), F.array(_item(F.col("text"), _key_flags(F.col("single_keys")))))
             .when(first_line_ok, json_lines),
         ),
     )
-    # A container the parser rejected whole (a record too deep or with too long a string for Jackson,
-    # a NaN, a raw control character) is split record by record in Python: one bad record costs one
-    # record. Every other file hands the Python step a null.
+
+
+def _salvaged_items(files: DataFrame) -> DataFrame:
+    """A container the parser rejected whole (a record too deep or with too long a string for Jackson, a NaN, a raw
+    control character) is split record by record in Python: one bad record costs one record. Every other file hands
+    the Python step a null."""
     unparsed = F.col("items").isNull() & F.col("file_error").isNull()
     files = files.withColumn("salvaged", _salvage()(F.when(unparsed, F.col("text"))))
     salvaged = F.transform(
         "salvaged",
         lambda s: _item(s["record"], _key_flags(F.when(s["reason"].isNull(), F.json_object_keys(s["record"]))), s["reason"], s["detail"]),
     )
-    files = files.withColumn("items", F.coalesce(F.col("items"), salvaged))
+    return files.withColumn("items", F.coalesce(F.col("items"), salvaged))
+
+
+def _file_problems(files: DataFrame) -> DataFrame:
+    """Why a file as a whole is quarantined (_file_reason, _file_detail), beside its items. The reasons come before
+    the explode, in a projection of their own: an expression on `items` next to the explode would make every
+    record's row carry its whole file's items."""
     file_reason = F.coalesce(
         F.col("file_error"),
         F.when(
             F.col("items").isNull(),
-            F.when(F.col("single_value") | _single_json_value(first_line), F.lit(UNSUPPORTED_SHAPE)).otherwise(F.lit(NOT_JSON)),
+            F.when(F.col("single_value") | _single_json_value(_first_line()), F.lit(UNSUPPORTED_SHAPE)).otherwise(F.lit(NOT_JSON)),
         ),
     )
     file_detail = F.coalesce(
@@ -211,15 +240,17 @@ def parse_containers(decoded: DataFrame) -> DataFrame:
         F.when(file_reason == UNSUPPORTED_SHAPE, F.lit(UNSUPPORTED_SHAPE_DETAIL)),
         F.when(file_reason == NOT_JSON, F.lit("not valid JSON (or several JSON values where one was expected)")),
     )
-    # The reasons come before the explode, in a projection of their own: an expression on `items`
-    # next to the explode would make every record's row carry its whole file's items.
-    files = files.select("source_file", "arrival_time", "only_records", file_reason.alias("_file_reason"),
-                         file_detail.alias("_file_detail"), "items")  # fmt: skip
+    return files.select("source_file", "arrival_time", "only_records", file_reason.alias("_file_reason"),
+                        file_detail.alias("_file_detail"), "items")  # fmt: skip
+
+
+def _records(files: DataFrame) -> DataFrame:
+    """One row per item (a replay of quarantined records: those positions only), or per file that has none."""
     exploded = files.select(
         "source_file", "arrival_time", "only_records", "_file_reason", "_file_detail",
         F.posexplode_outer("items").alias("record_index", "item"),
     ).where(F.col("item").isNotNull() | F.col("_file_reason").isNotNull())  # fmt: skip
-    # A replay of quarantined records takes those positions only; the file's other records are in the table already.
+    # The file's other records are in the table already.
     exploded = exploded.where(
         F.col("only_records").isNull() | F.col("_file_reason").isNotNull() | F.array_contains("only_records", F.col("record_index"))
     )
@@ -253,51 +284,17 @@ def normalize_records(items: DataFrame, run_id: str) -> DataFrame:
     is present, is parsed again as a map of key -> raw text, to rescue what the typed parse
     could not hold.
     """
-    # A record of the fast path comes typed; one of the slow path is parsed here, once. The when()
-    # also keeps the parse whole: on a bare from_json whose fields are read one by one, Spark's
-    # JSON optimizer gives each field a parse of its own (docs/design.md, "Parsing").
-    parsed = items.withColumn("typed", F.when(F.col("_reason").isNull(), F.coalesce("typed", _from_json("record", TYPED_RECORD))))
-    typed = F.col("typed")
-    flags = F.col("flags")
-    checked = [name for name, _, kind in RECORD_FIELDS if kind == "json"]
-    typed_failed = [typed.getField(name).isNull() & _has_flag(flags, key_flag(name)) for name in checked]
-    needs_raw = reduce(operator.or_, typed_failed, _has_flag(flags, UNKNOWN_KEY))
-    parsed = parsed.withColumn("raw", F.when(typed.isNotNull() & needs_raw, _from_json("record", RAW_RECORD)))
-    raw = F.col("raw")
-
+    parsed = items.transform(_parsed)
+    typed, raw = F.col("typed"), F.col("raw")
     event_time_raw = typed.getField("eventTime")
     event_time = F.try_to_timestamp(event_time_raw, F.lit(EVENT_TIME_FORMAT))
-    typed_columns: dict[str, Column] = {}
-    # (key, raw text) of each known field whose value does not fit its type.
-    misfits: list[tuple[str, Column, Column]] = []
-    for name, data_type, kind in RECORD_FIELDS:
-        value = typed.getField(name)
-        if kind == "timestamp":  # eventTime, the one timestamp field
-            value = event_time
-        elif kind == "bool":
-            # The flag's text: JSON true, or a string "true"/"True", is a boolean here.
-            misfits.append((name, value.isNotNull() & value.try_cast("boolean").isNull(), value))
-            value = value.try_cast("boolean")
-        elif kind == "json":
-            misfits.append((name, raw.getItem(name).isNotNull() & value.isNull(), raw.getItem(name)))
-        typed_columns[name] = value.cast(data_type)
-
-    entries = [F.when(when, F.struct(F.lit(name).alias("key"), text.alias("value"))) for name, when, text in misfits]
-    failed = F.map_from_entries(F.filter(F.array(*entries), lambda entry: entry.isNotNull()))
-    unknown = F.coalesce(F.map_filter(raw, lambda key, _value: _unknown_field(key)), F.create_map().cast(RAW_RECORD))
-    rescued = F.when(reduce(operator.or_, [when for _, when, _ in misfits], raw.isNotNull()), F.map_concat(unknown, failed))
-
-    event_id = typed.getField("eventID")
-    reason = F.coalesce(
-        F.col("_reason"),
-        F.when(event_id.isNull() | (F.trim(event_id) == ""), F.lit(MISSING_EVENT_ID))
-        .when(event_time_raw.isNull(), F.lit(MISSING_EVENT_TIME))
-        .when(event_time.isNull(), F.lit(UNPARSEABLE_EVENT_TIME)),
-    )
+    typed_columns, misfits = _typed_fields(typed, raw, event_time)
+    reason = _record_reason(typed.getField("eventID"), event_time_raw, event_time)
     detail = F.coalesce(
         F.col("_detail"),
         F.when(reason == UNPARSEABLE_EVENT_TIME, F.concat(F.lit("eventTime not ISO-8601: "), event_time_raw)),
     )
+    rescued = _rescued(raw, misfits)
     return parsed.select(
         *(column.alias(name) for name, column in typed_columns.items()),
         F.when(F.size(rescued) > 0, F.to_json(rescued)).alias("_rescued"),
@@ -310,6 +307,60 @@ def normalize_records(items: DataFrame, run_id: str) -> DataFrame:
         F.when(reason.isNotNull(), F.col("record")).alias("_record_text"),
         reason.alias("_reason"),
         detail.alias("_detail"),
+    )
+
+
+def _parsed(items: DataFrame) -> DataFrame:
+    """`typed`: each record in the typed schema; `raw`: the record as a map of key -> raw text, only where the
+    typed parse may have lost something (an unknown key, a flagged key whose typed field is null)."""
+    # A record of the fast path comes typed; one of the slow path is parsed here, once. The when()
+    # also keeps the parse whole: on a bare from_json whose fields are read one by one, Spark's
+    # JSON optimizer gives each field a parse of its own (docs/design.md, "Parsing").
+    parsed = items.withColumn("typed", F.when(F.col("_reason").isNull(), F.coalesce("typed", _from_json("record", TYPED_RECORD))))
+    typed, flags = F.col("typed"), F.col("flags")
+    checked = [name for name, _, kind in RECORD_FIELDS if kind == "json"]
+    typed_failed = [typed.getField(name).isNull() & _has_flag(flags, key_flag(name)) for name in checked]
+    needs_raw = reduce(operator.or_, typed_failed, _has_flag(flags, UNKNOWN_KEY))
+    return parsed.withColumn("raw", F.when(typed.isNotNull() & needs_raw, _from_json("record", RAW_RECORD)))
+
+
+# A known field whose value does not fit its type: its key, when it misfits, and its raw text.
+Misfit = tuple[str, Column, Column]
+
+
+def _typed_fields(typed: Column, raw: Column, event_time: Column) -> tuple[dict[str, Column], list[Misfit]]:
+    """Every documented field in its type, by name, and the misfits of the fields that can have one."""
+    columns: dict[str, Column] = {}
+    misfits: list[Misfit] = []
+    for name, data_type, kind in RECORD_FIELDS:
+        value = typed.getField(name)
+        if kind == "timestamp":  # eventTime, the one timestamp field
+            value = event_time
+        elif kind == "bool":
+            # The flag's text: JSON true, or a string "true"/"True", is a boolean here.
+            misfits.append((name, value.isNotNull() & value.try_cast("boolean").isNull(), value))
+            value = value.try_cast("boolean")
+        elif kind == "json":
+            misfits.append((name, raw.getItem(name).isNotNull() & value.isNull(), raw.getItem(name)))
+        columns[name] = value.cast(data_type)
+    return columns, misfits
+
+
+def _rescued(raw: Column, misfits: list[Misfit]) -> Column:
+    """Unknown keys and misfits, key -> raw text (null when the record has none)."""
+    entries = [F.when(when, F.struct(F.lit(name).alias("key"), text.alias("value"))) for name, when, text in misfits]
+    failed = F.map_from_entries(F.filter(F.array(*entries), lambda entry: entry.isNotNull()))
+    unknown = F.coalesce(F.map_filter(raw, lambda key, _value: _unknown_field(key)), F.create_map().cast(RAW_RECORD))
+    return F.when(reduce(operator.or_, [when for _, when, _ in misfits], raw.isNotNull()), F.map_concat(unknown, failed))
+
+
+def _record_reason(event_id: Column, event_time_raw: Column, event_time: Column) -> Column:
+    """Why a record is quarantined: its file's or line's reason, or a missing eventID or eventTime."""
+    return F.coalesce(
+        F.col("_reason"),
+        F.when(event_id.isNull() | (F.trim(event_id) == ""), F.lit(MISSING_EVENT_ID))
+        .when(event_time_raw.isNull(), F.lit(MISSING_EVENT_TIME))
+        .when(event_time.isNull(), F.lit(UNPARSEABLE_EVENT_TIME)),
     )
 
 
