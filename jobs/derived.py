@@ -153,6 +153,7 @@ def refresh(derivation: Derivation, config: DerivedConfig, session: Callable[[],
         if given is not None or changed_dates(lake, state):  # else Spark is not started
             spark = session()
             sweep_lake(spark, lake)  # a crashed ingest's files are not part of the events table
+            # Listed again: the sweep may have moved a crashed ingest's files out of a partition, changing its fingerprint.
             dates = [str(day) for day in given] if given is not None else changed_dates(lake, state)
             report.dates = dates
             prints = {day: fingerprint(partition(lake.events, day)) for day in dates}  # before reading

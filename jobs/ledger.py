@@ -369,6 +369,9 @@ class _Scope:
     # This run's check time: every file that changed before it was listed by this run, or left settling.
     checked_at_ns: int
     listed_all_at_ns: int
+    # The run's clock, and how long a file must have been left alone to be taken.
+    now_ns: int
+    settle_ns: int
 
     @classmethod
     def of(cls, ledger: _Ledger, ledger_options: LedgerOptions, dedup: Dedup, now_ns: int) -> _Scope:
@@ -389,7 +392,7 @@ class _Scope:
             since = max(newest - timedelta(days=math.ceil(dedup.horizon / timedelta(days=1))), retired_before)
             older = Older(changed_after_ns, every_day=False, tested_from=retired_before)
         listed_all_at_ns = checked_at_ns if full else listed_all_ns
-        return cls(full, since, older, retired_before, changed_after_ns, checked_at_ns, listed_all_at_ns)
+        return cls(full, since, older, retired_before, changed_after_ns, checked_at_ns, listed_all_at_ns, now_ns, settle_ns)
 
 
 @dataclass
@@ -398,8 +401,6 @@ class _Listing:
 
     ledger: _Ledger
     scope: _Scope
-    settle_ns: int
-    now_ns: int
     new: list[Entry] = dataclasses.field(default_factory=list)
     changed: list[Entry] = dataclasses.field(default_factory=list)
     stragglers: list[Entry] = dataclasses.field(default_factory=list)
@@ -440,8 +441,8 @@ class _Listing:
             return  # taken before its folder retired: a chmod, a copy or a move changed its ctime, not its content
         if known is not None and (known.size is None or (known.size, known.mtime_ms) == (entry.size, entry.mtime_ms)):
             return
-        if stat.st_ctime_ns > self.now_ns - self.settle_ns:  # ctime moves with every write, and no clock skew puts it ahead
-            self.settling.append(stat.st_ctime_ns + self.settle_ns)
+        if stat.st_ctime_ns > self.scope.now_ns - self.scope.settle_ns:  # ctime moves with every write, and no clock skew puts it ahead
+            self.settling.append(stat.st_ctime_ns + self.scope.settle_ns)
             self.recheck.add(day_folder)
             return
         try:
@@ -476,7 +477,7 @@ def plan_files(
     now_ns = time.time_ns()
     ledger = _Ledger.read(checkpoint, folder)
     scope = _Scope.of(ledger, ledger_options, dedup, now_ns)
-    listing = _Listing(ledger, scope, int(ledger_options.settle.total_seconds() * 1e9), now_ns)
+    listing = _Listing(ledger, scope)
     # A replay's files are taken as it asks, whatever the listing finds.
     listing.walk(landing, checkpoint.last_success.recheck, {relative(entry.path) for entry in replay})
     if not (checkpoint.path / LAST_SUCCESS).exists():
