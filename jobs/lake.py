@@ -217,12 +217,6 @@ class Lake:
         """The report of a run of a job that derives tables from the events table (`activity`, `ocsf`)."""
         return self.reports / job / _file_name(run_id)
 
-    def activity_report(self, run_id: str) -> Path:
-        return self.derived_report(ACTIVITY_JOB, run_id)
-
-    def ocsf_report(self, run_id: str) -> Path:
-        return self.derived_report(OCSF_JOB, run_id)
-
     @property
     def ingest_reports(self) -> Path:
         return self.reports / "ingest"
@@ -237,27 +231,16 @@ class Lake:
     def gate_report(self, run_id: str) -> Path:
         return self.gate_reports / _file_name(run_id)
 
-    def derived_gate_report(self, job: str, run_id: str) -> Path:
-        """The gate report of a run of a job that derives tables from the events table (`activity`, `ocsf`)."""
-        return self.gate_reports / job / _file_name(run_id)
+    def derived_gate_reports(self, job: str) -> Path:
+        """The gate reports of a job that derives tables from the events table (`activity`, `ocsf`)."""
+        return self.gate_reports / job
 
-    def activity_gate_report(self, run_id: str) -> Path:
-        return self.derived_gate_report(ACTIVITY_JOB, run_id)
+    def derived_gate_report(self, job: str, run_id: str) -> Path:
+        return self.derived_gate_reports(job) / _file_name(run_id)
 
     @property
     def validated(self) -> Path:
         return self.gate_reports / VALIDATED
-
-    @property
-    def activity_gate_reports(self) -> Path:
-        return self.gate_reports / ACTIVITY_JOB
-
-    def ocsf_gate_report(self, run_id: str) -> Path:
-        return self.derived_gate_report(OCSF_JOB, run_id)
-
-    @property
-    def ocsf_gate_reports(self) -> Path:
-        return self.gate_reports / OCSF_JOB
 
 
 def partition(table: Path, value: object) -> Path:

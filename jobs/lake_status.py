@@ -83,14 +83,9 @@ def gate_runs(lake: Lake) -> list[dict[str, Any]]:
     return read_reports(lake.gate_reports)
 
 
-def ocsf_gate_runs(lake: Lake) -> list[dict[str, Any]]:
-    """The OCSF table's gate reports (jobs/ocsf.py), oldest first."""
-    return read_reports(lake.ocsf_gate_reports)
-
-
-def activity_gate_runs(lake: Lake) -> list[dict[str, Any]]:
-    """The downstream tables' gate reports, oldest first."""
-    return read_reports(lake.activity_gate_reports)
+def derived_gate_runs(lake: Lake, job: str) -> list[dict[str, Any]]:
+    """The gate reports of a job that derives tables from the events table (jobs/activity.py, jobs/ocsf.py), oldest first."""
+    return read_reports(lake.derived_gate_reports(job))
 
 
 def _parse_time(text: str) -> datetime:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.lake import Lake
+from jobs.lake import ACTIVITY_JOB, OCSF_JOB, Lake
 from tests.conftest import ROOT
 from tests.helpers import DAY, deliver, event, events_of
 
@@ -195,10 +195,10 @@ def test_the_activity_dag_builds_the_downstream_tables_with_real_spark(dagbag, d
     ingest(spark, landing, lake)
     run = dagbag.dags["cloudtrail_activity"].test(run_conf={"lake": str(lake)})
     assert str(run.state) == "success", states(run)
-    report = json.loads(Lake(lake).activity_report(run.run_id).read_text())
+    report = json.loads(Lake(lake).derived_report(ACTIVITY_JOB, run.run_id).read_text())
     assert report["dates"] == ["2024-03-01"] and report["rows"]["findings"] == {"2024-03-01": 1}
     assert sum(report["rows"]["activity_hourly"].values()) > 0 and report["findings_by_rule"] == {"cis-4.5": 1}
-    built = json.loads(Lake(lake).ocsf_report(run.run_id).read_text())
+    built = json.loads(Lake(lake).derived_report(OCSF_JOB, run.run_id).read_text())
     assert (built["status"], built["gate"], built["rows"]) == ("succeeded", "passed", {"ocsf/api_activity": {"2024-03-01": 21}})
 
 

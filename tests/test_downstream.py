@@ -17,7 +17,7 @@ from pyspark.testing import assertDataFrameEqual
 from jobs import activity, rebuild
 from jobs.derived import DerivedConfig
 from jobs.downstream import findings, hourly_activity
-from jobs.lake import Lake
+from jobs.lake import ACTIVITY_JOB, Lake
 from jobs.rules import load_rules
 from jobs.transforms import split_events
 from tests.helpers import DAY, deliver, event, events_of, ingest
@@ -169,7 +169,7 @@ def test_partitions_that_fail_their_suites_are_not_swapped_in(spark, landing, la
     report = update(spark, lake, "bad")
     assert (report.status, report.gate) == ("gate_failed", "failed")
     assert not (lake / "activity_hourly").exists() and not (lake / "findings").exists(), "nothing swapped in"
-    verdict = json.loads(Lake.at(lake).activity_gate_report("bad").read_text())
+    verdict = json.loads(Lake.at(lake).derived_gate_report(ACTIVITY_JOB, "bad").read_text())
     assert {failure["suite"] for failure in verdict["failed_critical"]} == {"activity_reconciliation.critical"}
     monkeypatch.setattr(activity, "ACTIVITY", right)
     assert update(spark, lake, "good").dates == ["2024-03-01"], "the date is still to build"

@@ -21,7 +21,7 @@ from pyspark.testing import assertDataFrameEqual
 
 from jobs import ocsf
 from jobs.derived import DerivedConfig
-from jobs.lake import Lake, partition
+from jobs.lake import OCSF_JOB, Lake, partition
 from jobs.lake_status import ocsf_rows
 from jobs.ocsf_mapping import activity_id, api_activity, source
 from jobs.schema import EVENTS_SCHEMA
@@ -221,7 +221,7 @@ def test_rows_that_fail_the_ocsf_suites_are_not_swapped_in(spark, landing, lake,
     monkeypatch.setattr(ocsf, "OCSF", dataclasses.replace(right, build=twice))
     assert ocsf.main(["--lake", str(lake), "--run-id", "bad"]) == 1, "a failed gate fails the job"
     assert not list((lake / "ocsf" / "api_activity").rglob("*.parquet")), "nothing swapped in"
-    verdict = json.loads(Lake.at(lake).ocsf_gate_report("bad").read_text())
+    verdict = json.loads(Lake.at(lake).derived_gate_report(OCSF_JOB, "bad").read_text())
     assert {f["suite"] for f in verdict["failed_critical"]} == {"ocsf_api_activity.critical", "ocsf_reconciliation.critical"}
     monkeypatch.setattr(ocsf, "OCSF", right)
     assert ocsf.main(["--lake", str(lake), "--run-id", "good", "--from", "2024-03-01", "--to", "2024-03-01"]) == 0

@@ -37,7 +37,7 @@ from fastapi.responses import HTMLResponse
 
 from cloudtrail_airflow.settings import INGEST_DAG_ID, Settings, load_settings
 from jobs import lake_status as status
-from jobs.lake import OCSF_API_ACTIVITY, PARTITION_COLUMNS, Lake
+from jobs.lake import DERIVED_JOBS, OCSF_API_ACTIVITY, PARTITION_COLUMNS, Lake
 from jobs.report import verdict_of
 from jobs.spark_logs import CheckpointError
 
@@ -380,7 +380,7 @@ def _fields(build: Callable[[], Any]) -> dict[str, Any]:
 
 def _gate_reports(lake: Lake) -> dict[str, list[dict[str, Any]]]:
     """The gates' reports by the tables they checked: the events table (ingest and rebuild), the downstream tables, the OCSF table."""
-    return {"events": status.gate_runs(lake), "activity": status.activity_gate_runs(lake), "ocsf": status.ocsf_gate_runs(lake)}
+    return {"events": status.gate_runs(lake)} | {job: status.derived_gate_runs(lake, job) for job in DERIVED_JOBS}
 
 
 @app.get("/gates/", response_class=HTMLResponse)
