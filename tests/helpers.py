@@ -34,10 +34,18 @@ db = duckdb.connect()
 db.execute("SET enable_progress_bar = false")  # its bar goes to stdout, between the counts
 while True:
     try:
-        print("count", db.execute(f"select count(*) from read_parquet('{sys.argv[1]}/*.parquet')").fetchone()[0], flush=True)
+        rows = db.execute(f"select count(*) from read_parquet('{sys.argv[1]}/*.parquet')").fetchone()[0]
+        print(f"count {rows}", flush=True)
     except duckdb.Error as exc:
         print("error", type(exc).__name__, flush=True)
 """
+
+
+def counts_seen(transcript: Path) -> set[int]:
+    """The counts a COUNT_LOOP reader printed. Its terminate can cut the last line short (an unbuffered stdout writes
+    each piece of a print on its own), so only lines ending in a newline are read."""
+    whole = transcript.read_text().split("\n")[:-1]
+    return {int(words[1]) for words in map(str.split, whole) if words[:1] == ["count"]}
 
 
 def ingest(spark, landing: Path, lake: Path, replay: Replay | None = None, run_id: str | None = None, **options: Any) -> RunReport:

@@ -18,7 +18,7 @@ from jobs import partitions, rebuild, validate_events
 from jobs.lake import Lake
 from jobs.landing import delivery_path
 from jobs.rebuild import RebuildConfig
-from tests.helpers import COUNT_LOOP, DAY, deliver, duckdb_rows, event, events_of, ingest
+from tests.helpers import COUNT_LOOP, DAY, counts_seen, deliver, duckdb_rows, event, events_of, ingest
 from tools.generate_landing import write_delivery
 
 DATES = (date(2024, 3, 1), date(2024, 3, 2), date(2024, 3, 3))
@@ -93,12 +93,11 @@ def test_a_rebuild_repairs_three_damaged_partitions_and_the_stream_goes_on(spark
     time.sleep(1)
     reader.terminate()
     reader.wait()
-    counts = [line.split() for line in seen_by_reader.read_text().splitlines()]
 
     assert report.status == "succeeded" and report.gate == "passed"
     assert duckdb_rows(lake) == ingested, "the three partitions equal the oracle again (DuckDB)"
     old, new = (sum(1 for _, d in rows if d == "2024-03-02") for rows in (damaged, ingested))
-    seen = {int(c[1]) for c in counts if c[0] == "count"}
+    seen = counts_seen(seen_by_reader)
     assert seen == {old, new}, f"a reader in a loop saw {seen}, only ever the old ({old}) or the new ({new}) count"
     assert spark_rows(spark, lake) == ingested, "and as Spark reads them"
     first = report.partitions["2024-03-01"]
