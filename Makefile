@@ -54,9 +54,10 @@ help:
 	@echo "make metadata-growth - checkpoint and log sizes over 400 one-file batches"
 	@echo "make build/jobs.zip  - the job code spark-submit ships to executors"
 	@echo "make build/cloudtrail.jar - the JVM helpers (jobs/java/) every job's session loads"
+	@echo "make build/spark-classes.jsa - the classes an ingest loads, archived: each driver maps them at start"
 	@echo "make clean           - remove data/, .airflow/ and build/"
 
-setup: $(STAMP) build/cloudtrail.jar
+setup: $(STAMP) build/cloudtrail.jar build/spark-classes.jsa
 
 $(STAMP): requirements.lock requirements-dev.lock
 	@java -version 2>&1 | awk -F'"' '/version/ { split($$2, v, "."); if (v[1] + 0 < 17) { print "Java 17+ is required, found " $$2; exit 1 } found = 1 } END { if (!found) { print "Java 17+ is required and no java is on PATH (Debian: apt-get install openjdk-17-jre-headless)"; exit 1 } }'
@@ -88,6 +89,10 @@ build/jobs.zip: $(wildcard jobs/*.py jobs/*/*.py jobs/rules/*)
 build/cloudtrail.jar: $(wildcard jobs/java/cloudtrail/*.java) $(STAMP)
 	@command -v javac >/dev/null || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends openjdk-17-jdk-headless >/dev/null; }
 	@$(PY) -m tools.package $@ >/dev/null
+
+# The classes an ingest loads, archived for the JVM's class data sharing: each driver maps them at start.
+build/spark-classes.jsa: $(STAMP)
+	@$(PY) -m tools.class_archive $@ > build/class_archive.log 2>&1 || { tail -5 build/class_archive.log; echo "no class archive written: drivers load their classes one by one"; }
 
 $(AIRFLOW_HOME)/airflow.db: $(STAMP)
 	@mkdir -p $(AIRFLOW_HOME)

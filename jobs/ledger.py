@@ -46,7 +46,7 @@ import json
 import math
 import os
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -227,19 +227,22 @@ def _arrivals(files: list[Entry], floor_ms: int, listed_ms: int) -> list[Entry]:
     return [dataclasses.replace(e, arrival_ms=max(min(e.mtime_ms or 0, listed_ms), floor_ms)) for e in ordered]
 
 
-def _batches(files: list[Entry], max_files: int | None, max_bytes: int | None) -> Iterator[list[Entry]]:
-    """Files in order, cut into batches of at most `max_files` files or about `max_bytes` bytes (at least one file)."""
-    batch: list[Entry] = []
+def _batches(files: list[Entry], max_files: int | None, max_bytes: int | None) -> list[list[Entry]]:
+    """Files in order, cut into batches of at most `max_files` files or about `max_bytes` bytes (at least one file).
+    A last batch under a quarter of `max_bytes` joins the one before: each batch costs a second or so whatever it
+    holds (planning, the state store's commit; BENCHMARKS.md), which a tail of a few files would double."""
+    batches: list[list[Entry]] = []
     size = 0
     for entry in files:
-        full = (max_files and len(batch) >= max_files) or (max_bytes and batch and size + (entry.size or 0) > max_bytes)
-        if full:
-            yield batch
-            batch, size = [], 0
-        batch.append(entry)
+        if not batches or (max_files and len(batches[-1]) >= max_files) or (max_bytes and size + (entry.size or 0) > max_bytes):
+            batches.append([])
+            size = 0
+        batches[-1].append(entry)
         size += entry.size or 0
-    if batch:
-        yield batch
+    if max_bytes and len(batches) > 1 and size < max_bytes / 4:
+        tail = batches.pop()
+        batches[-1] += tail
+    return batches
 
 
 def _write(folder: Path, batches: Iterable[list[Entry]], stamp_ns: int) -> tuple[Manifest, ...]:

@@ -69,12 +69,38 @@ def helpers_jar() -> str:
     return str((checkout if checkout.is_dir() else Path(os.environ.get("CLOUDTRAIL_HOME", "."))) / "build" / "cloudtrail.jar")
 
 
+def class_archive() -> Path:
+    """The classes an ingest loads beyond the JDK's own (Spark's, Hadoop's, Parquet's, RocksDB's), archived for the
+    JVM's class data sharing by `make setup` (tools/class_archive.py) in the checkout's build/."""
+    return Path(__file__).resolve().parents[1] / "build" / "spark-classes.jsa"
+
+
+def class_archive_size(archive: Path) -> Path:
+    """Where tools/class_archive.py records the archive's size once it is whole."""
+    return archive.with_name(f"{archive.name}.bytes")
+
+
+def driver_java_options() -> str:
+    """options.JVM_OPTIONS, and the class archive when there is one: the driver maps the classes from it instead of
+    loading them one by one (3.7 s of a 33 s run at 200k records, BENCHMARKS.md). An archive that does not fit this
+    JVM or classpath is passed over by the JVM (-Xshare:auto), its warning unlogged; one cut short would crash it
+    (a read past the end of the mapped file), so an archive is used only at the size its writer recorded."""
+    archive = class_archive()
+    try:
+        whole = archive.stat().st_size == int(class_archive_size(archive).read_text())
+    except (OSError, ValueError):
+        whole = False
+    if not whole or " " in str(archive):  # the launcher splits the options at spaces
+        return options.JVM_OPTIONS
+    return f"{options.JVM_OPTIONS} -XX:SharedArchiveFile={archive} -Xlog:cds=off -Xlog:cds+dynamic=off"
+
+
 def spark_session(app_name: str, conf: dict[str, str] | None = None, master: str | None = None) -> SparkSession:
     """A session with BASE_CONF and `conf`.
 
     Under spark-submit the master, driver memory, the driver's JVM options and jars are spark-submit's
     (plugins/cloudtrail_airflow/operators.py); started by `python -m`, Spark runs embedded on `master`,
-    $CLOUDTRAIL_SPARK_MASTER or local[*], with the helpers' jar and options.JVM_OPTIONS.
+    $CLOUDTRAIL_SPARK_MASTER or local[*], with the helpers' jar and driver_java_options().
     """
     # Python workers split the rare container Spark's parser rejects (jobs/decode.py) and need this
     # interpreter's packages; PySpark takes the worker interpreter from this variable only.
@@ -85,7 +111,7 @@ def spark_session(app_name: str, conf: dict[str, str] | None = None, master: str
         builder = builder.master(master or os.environ.get("CLOUDTRAIL_SPARK_MASTER", "local[*]"))
         builder = builder.config("spark.driver.memory", os.environ.get("CLOUDTRAIL_DRIVER_MEMORY", "2g"))
         builder = builder.config("spark.jars", helpers_jar())
-        builder = builder.config("spark.driver.defaultJavaOptions", options.JVM_OPTIONS)
+        builder = builder.config("spark.driver.defaultJavaOptions", driver_java_options())
     for key, value in {**BASE_CONF, **(conf or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import shutil
+import subprocess
 import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from pyspark.sql import functions as F
 
+from jobs import session
 from jobs.ingest.cli import main, parse_args
 from jobs.ingest.run import run
 from jobs.lake import Lake, LakeBusyError, LakeLock
-from jobs.session import JobSession
+from jobs.session import JobSession, class_archive
 from jobs.spark_logs import CheckpointError, batch_time
 from tests.helpers import (
     DAY,
@@ -267,6 +270,26 @@ def test_a_job_stops_the_session_it_built_and_only_that_one(spark, monkeypatch):
 def test_a_session_built_here_runs_the_parallel_collector(spark):
     beans = spark._jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()
     assert {bean.getName() for bean in beans} == {"PS Scavenge", "PS MarkSweep"}
+
+
+def test_a_session_built_here_maps_the_class_archive_make_setup_wrote(spark):
+    pid = spark._jvm.java.lang.ProcessHandle.current().pid()
+    info = subprocess.run(["jcmd", str(pid), "VM.info"], capture_output=True, text=True, check=True).stdout
+    mapped = re.search(r"CDS archive\(s\) mapped at: .*, size (\d+)", info)
+    assert mapped and int(mapped[1]) > class_archive().stat().st_size, "the JDK's own classes, and Spark's on top"
+
+
+@pytest.mark.unit
+def test_a_class_archive_is_used_only_at_the_size_its_writer_recorded(tmp_path, monkeypatch):
+    archive = tmp_path / "spark-classes.jsa"
+    monkeypatch.setattr(session, "class_archive", lambda: archive)
+    assert session.driver_java_options() == session.options.JVM_OPTIONS, "none"
+    archive.write_bytes(b"x" * 100)
+    assert "SharedArchiveFile" not in session.driver_java_options(), "no size recorded: its writer did not finish"
+    session.class_archive_size(archive).write_text("100")
+    assert f"-XX:SharedArchiveFile={archive}" in session.driver_java_options()
+    archive.write_bytes(b"x" * 50)
+    assert "SharedArchiveFile" not in session.driver_java_options(), "cut short: the JVM would crash mapping it"
 
 
 def test_the_lock_can_wait_for_its_holder(lake):

@@ -156,6 +156,19 @@ def test_a_walk_between_full_listings_tests_year_and_month_folders_not_each_old_
     assert walk(Older(checked_ns)) == ["2023-12-31", "2024-01-10", "2024-03-01", "2024-03-02"], "every day tested: each changed one"
 
 
+@pytest.mark.unit
+def test_a_backlog_is_cut_by_bytes_and_a_small_tail_joins_the_batch_before():
+    def cut(sizes: list[int], max_bytes: int = 100) -> list[list[int]]:
+        files = [ledger.Entry(f"f{n}", size, 0) for n, size in enumerate(sizes)]
+        return [[entry.size or 0 for entry in batch] for batch in ledger._batches(files, None, max_bytes)]
+
+    assert cut([40, 40, 40, 40, 10]) == [[40, 40], [40, 40, 10]], "a tail under a quarter of the cut joins the batch before"
+    assert cut([40, 40, 40, 40, 30]) == [[40, 40], [40, 40], [30]], "a tail of a quarter or more is a batch"
+    assert cut([250, 30]) == [[250], [30]] and cut([10]) == [[10]], "a file larger than the cut is a batch of its own"
+    by_files = [ledger.Entry(f"f{n}", 1, 0) for n in range(5)]
+    assert [len(batch) for batch in ledger._batches(by_files, 2, None)] == [2, 2, 1], "a file limit is kept exactly"
+
+
 def test_a_run_takes_exactly_the_files_no_manifest_names(spark, landing, lake, exact_clock):
     deliver_days(landing, range(5))
     ingest(spark, landing, lake, source_retention="7 days")
