@@ -69,6 +69,11 @@ def helpers_jar() -> str:
     return str((checkout if checkout.is_dir() else Path(os.environ.get("CLOUDTRAIL_HOME", "."))) / "build" / "cloudtrail.jar")
 
 
+# The JVM's lines about the class archive: one per class it cannot archive as it writes one, and a warning when one
+# does not fit (which the JVM then passes over).
+CLASS_ARCHIVE_QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
+
+
 def class_archive() -> Path:
     """The classes an ingest loads beyond the JDK's own (Spark's, Hadoop's, Parquet's, RocksDB's), archived for the
     JVM's class data sharing by `make setup` (tools/class_archive.py) in the checkout's build/."""
@@ -83,7 +88,7 @@ def class_archive_size(archive: Path) -> Path:
 def driver_java_options() -> str:
     """options.JVM_OPTIONS, and the class archive when there is one: the driver maps the classes from it instead of
     loading them one by one (3.7 s of a 33 s run at 200k records, BENCHMARKS.md). An archive that does not fit this
-    JVM or classpath is passed over by the JVM (-Xshare:auto), its warning unlogged; one cut short would crash it
+    JVM or classpath is passed over by the JVM (-Xshare:auto), unlogged; one cut short would crash it
     (a read past the end of the mapped file), so an archive is used only at the size its writer recorded."""
     archive = class_archive()
     try:
@@ -92,7 +97,7 @@ def driver_java_options() -> str:
         whole = False
     if not whole or " " in str(archive):  # the launcher splits the options at spaces
         return options.JVM_OPTIONS
-    return f"{options.JVM_OPTIONS} -XX:SharedArchiveFile={archive} -Xlog:cds=off -Xlog:cds+dynamic=off"
+    return f"{options.JVM_OPTIONS} -XX:SharedArchiveFile={archive} {CLASS_ARCHIVE_QUIET}"
 
 
 def spark_session(app_name: str, conf: dict[str, str] | None = None, master: str | None = None) -> SparkSession:

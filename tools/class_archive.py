@@ -1,6 +1,6 @@
 """Archive the classes an ingest loads, for the JVM's class data sharing: `make setup` runs it once per checkout.
 
-    python -m tools.class_archive build/spark-classes.jsa
+    python -m tools.class_archive      (writes build/spark-classes.jsa, jobs/session.class_archive)
 
 It runs the ingest on a small generated landing zone in a JVM that writes, as it exits, every class it loaded
 beyond the JDK's own into the archive (-XX:ArchiveClassesAtExit). A driver started with it maps those classes
@@ -19,22 +19,21 @@ from pyspark import SparkContext
 from jobs import options
 from jobs.ingest.cli import parse_args
 from jobs.ingest.run import run
-from jobs.session import STREAM_CONF, class_archive_size, spark_session
+from jobs.ingest.stream import build_session
+from jobs.session import CLASS_ARCHIVE_QUIET, class_archive, class_archive_size
 from tools.generate_landing import generate
 
 
-def main(argv: list[str] | None = None) -> int:
-    [target] = argv if argv is not None else sys.argv[1:]
-    archive = Path(target).resolve()
+def main() -> int:
+    archive = class_archive()
     written = archive.with_name(f".{archive.name}.tmp")  # renamed once the JVM has exited: no driver maps half of it
     written.unlink(missing_ok=True)
     with tempfile.TemporaryDirectory() as work:
         landing, lake = Path(work) / "landing", Path(work) / "lake"
         generate(landing, records=2_000, days=1, records_per_file=500)
         config = parse_args(["--landing", str(landing), "--lake", str(lake), "--settle", "0 seconds"])
-        quiet = "-Xlog:cds=off -Xlog:cds+dynamic=off"  # a line per class it cannot archive (signed jars, generated ones)
-        dump = {"spark.driver.defaultJavaOptions": f"{options.JVM_OPTIONS} -XX:ArchiveClassesAtExit={written} {quiet}"}
-        spark = spark_session("class_archive", {**STREAM_CONF, "spark.sql.shuffle.partitions": str(config.state_partitions), **dump})
+        dump = f"{options.JVM_OPTIONS} -XX:ArchiveClassesAtExit={written} {CLASS_ARCHIVE_QUIET}"
+        spark = build_session(config, {"spark.driver.defaultJavaOptions": dump})
         report = run(config, lambda: spark)
         spark.stop()
     # The JVM writes the archive as it exits, and it exits when its standard input closes.

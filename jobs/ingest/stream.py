@@ -27,8 +27,9 @@ from jobs.transforms import deduplicate, mark_late, read_records
 log = logging.getLogger("cloudtrail_ingest")
 
 
-def build_session(config: IngestConfig) -> SparkSession:
-    return spark_session("cloudtrail_ingest", {**STREAM_CONF, "spark.sql.shuffle.partitions": str(config.state_partitions)})
+def build_session(config: IngestConfig, conf: dict[str, str] | None = None) -> SparkSession:
+    """The ingest's session; `conf` on top (tools/class_archive.py starts its JVM with options of its own)."""
+    return spark_session("cloudtrail_ingest", {**STREAM_CONF, "spark.sql.shuffle.partitions": str(config.state_partitions), **(conf or {})})
 
 
 def extract(spark: SparkSession, config: IngestConfig) -> DataFrame:
