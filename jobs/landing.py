@@ -9,12 +9,15 @@ file name keep Digest and Insights files out.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from pathlib import Path
+
+from jobs.files import write_whole
 
 FILE_PATTERN = "*_CloudTrail_*.json{,.gz}"
 FILE_NAME = re.compile(r".*_CloudTrail_.*\.json(\.gz)?")  # what FILE_PATTERN matches
@@ -142,15 +145,66 @@ def _folders(parent: str | Path, pattern: re.Pattern[str], skipped: SkipList = N
     return [e.name for e in _entries(parent, skipped) if pattern.fullmatch(e.name) and _is_dir(e, skipped)]
 
 
-def _region_folders(landing: str | Path, skipped: SkipList = None) -> list[Path]:
+@dataclass
+class Listings:
+    """Folder listings kept from one walk to the next: a folder's sub-folder names, with the inode change time
+    (ctime) they were listed at. Adding, removing or renaming an entry moves a folder's ctime, so a folder still at
+    that time holds the same names: a walk stats it instead of listing it. A listing is kept only when its folder's
+    ctime is at or before `settled_ns`: a file system's clock is coarse, and a change within the same tick as the
+    listing would keep the time. The day folders' own files are never kept here (the ledger knows those)."""
+
+    # The zone's AWSLogs/ folder: listings are kept by the path from there on (where the zone is mounted is no part of them).
+    root: str
+    settled_ns: int
+    kept: dict[str, tuple[int, list[str]]] = field(default_factory=dict)
+    # The listings this walk used or made: what the next walk is given.
+    used: dict[str, tuple[int, list[str]]] = field(default_factory=dict)
+
+    def names(self, folder: str, pattern: re.Pattern[str], skipped: SkipList) -> list[str]:
+        try:
+            ctime = os.stat(folder).st_ctime_ns
+        except OSError:
+            return _folders(folder, pattern, skipped)  # gone, or cannot be read: the listing says which
+        key = folder[len(self.root) :]
+        kept = self.kept.get(key)
+        if kept is not None and kept[0] == ctime:
+            self.used[key] = kept
+            return kept[1]
+        noted = len(skipped) if skipped is not None else 0
+        names = _folders(folder, pattern, skipped)
+        if ctime <= self.settled_ns and (skipped is None or len(skipped) == noted):  # what was passed over is noted every walk
+            self.used[key] = (ctime, names)
+        return names
+
+    @classmethod
+    def read(cls, path: Path, landing: str | Path, settled_ns: int) -> Listings:
+        """The listings a walk of `landing` kept at `path`; none when there are none or they cannot be read: they are
+        only a shortcut."""
+        try:
+            kept = {folder: (int(ctime), list(names)) for folder, (ctime, names) in json.loads(path.read_text()).items()}
+        except (OSError, ValueError, TypeError, AttributeError):
+            kept = {}
+        return cls(str(aws_logs(landing)), settled_ns, kept)
+
+    def write(self, path: Path) -> None:
+        """Keep this walk's listings for the next one (rewritten only when they changed)."""
+        if self.used != self.kept:
+            write_whole(path, json.dumps(self.used))
+
+
+def _listed(parent: str, pattern: re.Pattern[str], skipped: SkipList, listings: Listings | None) -> list[str]:
+    return listings.names(parent, pattern, skipped) if listings is not None else _folders(parent, pattern, skipped)
+
+
+def _region_folders(landing: str | Path, skipped: SkipList = None, listings: Listings | None = None) -> list[Path]:
     """Every <account>/CloudTrail/<region> folder, with or without an organization id level above the account
     (ACCOUNT_LEVELS), each level listed once."""
-    logs = aws_logs(landing)
+    logs = str(aws_logs(landing))
     # Above CloudTrail/ a folder may hold other services' logs: only what cannot be listed is noted.
-    tops = _folders(logs, ANY_NAME, skipped)
-    trails = [logs / top / "CloudTrail" for top in tops]
-    trails += [logs / top / name / "CloudTrail" for top in tops for name in _folders(logs / top, ANY_NAME, skipped)]
-    return [trail / name for trail in trails for name in sorted(_folders(trail, ANY_NAME, skipped))]
+    tops = _listed(logs, ANY_NAME, skipped, listings)
+    trails = [f"{logs}/{top}/CloudTrail" for top in tops]
+    trails += [f"{logs}/{top}/{name}/CloudTrail" for top in tops for name in _listed(f"{logs}/{top}", ANY_NAME, skipped, listings)]
+    return [Path(trail, name) for trail in trails for name in sorted(_listed(trail, ANY_NAME, skipped, listings))]
 
 
 @dataclass(frozen=True)
@@ -175,59 +229,69 @@ def _ctime_ns(folder: str) -> int:
 
 
 def _days(
-    region_folder: Path, since: date | None = None, newest_first: bool = False, skipped: SkipList = None, older: Older | None = None
+    region_folder: Path,
+    since: date | None = None,
+    newest_first: bool = False,
+    skipped: SkipList = None,
+    older: Older | None = None,
+    listings: Listings | None = None,
 ) -> Iterator[tuple[date, str]]:
     """A region's day folders YYYY/MM/DD, oldest first (or newest first), listed as they are asked for;
     with `since`, those on or after it, and the older ones `older` asks for (else no older year or month is listed).
-    Paths are text: a walk of a large zone spent half its time building and comparing Path objects."""
+    Paths are text, and day names are compared as text (two digits sort as numbers do): a walk of a large zone
+    spent half its time building and comparing Path and date objects."""
 
     def names(parent: str, pattern: re.Pattern[str]) -> list[str]:
-        return sorted(_folders(parent, pattern, skipped), reverse=newest_first)
+        return sorted(_listed(parent, pattern, skipped, listings), reverse=newest_first)
+
+    after = older.changed_after_ns if older is not None else None
 
     def changed(folder: str) -> bool:
-        return older is not None and _ctime_ns(folder) > older.changed_after_ns
+        return after is not None and _ctime_ns(folder) > after
 
     every_day = older is not None and older.every_day
     floor = (older.tested_from if older is not None else None) or since  # from here on every day folder is looked at
+    # Dates as the folders spell them, YYYY/MM/DD: compared as text, as dates compare.
+    since_text = since.isoformat().replace("-", "/") if since is not None else None
+    floor_text = floor.isoformat().replace("-", "/") if floor is not None else None
     region = str(region_folder)
     for year in names(region, YEAR):
         year_folder = f"{region}/{year}"
-        if floor is not None and int(year) < floor.year and not (every_day or changed(year_folder)):
+        if floor_text is not None and year < floor_text[:4] and not (every_day or changed(year_folder)):
             continue
         for month in names(year_folder, TWO_DIGITS):
-            month_folder = f"{year_folder}/{month}"
-            month_before = floor is not None and (int(year), int(month)) < (floor.year, floor.month)
-            if month_before and not (every_day or changed(month_folder)):
+            month_folder, year_month = f"{year_folder}/{month}", f"{year}/{month}"
+            before = floor_text is not None and year_month < floor_text[:7]
+            if before and not (every_day or changed(month_folder)):
                 continue
-            # Its days before `floor` are tested when every day is, or when a day folder was added to the month.
-            month_changed: bool | None = True if every_day or month_before else None
-            for day in names(month_folder, TWO_DIGITS):
+            days = names(month_folder, TWO_DIGITS)
+            if days and floor_text is not None and year_month == floor_text[:7] and not every_day:
+                first = floor_text[8:]
+                # Its days before `floor` are looked at only when a day folder was added to the month.
+                if (days[-1] if newest_first else days[0]) < first and not changed(month_folder):
+                    days = [day for day in days if day >= first]
+            for day in days:
+                if since_text is not None and f"{year_month}/{day}" < since_text and not changed(f"{month_folder}/{day}"):
+                    continue
                 try:
-                    folder_date = date(int(year), int(month), int(day))
+                    yield date(int(year), int(month), int(day)), f"{month_folder}/{day}"
                 except ValueError:
                     continue  # not a date: not a delivery folder
-                folder = f"{month_folder}/{day}"
-                if since is None or folder_date >= since:
-                    yield folder_date, folder
-                elif older is None:
-                    continue
-                elif floor is not None and folder_date >= floor:
-                    if changed(folder):
-                        yield folder_date, folder
-                else:
-                    if month_changed is None:
-                        month_changed = changed(month_folder)
-                    if month_changed and changed(folder):
-                        yield folder_date, folder
 
 
 def day_folders(
-    landing: str | Path, since: date | None = None, skipped: SkipList = None, older: Older | None = None
+    landing: str | Path,
+    since: date | None = None,
+    skipped: SkipList = None,
+    older: Older | None = None,
+    listings: Listings | None = None,
 ) -> list[tuple[date, str]]:
     """Every delivery day folder (on or after `since`, and the older ones `older` asks for), with its date, oldest
-    first; what cannot be listed is passed over and, with `skipped`, noted there."""
-    regions = _region_folders(landing, skipped)
-    return sorted(day for region_folder in regions for day in _days(region_folder, since, skipped=skipped, older=older))
+    first; what cannot be listed is passed over and, with `skipped`, noted there. With `listings`, a folder above
+    the day folders that did not change since a walk listed it is not listed again."""
+    regions = _region_folders(landing, skipped, listings)
+    days = (day for region_folder in regions for day in _days(region_folder, since, skipped=skipped, older=older, listings=listings))
+    return sorted(days)
 
 
 def log_files_in(folder: str | Path, skipped: SkipList = None) -> list[os.DirEntry[str]]:
