@@ -77,8 +77,6 @@ RETIRED = "retired"
 LET_GO = "let_go.txt"
 # The ledger's record of taken files whose times changed and whose content did not (jobs/ledger.py).
 RESTAMPED = "restamped.jsonl"
-# The landing walk's folder listings, kept from one run to the next (landing.Listings).
-LISTINGS = "listings.json"
 # A rescale of the de-duplication state under way (jobs/rescale.py): the ingest does not start while it is there.
 RESCALING = "rescaling.json"
 

@@ -9,15 +9,12 @@ file name keep Digest and Insights files out.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
-
-from jobs.files import write_whole
 
 FILE_PATTERN = "*_CloudTrail_*.json{,.gz}"
 FILE_NAME = re.compile(r".*_CloudTrail_.*\.json(\.gz)?")  # what FILE_PATTERN matches
@@ -145,66 +142,15 @@ def _folders(parent: str | Path, pattern: re.Pattern[str], skipped: SkipList = N
     return [e.name for e in _entries(parent, skipped) if pattern.fullmatch(e.name) and _is_dir(e, skipped)]
 
 
-@dataclass
-class Listings:
-    """Folder listings kept from one walk to the next: a folder's sub-folder names, with the inode change time
-    (ctime) they were listed at. Adding, removing or renaming an entry moves a folder's ctime, so a folder still at
-    that time holds the same names: a walk stats it instead of listing it. A listing is kept only when its folder's
-    ctime is at or before `settled_ns`: a file system's clock is coarse, and a change within the same tick as the
-    listing would keep the time. The day folders' own files are never kept here (the ledger knows those)."""
-
-    # The zone's AWSLogs/ folder: listings are kept by the path from there on (where the zone is mounted is no part of them).
-    root: str
-    settled_ns: int
-    kept: dict[str, tuple[int, list[str]]] = field(default_factory=dict)
-    # The listings this walk used or made: what the next walk is given.
-    used: dict[str, tuple[int, list[str]]] = field(default_factory=dict)
-
-    def names(self, folder: str, pattern: re.Pattern[str], skipped: SkipList) -> list[str]:
-        try:
-            ctime = os.stat(folder).st_ctime_ns
-        except OSError:
-            return _folders(folder, pattern, skipped)  # gone, or cannot be read: the listing says which
-        key = folder[len(self.root) :]
-        kept = self.kept.get(key)
-        if kept is not None and kept[0] == ctime:
-            self.used[key] = kept
-            return kept[1]
-        noted = len(skipped) if skipped is not None else 0
-        names = _folders(folder, pattern, skipped)
-        if ctime <= self.settled_ns and (skipped is None or len(skipped) == noted):  # what was passed over is noted every walk
-            self.used[key] = (ctime, names)
-        return names
-
-    @classmethod
-    def read(cls, path: Path, landing: str | Path, settled_ns: int) -> Listings:
-        """The listings a walk of `landing` kept at `path`; none when there are none or they cannot be read: they are
-        only a shortcut."""
-        try:
-            kept = {folder: (int(ctime), list(names)) for folder, (ctime, names) in json.loads(path.read_text()).items()}
-        except (OSError, ValueError, TypeError, AttributeError):
-            kept = {}
-        return cls(str(aws_logs(landing)), settled_ns, kept)
-
-    def write(self, path: Path) -> None:
-        """Keep this walk's listings for the next one (rewritten only when they changed)."""
-        if self.used != self.kept:
-            write_whole(path, json.dumps(self.used))
-
-
-def _listed(parent: str, pattern: re.Pattern[str], skipped: SkipList, listings: Listings | None) -> list[str]:
-    return listings.names(parent, pattern, skipped) if listings is not None else _folders(parent, pattern, skipped)
-
-
-def _region_folders(landing: str | Path, skipped: SkipList = None, listings: Listings | None = None) -> list[Path]:
+def _region_folders(landing: str | Path, skipped: SkipList = None) -> list[Path]:
     """Every <account>/CloudTrail/<region> folder, with or without an organization id level above the account
     (ACCOUNT_LEVELS), each level listed once."""
     logs = str(aws_logs(landing))
     # Above CloudTrail/ a folder may hold other services' logs: only what cannot be listed is noted.
-    tops = _listed(logs, ANY_NAME, skipped, listings)
+    tops = _folders(logs, ANY_NAME, skipped)
     trails = [f"{logs}/{top}/CloudTrail" for top in tops]
-    trails += [f"{logs}/{top}/{name}/CloudTrail" for top in tops for name in _listed(f"{logs}/{top}", ANY_NAME, skipped, listings)]
-    return [Path(trail, name) for trail in trails for name in sorted(_listed(trail, ANY_NAME, skipped, listings))]
+    trails += [f"{logs}/{top}/{name}/CloudTrail" for top in tops for name in _folders(f"{logs}/{top}", ANY_NAME, skipped)]
+    return [Path(trail, name) for trail in trails for name in sorted(_folders(trail, ANY_NAME, skipped))]
 
 
 @dataclass(frozen=True)
@@ -229,12 +175,7 @@ def _ctime_ns(folder: str) -> int:
 
 
 def _days(
-    region_folder: Path,
-    since: date | None = None,
-    newest_first: bool = False,
-    skipped: SkipList = None,
-    older: Older | None = None,
-    listings: Listings | None = None,
+    region_folder: Path, since: date | None = None, newest_first: bool = False, skipped: SkipList = None, older: Older | None = None
 ) -> Iterator[tuple[date, str]]:
     """A region's day folders YYYY/MM/DD, oldest first (or newest first), listed as they are asked for;
     with `since`, those on or after it, and the older ones `older` asks for (else no older year or month is listed).
@@ -242,7 +183,7 @@ def _days(
     spent half its time building and comparing Path and date objects."""
 
     def names(parent: str, pattern: re.Pattern[str]) -> list[str]:
-        return sorted(_listed(parent, pattern, skipped, listings), reverse=newest_first)
+        return sorted(_folders(parent, pattern, skipped), reverse=newest_first)
 
     after = older.changed_after_ns if older is not None else None
 
@@ -280,18 +221,12 @@ def _days(
 
 
 def day_folders(
-    landing: str | Path,
-    since: date | None = None,
-    skipped: SkipList = None,
-    older: Older | None = None,
-    listings: Listings | None = None,
+    landing: str | Path, since: date | None = None, skipped: SkipList = None, older: Older | None = None
 ) -> list[tuple[date, str]]:
     """Every delivery day folder (on or after `since`, and the older ones `older` asks for), with its date, oldest
-    first; what cannot be listed is passed over and, with `skipped`, noted there. With `listings`, a folder above
-    the day folders that did not change since a walk listed it is not listed again."""
-    regions = _region_folders(landing, skipped, listings)
-    days = (day for region_folder in regions for day in _days(region_folder, since, skipped=skipped, older=older, listings=listings))
-    return sorted(days)
+    first; what cannot be listed is passed over and, with `skipped`, noted there."""
+    regions = _region_folders(landing, skipped)
+    return sorted(day for region_folder in regions for day in _days(region_folder, since, skipped=skipped, older=older))
 
 
 def log_files_in(folder: str | Path, skipped: SkipList = None) -> list[os.DirEntry[str]]:

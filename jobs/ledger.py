@@ -31,8 +31,6 @@ the ledger: a file a manifest names is taken.
   that folder, so the run that tests every retired folder, once per `full_listing_interval`,
   finds it. Between those runs, the retained folders older than the de-duplication horizon are
   listed only when their ctime moved: a file rewritten in place there waits for that run too.
-  Within the horizon, a folder whose ctime did not move is not listed either: the ledger's files
-  there are stat'ed, which finds a file rewritten in place by the next run.
   A file a crashed run took stays in its manifest until a successful run has passed its ctime,
   so the next run does not take it again.
 
@@ -52,14 +50,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
-from typing import Protocol
 
 from jobs import options
 from jobs.checkpoint import CheckpointSnapshot, LastSuccess, write_last_success
 from jobs.dedup import Dedup
 from jobs.files import write_whole
-from jobs.lake import LAST_SUCCESS, LET_GO, LISTINGS, RESTAMPED, RETIRED
-from jobs.landing import Listings, Older, Skipped, day_folders, delivery_date, log_files_in, relative
+from jobs.lake import LAST_SUCCESS, LET_GO, RESTAMPED, RETIRED
+from jobs.landing import Older, Skipped, day_folders, delivery_date, log_files_in, relative
 from jobs.spark_logs import CheckpointError, LogEntry, SourceLog, rewrite_compaction
 
 MANIFEST_DDL = "path string, size long, mtime_ms long, arrival_ms long, only_records array<long>, supersedes boolean"
@@ -171,8 +168,7 @@ class Plan:
     full_listing: bool = True
     listed_all_at_ns: int = 0
     # Day folders the next run lists whatever their times: a file there was settling or could not be read, and
-    # neither changes its folder when it is done (a between-listings run would not look there); or, within the
-    # horizon, the walk passed over something there, which every run's report names.
+    # neither changes its folder when it is done (a between-listings run would not look there).
     recheck: tuple[str, ...] = ()
     # Manifests no batch has read yet, this run's included, and the files and bytes they name.
     pending: int = 0
@@ -313,14 +309,6 @@ class _Ledger:
         read_by_spark = {entry.path: entry for entry in checkpoint.sources.entries}
         return cls(checkpoint, folder, manifests, read_by_spark, legacy, taken, restamps, RetiredIndex(checkpoint.path / RETIRED))
 
-    def by_folder(self) -> dict[str, list[str]]:
-        """The names of the taken files, by their day folder's place in the landing zone."""
-        folders: dict[str, list[str]] = {}
-        for key in self.taken:
-            folder, _, name = key.rpartition("/")
-            folders.setdefault(folder, []).append(name)
-        return folders
-
     def floor_ms(self, floor: datetime | None) -> int:
         """The earliest arrival a file taken now may have: the checkpoint's floor, and every arrival already taken."""
         taken = [entry.arrival_ms for manifest in self.manifests for entry in manifest.entries if entry.arrival_ms is not None]
@@ -370,28 +358,6 @@ class _Ledger:
         return [m for m in self.manifests if str(m.path) not in self.read_by_spark] + list(written)
 
 
-class _File(Protocol):
-    """A landing file as the listing sorts it: an os.DirEntry, or a taken file looked up by its path."""
-
-    @property
-    def path(self) -> str: ...
-
-    def stat(self) -> os.stat_result: ...
-
-
-@dataclass(frozen=True)
-class _Taken:
-    path: str
-
-    def stat(self) -> os.stat_result:
-        return os.stat(self.path)
-
-
-def _place(day_folder: str) -> str:
-    """A day folder's place in the landing zone, as the ledger's keys hold it (landing.relative)."""
-    return relative(f"{day_folder}/-").rpartition("/")[0]
-
-
 @dataclass(frozen=True)
 class _Scope:
     """Which delivery folders a run lists, and the check times it works with."""
@@ -400,8 +366,6 @@ class _Scope:
     full: bool
     since: date | None
     older: Older
-    # The first delivery date within the de-duplication horizon of the newest taken (None: nothing taken yet).
-    horizon_from: date | None
     retired_before: date | None
     # Files whose ctime is newer than this changed since the check that a retired folder is tested against.
     changed_after_ns: int
@@ -411,11 +375,6 @@ class _Scope:
     # The run's clock, and how long a file must have been left alone to be taken.
     now_ns: int
     settle_ns: int
-
-    @property
-    def settled_ns(self) -> int:
-        """A folder whose ctime is at or before this has not changed within a file system's clock tick of the listing."""
-        return self.now_ns - max(CLOCK_SLACK_NS, self.settle_ns)
 
     @classmethod
     def of(cls, ledger: _Ledger, ledger_options: LedgerOptions, dedup: Dedup, now_ns: int) -> _Scope:
@@ -431,13 +390,12 @@ class _Scope:
         retired_before = _retired_before(newest, ledger_options.retention)
         full = newest is None or now_ns - listed_all_ns >= ledger_options.full_listing_interval.total_seconds() * 1e9
         changed_after_ns = listed_all_ns if full else previous_check_ns
-        horizon_from = newest - timedelta(days=math.ceil(dedup.horizon / timedelta(days=1))) if newest is not None else None
         since, older = retired_before, Older(changed_after_ns)
-        if not full and horizon_from is not None and retired_before is not None:
-            since = max(horizon_from, retired_before)
+        if not full and newest is not None and retired_before is not None:
+            since = max(newest - timedelta(days=math.ceil(dedup.horizon / timedelta(days=1))), retired_before)
             older = Older(changed_after_ns, every_day=False, tested_from=retired_before)
         listed_all_at_ns = checked_at_ns if full else listed_all_ns
-        return cls(full, since, older, horizon_from, retired_before, changed_after_ns, checked_at_ns, listed_all_at_ns, now_ns, settle_ns)
+        return cls(full, since, older, retired_before, changed_after_ns, checked_at_ns, listed_all_at_ns, now_ns, settle_ns)
 
 
 @dataclass
@@ -458,34 +416,16 @@ class _Listing:
         return self.new + self.changed + self.stragglers
 
     def walk(self, landing: str | Path, recheck: Sequence[str], replayed: set[str]) -> None:
-        """The folders in scope, and those in `recheck` whatever their times: a file there was settling or could not be read,
-        or the walk passed over something there."""
-        # The runs between full listings keep the folder listings above the day folders; a full listing makes its own.
-        listings = None if self.scope.full else Listings.read(self.ledger.checkpoint.path / LISTINGS, landing, self.scope.settled_ns)
-        walked = day_folders(landing, self.scope.since, self.skipped, self.scope.older, listings)
-        if listings is not None:
-            listings.write(self.ledger.checkpoint.path / LISTINGS)
+        """The folders in scope, and those in `recheck` whatever their times: a file there was settling or could not be read."""
+        walked = day_folders(landing, self.scope.since, self.skipped, self.scope.older)
         listed = {folder for _, folder in walked}
         again = [(d, f) for f in recheck if f not in listed and (d := delivery_date(f)) and os.path.isdir(f)]
-        known = {} if self.scope.full else self.ledger.by_folder()
         for day, day_folder in walked + again:
-            passed_over = len(self.skipped)
-            for file in self.files_in(day_folder, known, day_folder in recheck):
+            for file in log_files_in(day_folder, self.skipped):
                 if not replayed or relative(file.path) not in replayed:
                     self.sort(file, day, day_folder)
-            if len(self.skipped) > passed_over and (self.scope.horizon_from is None or day >= self.scope.horizon_from):
-                self.recheck.add(day_folder)  # named in every run's report while it is within the horizon
 
-    def files_in(self, day_folder: str, known: dict[str, list[str]], recheck: bool) -> Iterable[_File]:
-        """A day folder's log files: listed, or, between full listings, when nothing was added to or removed from the
-        folder since the last check (its ctime), the ledger's files there, each stat'ed for a rewrite in place. A
-        horizon's folder costs a stat, not a listing: most of them hold nothing new in a run."""
-        ctime = None if recheck or self.scope.full else _ctime_ns(day_folder)
-        if ctime is None or ctime > self.scope.changed_after_ns:
-            return log_files_in(day_folder, self.skipped)
-        return [_Taken(f"{day_folder}/{name}") for name in known.get(_place(day_folder), ())]
-
-    def sort(self, file: _File, day: date, day_folder: str) -> None:
+    def sort(self, file: os.DirEntry[str], day: date, day_folder: str) -> None:
         """Put one listed log file where it belongs, or nowhere when the ledger has it as it is."""
         try:
             stat = file.stat()  # one stat a file, cached by the directory listing

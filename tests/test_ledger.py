@@ -16,7 +16,7 @@ from jobs import ledger
 from jobs.checkpoint import CheckpointSnapshot
 from jobs.dedup import Dedup
 from jobs.lake import Lake
-from jobs.landing import Listings, Older, aws_logs, day_folders, delivery_date, delivery_path, log_files_in
+from jobs.landing import Older, aws_logs, day_folders, delivery_date, delivery_path
 from jobs.ledger import LedgerOptions, plan_files, read_manifests
 from jobs.spark_logs import CheckpointError, local_path, read_source_log
 from tests.helpers import DAY, deliver, duckdb_rows, events_of, ingest
@@ -157,30 +157,22 @@ def test_a_walk_between_full_listings_tests_year_and_month_folders_not_each_old_
 
 
 @pytest.mark.unit
-def test_a_walk_lists_a_folder_again_only_once_its_ctime_moved(tmp_path):
+def test_a_walk_looks_at_days_before_the_tested_ones_in_their_month_only_when_a_day_folder_was_added(tmp_path):
     region = aws_logs(tmp_path) / "111122223333" / "CloudTrail" / "us-east-1"
-    (region / "2024/03/01").mkdir(parents=True)
-    kept = tmp_path / "listings.json"
+    for folder in ("2024/01/10", "2024/01/11", "2024/01/20"):
+        (region / folder).mkdir(parents=True)
     time.sleep(0.05)  # inode times tick in milliseconds
+    checked_ns = time.time_ns()
+    time.sleep(0.05)
+    (region / "2024/01/10" / "added.json").touch()  # before the tested days, in their month: only its folder moves
 
-    def walk(settled_ns: int) -> list[str]:
-        listings = Listings.read(kept, tmp_path, settled_ns)
-        days = [str(day) for day, _ in day_folders(tmp_path, listings=listings)]
-        listings.write(kept)
-        return days
+    def walk() -> list[str]:
+        older = Older(checked_ns, every_day=False, tested_from=date(2024, 1, 11))
+        return [str(day) for day, _ in day_folders(tmp_path, date(2024, 1, 20), older=older)]
 
-    assert walk(time.time_ns()) == ["2024-03-01"] and "/111122223333/CloudTrail/us-east-1/2024/03" in json.loads(kept.read_text())
-    # A kept listing is what the walk believes while its folder keeps its ctime: edited here, it shows through.
-    listed = json.loads(kept.read_text())
-    listed["/111122223333/CloudTrail/us-east-1/2024/03"][1].append("09")
-    kept.write_text(json.dumps(listed))
-    assert walk(time.time_ns()) == ["2024-03-01", "2024-03-09"]
-    (region / "2024/03/02").mkdir()  # the month folder's ctime moves: listed again
-    before_the_change = time.time_ns() - 10**9
-    assert walk(before_the_change) == ["2024-03-01", "2024-03-02"]
-    assert "/111122223333/CloudTrail/us-east-1/2024/03" not in json.loads(kept.read_text()), "not kept within a clock tick of a change"
-    kept.write_text("{damaged")
-    assert walk(time.time_ns()) == ["2024-03-01", "2024-03-02"], "a damaged record is passed over: it is a shortcut"
+    assert walk() == ["2024-01-20"], "a file added before the tested days waits for the full listing"
+    (region / "2024/01/05").mkdir()  # a day folder added to the month: its days are looked at, one by one
+    assert walk() == ["2024-01-05", "2024-01-10", "2024-01-20"]
 
 
 @pytest.mark.unit
@@ -237,9 +229,8 @@ def test_file_names_are_data(spark, landing, lake):
     assert ingest(spark, landing, lake).totals()["files_read"] == 0
 
 
-def test_a_changed_file_is_read_again_once(spark, landing, lake, exact_clock, monkeypatch):
-    """A file quarantined while it was being written is read again once it is complete. Writing in place does not
-    move its folder's ctime: the next run does not list the folder, and finds the change by the file's own stat."""
+def test_a_changed_file_is_read_again_once(spark, landing, lake):
+    """A file quarantined while it was being written is read again once it is complete."""
     records = events_of(4, DAY, "slow")
     path = delivery_path(landing, "111122223333", "us-east-1", DAY, "slow")
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -248,11 +239,9 @@ def test_a_changed_file_is_read_again_once(spark, landing, lake, exact_clock, mo
     first = ingest(spark, landing, lake)
     assert first.totals()["quarantined_by_reason"] == {"truncated_gzip": 1} and duckdb_rows(lake) == []
 
-    listed: list[str] = []
-    monkeypatch.setattr(ledger, "log_files_in", lambda folder, skipped=None: listed.append(folder) or log_files_in(folder, skipped))
     path.write_bytes(whole)
     again = ingest(spark, landing, lake)
-    assert again.ledger["changed_files"] == 1 and again.totals()["rows_written"] == 4 and listed == []
+    assert again.ledger["changed_files"] == 1 and again.totals()["rows_written"] == 4
     assert ingest(spark, landing, lake).totals()["files_read"] == 0
     assert duckdb_rows(lake) == sorted((f"slow-{i}", str(DAY.date())) for i in range(4))
     # its truncated_gzip row has left the quarantine, kept aside
