@@ -229,7 +229,7 @@ def _arrivals(files: list[Entry], floor_ms: int, listed_ms: int) -> list[Entry]:
 
 def _batches(files: list[Entry], max_files: int | None, max_bytes: int | None) -> list[list[Entry]]:
     """Files in order, cut into batches of at most `max_files` files or about `max_bytes` bytes (at least one file).
-    A last batch under a quarter of `max_bytes` joins the one before: each batch costs a second or so whatever it
+    A last batch under a quarter of `max_bytes` joins the one before, within `max_files`: each batch costs a second or so whatever it
     holds (planning, the state store's commit; BENCHMARKS.md), which a tail of a few files would double."""
     batches: list[list[Entry]] = []
     size = 0
@@ -239,7 +239,7 @@ def _batches(files: list[Entry], max_files: int | None, max_bytes: int | None) -
             size = 0
         batches[-1].append(entry)
         size += entry.size or 0
-    if max_bytes and len(batches) > 1 and size < max_bytes / 4:
+    if max_bytes and len(batches) > 1 and size < max_bytes / 4 and not (max_files and len(batches[-2]) + len(batches[-1]) > max_files):
         tail = batches.pop()
         batches[-1] += tail
     return batches

@@ -186,6 +186,8 @@ def test_a_backlog_is_cut_by_bytes_and_a_small_tail_joins_the_batch_before():
     assert cut([250, 30]) == [[250], [30]] and cut([10]) == [[10]], "a file larger than the cut is a batch of its own"
     by_files = [ledger.Entry(f"f{n}", 1, 0) for n in range(5)]
     assert [len(batch) for batch in ledger._batches(by_files, 2, None)] == [2, 2, 1], "a file limit is kept exactly"
+    both = [ledger.Entry(f"f{n}", size, 0) for n, size in enumerate([40, 40, 40, 40, 10])]
+    assert [len(batch) for batch in ledger._batches(both, 2, 100)] == [2, 2, 1], "a small tail never breaks the file limit"
 
 
 def test_a_run_takes_exactly_the_files_no_manifest_names(spark, landing, lake, exact_clock):
