@@ -46,4 +46,13 @@ def test_history_harness_times_each_kind_of_run_on_a_small_zone():
     results = json.loads(history.results_path(smoke=True).read_text())
     (row,) = results["rows"]  # the harness asserts each run took its way: nothing, one file, a full listing
     assert row["day_folders"] == 5 * len(history.REGIONS) and row["nothing_new"] > 0 and row["one_new_file"] > row["nothing_new"]
+    # The bare-calls baseline replays the walk's own calls: at least a listing of each place's folder and a stat of its file.
+    assert row["listed_folders"] > len(history.REGIONS) and row["stated_paths"] >= len(history.REGIONS) and row["bare_calls"] > 0
+    assert history.floor_ratio(results) == 1.0  # one zone: the largest is the smallest
     assert [name for name, _, _ in history.targets(results)] == ["nothing_new", "one_new_file"]
+
+
+def test_history_lines_read_a_falling_series_as_flat():
+    rising = [{"accounts": 2, "s": 1.0}, {"accounts": 100, "s": 50.0}]
+    falling = [{"accounts": 2, "s": 18.0}, {"accounts": 100, "s": 17.0}]
+    assert history.line_at(rising, "s", 1_000) == 1.0 + 0.5 * 998 and history.line_at(falling, "s", 10_000) == 17.5
