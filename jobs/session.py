@@ -34,11 +34,12 @@ BASE_CONF = {
 STREAM_CONF = {
     # RocksDB keeps de-duplication state off the JVM heap, so it is bounded by disk, not memory.
     "spark.sql.streaming.stateStore.providerClass": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
-    # A manifest is read in splits of this many bytes, some 10-20 landing files a task: its files
-    # are read and decoded on every core, with no shuffle (the only files this session reads;
-    # a session that reads the table with it splits each Parquet file into thousands of tasks:
-    # `for_table_reads` undoes it).
-    "spark.sql.files.maxPartitionBytes": "4096",
+    # A manifest is read in one split per core, each split's landing files read and decoded by one task,
+    # with no shuffle: a file's open cost of a byte makes Spark cut a batch's manifest (a few hundred KB)
+    # by its bytes per core (spark.sql.files.minPartitionNum, the cores by default). Splits of 4 KB,
+    # some 11 landing files a task, cost 1.2x the time at 1M records and 1.4x on files of 250 records,
+    # in per-task work (BENCHMARKS.md). `for_table_reads` gives the tables' Parquet files Spark's own cost back.
+    "spark.sql.files.openCostInBytes": "1",
     # The run report reads every batch's progress, not only the last 100.
     "spark.sql.streaming.numRecentProgressUpdates": "100000",
     # A replay needs only the last batch; a run is 1-2 batches plus a no-data batch.
@@ -159,5 +160,5 @@ class JobSession:
 
 def for_table_reads(spark: SparkSession) -> SparkSession:
     """The ingest's session once its stream is done, reading the table in Spark's default splits."""
-    spark.conf.unset("spark.sql.files.maxPartitionBytes")
+    spark.conf.unset("spark.sql.files.openCostInBytes")
     return spark
