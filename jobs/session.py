@@ -36,9 +36,9 @@ STREAM_CONF = {
     "spark.sql.streaming.stateStore.providerClass": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
     # A manifest is read in one split per core, each split's landing files read and decoded by one task,
     # with no shuffle: a file's open cost of a byte makes Spark cut a batch's manifest (a few hundred KB)
-    # by its bytes per core (spark.sql.files.minPartitionNum, the cores by default). Splits of 4 KB,
-    # some 11 landing files a task, cost 1.2x the time at 1M records and 1.4x on files of 250 records,
-    # in per-task work (BENCHMARKS.md). `for_table_reads` gives the tables' Parquet files Spark's own cost back.
+    # by its bytes per core (spark.sql.files.minPartitionNum, the cores by default). Smaller splits paid a
+    # task's fixed work per handful of files (docs/design.md). `for_table_reads` gives the tables' Parquet
+    # files Spark's own cost back.
     "spark.sql.files.openCostInBytes": "1",
     # The run report reads every batch's progress, not only the last 100.
     "spark.sql.streaming.numRecentProgressUpdates": "100000",

@@ -274,7 +274,7 @@ def test_a_session_built_here_runs_the_parallel_collector(spark):
 
 def test_a_batch_manifest_is_read_in_one_split_per_core_whatever_its_files_sizes(spark, tmp_path):
     """A task's fixed work, not its files' bytes, was what small splits cost (BENCHMARKS.md): a manifest naming 800
-    landing files is cut into as many tasks as there are cores, where splits of 4 KB made 75 of them."""
+    landing files is cut into as many tasks as there are cores, where splits of 4 KB made 62 of them."""
     spark.conf.set("spark.sql.files.openCostInBytes", session.STREAM_CONF["spark.sql.files.openCostInBytes"])  # as the ingest sets it
     entry = {"path": f"/landing/AWSLogs/{'1' * 12}/CloudTrail/us-east-1/2024/01/01/{'x' * 200}.json.gz", "size": 40_000}
     (tmp_path / "0.jsonl").write_text("".join(json.dumps({**entry, "mtime_ms": n}) + "\n" for n in range(800)))
