@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,7 +10,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 
 from jobs import options
-from jobs.decode import LANDING_FILE_CLASS, LANDING_FILE_FUNCTION, LANDING_FILE_TYPE
+from jobs.decode import JVM_FUNCTIONS
 from jobs.sinks import IGNORE_SINK_LOG
 
 # Every session: UTC dates, the tables read as their folders (jobs/sinks.py), and file
@@ -108,9 +107,6 @@ def spark_session(app_name: str, conf: dict[str, str] | None = None, master: str
     (plugins/cloudtrail_airflow/operators.py); started by `python -m`, Spark runs embedded on `master`,
     $CLOUDTRAIL_SPARK_MASTER or local[*], with the helpers' jar and driver_java_options().
     """
-    # Python workers split the rare container Spark's parser rejects (jobs/decode.py) and need this
-    # interpreter's packages; PySpark takes the worker interpreter from this variable only.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
     # spark-submit hands Python a running JVM through this variable.
     if "PYSPARK_GATEWAY_PORT" not in os.environ:
@@ -122,11 +118,12 @@ def spark_session(app_name: str, conf: dict[str, str] | None = None, master: str
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
-    try:
-        spark.udf.registerJavaFunction(LANDING_FILE_FUNCTION, LANDING_FILE_CLASS, LANDING_FILE_TYPE)
-    except AnalysisException as exc:
-        hint = f"build it (`make setup`) and submit with --jars {helpers_jar()}"
-        raise RuntimeError(f"{LANDING_FILE_CLASS} is not on the classpath: {hint}") from exc
+    for name, (java_class, data_type) in JVM_FUNCTIONS.items():
+        try:
+            spark.udf.registerJavaFunction(name, java_class, data_type)
+        except AnalysisException as exc:
+            hint = f"build it (`make setup`) and submit with --jars {helpers_jar()}"
+            raise RuntimeError(f"{java_class} is not on the classpath: {hint}") from exc
     return spark
 
 

@@ -15,9 +15,8 @@ The ingest stream, a rebuild and a replay of the quarantine all read records thr
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from functools import cache, reduce
+from functools import reduce
 from typing import cast
 
 from pyspark.sql import Column, DataFrame, Window
@@ -32,7 +31,7 @@ from jobs.decode import (
     UNKNOWN_KEY,
     decode_files,
     key_flag,
-    salvage_records,
+    salvage,
 )
 from jobs.dedup import Dedup
 from jobs.lake import EVENT_DATE, REASON
@@ -117,15 +116,6 @@ def _item(text: Column, flags: Column, reason: Column | None = None, detail: Col
         F.struct(text.cast("binary").alias("text"), flags.alias("flags")).alias("scan"),
         problem.alias("problem"),
     )
-
-
-# Python, on the few files whose container Spark's parser rejects (jobs/decode.py).
-SALVAGED = T.ArrayType(T.StructType([T.StructField(name, T.StringType()) for name in ("record", "reason", "detail")]))
-
-
-@cache  # built on first use: pyspark imports pandas to build a UDF, which a run with nothing to read does not need
-def _salvage() -> Callable[[Column], Column]:
-    return F.udf(salvage_records, SALVAGED)
 
 
 def _typed_items(files: DataFrame) -> DataFrame:
@@ -213,10 +203,10 @@ def _split_items(files: DataFrame) -> DataFrame:
 
 def _salvaged_items(files: DataFrame) -> DataFrame:
     """A container the parser rejected whole (a record too deep or with too long a string for Jackson, a NaN, a raw
-    control character) is split record by record in Python: one bad record costs one record. Every other file hands
-    the Python step a null."""
+    control character) is split record by record (decode.salvage): one bad record costs one record. Only such a
+    container is split; the when() keeps the function from running on any other file."""
     unparsed = F.col("items").isNull() & F.col("file_error").isNull()
-    files = files.withColumn("salvaged", _salvage()(F.when(unparsed, F.col("text"))))
+    files = files.withColumn("salvaged", F.when(unparsed, salvage(F.col("text"))))
     salvaged = F.transform(
         "salvaged",
         lambda s: _item(s["record"], _key_flags(F.when(s["reason"].isNull(), F.json_object_keys(s["record"]))), s["reason"], s["detail"]),

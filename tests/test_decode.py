@@ -1,11 +1,12 @@
-"""The JVM decoder (jobs/java/cloudtrail/LandingFile.java through jobs/decode.py), file by file."""
+"""The JVM decoder (jobs/java/cloudtrail/LandingFile.java and Salvage.java through jobs/decode.py), file by file."""
 
 import gzip
 import json
 
 import pytest
+from pyspark.sql import functions as F
 
-from jobs.decode import SHAPE_ARRAY, SHAPE_OBJECT, UNKNOWN_KEY, decode_files, key_flag, salvage_records
+from jobs.decode import SHAPE_ARRAY, SHAPE_OBJECT, UNKNOWN_KEY, decode_files, key_flag, salvage
 from jobs.ledger import MANIFEST_DDL
 
 pytestmark = pytest.mark.unit
@@ -83,12 +84,33 @@ def test_the_scan_leaves_what_it_cannot_place_to_the_slow_path(spark, tmp_path, 
     assert row.file_error is None and row.records is None
 
 
-def test_only_a_lone_container_with_records_is_split_by_hand():
+def salvaged(spark, text: str) -> list[tuple[str, str | None, str | None]] | None:
+    (row,) = spark.range(1).select(salvage(F.lit(text)).alias("records")).collect()
+    return None if row.records is None else [(r.record, r.reason, r.detail) for r in row.records]
+
+
+def test_only_a_lone_container_with_records_is_split_by_hand(spark):
     record = json.dumps({"eventID": "a", "eventTime": "2024-01-01T00:00:00Z"}, separators=(",", ":"))
-    assert salvage_records('{"Records":[' + record + ',{"eventID":NaN}]}') == [
+    assert salvaged(spark, '{"Records":[' + record + ',{"eventID":NaN}]}') == [
         (record, None, None),
         ('{"eventID":NaN}', "invalid_json", "NaN is not a JSON value"),
     ]
-    assert salvage_records('{"Records":[' + record + ',{"x":NaN}]}{"Records":[]}') is None  # a second container must not be dropped
-    assert salvage_records('{"Records":[' + record + ',{"x":NaN}]} trailing') is None
-    assert salvage_records('{"other":[' + record + "]}") is None and salvage_records("[1, NaN]") is None
+    assert salvaged(spark, '{"Records":[' + record + ',{"x":NaN}]}{"Records":[]}') is None  # a second container must not be dropped
+    assert salvaged(spark, '{"Records":[' + record + ',{"x":NaN}]} trailing') is None
+    assert salvaged(spark, '{"other":[' + record + "]}") is None and salvaged(spark, "[1, NaN]") is None
+
+
+def test_the_split_reads_strings_whole_and_says_what_each_bad_record_breaks(spark):
+    record = json.dumps({"eventID": "a", "note": 'a "quoted" ] }, and [{'})  # structure inside a string is text
+    cut = '{"eventID":"b","eventTime":'
+    assert salvaged(spark, " \u00a0[" + record + "," + cut) == [
+        (record, None, None),
+        (cut, "invalid_json", "Unexpected end-of-input within/between Object entries at: line 1 column 28 (char 27)"),
+    ]
+    control, glued = '{"eventID":"c","userAgent":"a\x01b"}', '{"eventID":"d"} {"eventID":"e"}'
+    assert salvaged(spark, f'[{record},{control},{glued},{{"b":-Infinity}}]')[1:] == [
+        (control, "invalid_json", "Invalid control character (code 1) at: line 1 column 30 (char 29)"),
+        (glued, "invalid_json", "Extra data after the value, at char 16"),
+        ('{"b":-Infinity}', "invalid_json", "-Infinity is not a JSON value"),
+    ]
+    assert salvaged(spark, '{"Records":["unclosed, ' + record + "]}") is None  # a quote that never closes hides the array
