@@ -21,6 +21,7 @@ from jobs.transforms import (
     mark_late,
     normalize_records,
     parse_containers,
+    read_records,
     split_events,
     split_quarantine,
     stamp_ingest_time,
@@ -274,3 +275,11 @@ def test_a_record_the_parser_cannot_take_costs_that_record_alone(spark):
     assert details["deep.json"] == "nested 1501 levels; a record may nest 998"
     assert details["large.json"] == "holds a string of 20000001 characters; a record's strings may hold 20000000"
     assert details["nan.json"] == "NaN is not a JSON value" and details["control.json"].startswith("Invalid control character")
+
+
+def test_the_parse_runs_in_the_jvm_alone(spark):
+    """No Python step in the read chain: Spark evaluates a Python UDF for every row of its input whatever
+    when() guards it, which cost each batch its files' texts queued for Python workers (BENCHMARKS.md)."""
+    manifest = spark.createDataFrame([("/nonexistent.json", 0, 0, 0, None, False)], MANIFEST_DDL)
+    plan = read_records(manifest, "run")._jdf.queryExecution().executedPlan().toString()
+    assert "Project" in plan and "EvalPython" not in plan  # BatchEvalPython, ArrowEvalPython
