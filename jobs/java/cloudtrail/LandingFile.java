@@ -42,11 +42,16 @@ import org.apache.spark.sql.api.java.UDF3;
 public final class LandingFile implements UDF3<String, String, String, Row> {
   private static final long serialVersionUID = 1L;
 
+  /** Spark's JSON parser's limits (Jackson's defaults): nesting levels, and characters in one string. */
+  static final int MAX_DEPTH = 1000;
+
+  static final int MAX_STRING_CHARS = 20_000_000;
+
   // Stricter than Spark's parser (no single quotes, no NaN): what the scan accepts, Spark parses.
   private static final JsonFactory JSON =
       JsonFactory.builder()
           .streamReadConstraints(
-              StreamReadConstraints.builder().maxNestingDepth(1000).maxStringLength(20_000_000).build())
+              StreamReadConstraints.builder().maxNestingDepth(MAX_DEPTH).maxStringLength(MAX_STRING_CHARS).build())
           .build();
 
   private transient Map<String, Set<String>> knownSets;

@@ -31,10 +31,10 @@ import org.apache.spark.sql.api.java.UDF2;
 public final class Salvage implements UDF2<String, String, List<Row>> {
   private static final long serialVersionUID = 1L;
 
-  /** Jackson's 1000 levels, less the container's two. */
-  static final int MAX_RECORD_DEPTH = 998;
+  /** Spark's parser's levels, less the container's two. */
+  static final int MAX_RECORD_DEPTH = LandingFile.MAX_DEPTH - 2;
 
-  static final int MAX_STRING_CHARS = 20_000_000;
+  static final int MAX_STRING_CHARS = LandingFile.MAX_STRING_CHARS;
 
   // Strict JSON, as Python's json module reads it: no NaN, no raw control characters, numbers and names of any
   // length; the depth and string limits are checked before the parse, with reasons of their own.
@@ -42,7 +42,7 @@ public final class Salvage implements UDF2<String, String, List<Row>> {
       JsonFactory.builder()
           .streamReadConstraints(
               StreamReadConstraints.builder()
-                  .maxNestingDepth(MAX_RECORD_DEPTH + 2)
+                  .maxNestingDepth(LandingFile.MAX_DEPTH)
                   .maxStringLength(MAX_STRING_CHARS)
                   .maxNumberLength(Integer.MAX_VALUE)
                   .maxNameLength(Integer.MAX_VALUE)
