@@ -18,8 +18,9 @@ MAX_BYTES_PER_TRIGGER = "64m"
 STATE_PARTITIONS = 4
 # The JVM options every job's driver and executors start with (spark.{driver,executor}.defaultJavaOptions;
 # extraJavaOptions stay the user's): the parallel collector, not G1, took 8-9% less CPU for the
-# same ingest (BENCHMARKS.md, "Where the CPU goes").
-JVM_OPTIONS = "-XX:+UseParallelGC"
+# same ingest (BENCHMARKS.md, "Where the CPU goes"); and less inlining by the JIT's second tier, whose
+# compiles took a fifth of a run's CPU on 2 cores (docs/design.md, "The JVM").
+JVM_OPTIONS = "-XX:+UseParallelGC -XX:FreqInlineSize=150 -XX:InlineSmallCode=1000"
 MAX_FILE_AGE = "3650d"
 TABLE_LOG_RETENTION = "2 days"
 SOURCE_RETENTION = "7 days"
