@@ -56,6 +56,23 @@ def test_damaged_gzip_binary_and_empty_files_get_their_reason(spark, tmp_path):
     assert all(row.content is None and row.records is None for row in rows)
 
 
+def test_the_text_check_finds_a_bad_byte_wherever_it_lies_in_ascii_text(spark, tmp_path):
+    """The check reads ASCII 8 bytes at a time: a NUL or a broken sequence is found at any place in or across those
+    words, and valid UTF-8 among them passes."""
+    body = b'{"Records":[{"eventID":"' + b"a" * 20
+    places = range(len(body) - 17, len(body) + 1)
+    nul = [body[:at] + b"\x00" + body[at:] + b'"}]}' for at in places]
+    broken = [body[:at] + b"\xc3\x28" + body[at:] + b'"}]}' for at in places]
+    valid = [body[:at] + "é€😀".encode() + body[at:] + b'"}]}' for at in places]
+    rows = decode(spark, tmp_path, *nul, *broken, *valid)
+    assert [row.file_error_detail for row in rows[: len(places)]] == ["contains NUL bytes"] * len(places)
+    assert [row.file_error_detail for row in rows[len(places) : 2 * len(places)]] == [
+        f"not UTF-8: invalid continuation byte at byte {at}" for at in places
+    ]
+    assert [row.file_error for row in rows[2 * len(places) :]] == [None] * len(places)
+    assert all(len(row.records) == 1 for row in rows[2 * len(places) :])
+
+
 def test_files_are_read_by_path_in_order_and_a_missing_one_is_unreadable(spark, tmp_path):
     rows = decode(spark, tmp_path, b"hello", b'{"Records":[]}', None, only_records=[0])
     assert [row.file_error for row in rows] == ["not_json", None, "unreadable_file"]

@@ -5,6 +5,9 @@ import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonToken;
 import com.fasterxml.jackson.core.StreamReadConstraints;
 import java.io.IOException;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
+import java.nio.ByteOrder;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -193,10 +196,25 @@ public final class LandingFile implements UDF3<String, String, String, Row> {
     return from;
   }
 
+  private static final VarHandle LONGS = MethodHandles.byteArrayViewVarHandle(long[].class, ByteOrder.LITTLE_ENDIAN);
+  private static final long HIGH_BITS = 0x8080808080808080L;
+  private static final long LOW_BITS = 0x0101010101010101L;
+
   /** Why the bytes are not text (a NUL, or not UTF-8), or null. */
   static String textProblem(byte[] b, int length) {
     int i = 0;
     while (i < length) {
+      // CloudTrail's JSON is nearly all ASCII: 8 bytes at a time while none has its high bit set or is NUL.
+      while (i + 8 <= length) {
+        long word = (long) LONGS.get(b, i);
+        if (((word | ((word - LOW_BITS) & ~word)) & HIGH_BITS) != 0) {
+          break;
+        }
+        i += 8;
+      }
+      if (i == length) {
+        break;
+      }
       int c = b[i] & 0xff;
       if (c == 0) {
         return "contains NUL bytes";
