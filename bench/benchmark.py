@@ -484,7 +484,7 @@ def render(results: dict, repeats: int) -> str:
         f"of an empty application {noop['bare_submit_s']:.1f} s: **{noop['ratio']:.2f}x** "
         f"(run with `python -m`, where no JVM starts at all: {noop['noop_embedded_s']:.1f} s).",
         f"- Driver memory, largest backlog against smallest, in the runs above: largest heap after any GC {results['peak_memory']['heap_ratio']:.2f}x "
-        "(garbage G1 had not yet reclaimed included), RSS of the process tree "
+        "(garbage the collector had not yet reclaimed included), RSS of the process tree "
         f"{results['peak_memory']['rss_ratio']:.2f}x.",
     ]
     live = results["peak_memory"]["live_heap"]
