@@ -79,7 +79,7 @@ def test_the_dag_runs_its_spark_applications_on_a_standalone_cluster(standalone_
     # Its executors started with the product's JVM options (the worker logs each one's command line).
     commands = [line for log in (tmp_path / "work").glob("app-*/*/stderr") for line in log.read_text().splitlines()
                 if "Spark Executor Command" in line]  # fmt: skip
-    assert commands and all(options.JVM_OPTIONS in line for line in commands), commands
+    assert commands and all(f'"{option}"' in line for line in commands for option in options.JVM_OPTIONS.split()), commands
     # What the master and the worker listen on, read from the kernel: loopback only (make test-stack checks every service).
     sockets = listeners(processes)
     assert {port, ui} <= {listener.port for listener in sockets} and all(listener.loopback for listener in sockets), sockets
