@@ -27,6 +27,9 @@ BASE_CONF = {
     # snappy) stay readable beside them (tests/test_upgrade.py); sizes and write times in BENCHMARKS.md.
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     "spark.sql.parquet.compression.codec": "zstd",
+    # PySpark records the Python call site of every DataFrame and Column function in the JVM, for error messages
+    # only: 6,100 of the 11,150 calls into the JVM that build the ingest's plan, 0.5-1 s of a run (BENCHMARKS.md).
+    "spark.python.sql.dataFrameDebugging.enabled": "false",
 }
 
 # The ingest stream's settings (docs/design.md, "Bounded metadata").

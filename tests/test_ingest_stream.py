@@ -11,6 +11,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from pyspark.errors.utils import is_debugging_enabled
 from pyspark.sql import functions as F
 
 from jobs import session
@@ -270,6 +271,12 @@ def test_a_job_stops_the_session_it_built_and_only_that_one(spark, monkeypatch):
 def test_a_session_built_here_runs_the_parallel_collector(spark):
     beans = spark._jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()
     assert {bean.getName() for bean in beans} == {"PS Scavenge", "PS MarkSweep"}
+
+
+def test_a_session_built_here_keeps_no_python_call_sites(spark):
+    """PySpark's record of each call site costs calls into the JVM for every DataFrame and Column function (a conf
+    it renamed would bring them back in silence)."""
+    assert not is_debugging_enabled()
 
 
 def test_a_batch_manifest_is_read_in_one_split_per_core_whatever_its_files_sizes(spark, tmp_path):
