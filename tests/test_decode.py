@@ -91,6 +91,7 @@ def test_a_byte_order_mark_and_leading_whitespace_are_skipped(spark, tmp_path):
     [
         b'{"Records":[{"eventID":"a"}]}{"Records":[]}',  # a second container must not be dropped
         b'{"Records":[{"eventID":"a"}, 1]}',  # Spark's typed parse would drop the whole array
+        b'{"Records":[{"eventID":"a"}],"Records":[{"eventID":"b"}]}',  # Spark keeps the last "Records"
         b'{"Records":[{"eventID":NaN}]}',
         b'{"eventID":"a"}\n{"eventID":"b"}',
         b'{"digest":true}',

@@ -79,6 +79,16 @@ def test_every_supported_shape_yields_its_records(spark):
     )
 
 
+def test_a_container_with_two_records_keys_is_read_as_spark_reads_it(spark):
+    """Spark's parser keeps the last of two equal keys: the records, their texts and their rescued fields are all
+    the second array's, whatever the first held."""
+    first, second = json.dumps([record("a1"), record("a2", odd=1)]), json.dumps([record("b1", extra="kept")])
+    items = parse_containers(decoded(spark, {"twice.json": f'{{"Records":{first},"Records":{second}}}'}))
+    assert [json.loads(row.record)["eventID"] for row in items.collect()] == ["b1"]
+    rows = items.transform(normalize_records, "run").collect()
+    assert [(row.eventID, row._rescued, row._reason) for row in rows] == [("b1", '{"extra":"kept"}', None)]
+
+
 def test_files_that_are_not_one_supported_shape_are_file_level_problems(spark):
     files = {
         "concatenated.json": json.dumps({"Records": [record("c1")]}) + json.dumps({"Records": [record("c2")]}),

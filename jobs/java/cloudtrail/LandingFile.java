@@ -145,6 +145,9 @@ public final class LandingFile implements UDF3<String, String, String, Row> {
       }
       if (root == JsonToken.START_OBJECT) {
         while (parser.nextToken() == JsonToken.FIELD_NAME) { // the container's other keys: Spark ignores them too
+          if ("Records".equals(parser.currentName())) {
+            return null; // Spark keeps the last "Records", and these records are the first's
+          }
           parser.nextToken();
           parser.skipChildren();
         }
