@@ -8,12 +8,15 @@ container's shape from its first character, and for a one-value container scans 
 for each record's text and which keys it has, so Spark parses each record once, straight
 into the typed schema (jobs/transforms.py). Only a container Spark's parser rejects is split
 record by record, by a second JVM function (jobs/java/cloudtrail/Salvage.java, ``salvage``).
+A container the scan took is parsed by Spark's own parser over its bytes (``parse_json``,
+jobs/java/cloudtrail/Json.java), so a nested value kept as text (requestParameters) is the file's own text.
 """
 
 from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from jobs.schema import KNOWN_FIELDS, RECORD_FIELDS
 
@@ -42,10 +45,13 @@ LANDING_FILE_TYPE = (
 )
 SALVAGE_FUNCTION = "cloudtrail_salvage"
 SALVAGE_TYPE = "array<struct<record: string, reason: string, detail: string>>"
-JVM_FUNCTIONS = {  # name: (class, type)
+JVM_FUNCTIONS = {  # name: (class, type), registered as Java UDFs
     LANDING_FILE_FUNCTION: ("cloudtrail.LandingFile", LANDING_FILE_TYPE),
     SALVAGE_FUNCTION: ("cloudtrail.Salvage", SALVAGE_TYPE),
 }
+# Functions whose class registers them (register(session, name)): compiled into the query, in Spark's own types.
+PARSE_JSON_FUNCTION = "cloudtrail_parse_json"
+JVM_EXPRESSIONS = {PARSE_JSON_FUNCTION: "cloudtrail.Json"}
 
 
 def landing_file(path: Column) -> Column:
@@ -66,6 +72,13 @@ def decode_files(manifest: DataFrame) -> DataFrame:
         "only_records",
     ).select("source_file", "arrival_time", "file.file_bytes", "file.content", "file.shape", "file.file_error",
              "file.file_error_detail", "only_records", "file.records")  # fmt: skip
+
+
+def parse_json(text: Column | str, data_type: T.DataType) -> Column:
+    """from_json(text, data_type), over the text's bytes (jobs/java/cloudtrail/Json.java): a nested value read as text
+    (requestParameters) is the text as the file holds it, where from_json writes it anew (1e400 as "Infinity"). For
+    strict JSON, which the scan checks: a value in Spark's lenient syntax (single quotes) would be kept as such."""
+    return F.call_function(PARSE_JSON_FUNCTION, text, F.lit(data_type.json()))
 
 
 def salvage(text: Column) -> Column:

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from functools import reduce
 from pathlib import Path
+from typing import Any
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 
 from jobs import options
-from jobs.decode import JVM_FUNCTIONS
+from jobs.decode import JVM_EXPRESSIONS, JVM_FUNCTIONS
 from jobs.sinks import IGNORE_SINK_LOG
 
 # Every session: UTC dates, the tables read as their folders (jobs/sinks.py), and file
@@ -121,11 +123,18 @@ def spark_session(app_name: str, conf: dict[str, str] | None = None, master: str
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    hint = f"build it (`make setup`) and submit with --jars {helpers_jar()}"
     for name, (java_class, data_type) in JVM_FUNCTIONS.items():
         try:
             spark.udf.registerJavaFunction(name, java_class, data_type)
         except AnalysisException as exc:
-            hint = f"build it (`make setup`) and submit with --jars {helpers_jar()}"
+            raise RuntimeError(f"{java_class} is not on the classpath: {hint}") from exc
+    for name, java_class in JVM_EXPRESSIONS.items():
+        # Compiled into queries (a StaticInvoke, in Spark's own types), so registered in the JVM by the class itself.
+        registrar: Any = reduce(getattr, java_class.split("."), spark.sparkContext._jvm)
+        try:
+            registrar.register(spark._jsparkSession, name)
+        except TypeError as exc:  # py4j names a class it cannot find a package, which cannot be called
             raise RuntimeError(f"{java_class} is not on the classpath: {hint}") from exc
     return spark
 

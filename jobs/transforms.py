@@ -31,6 +31,7 @@ from jobs.decode import (
     UNKNOWN_KEY,
     decode_files,
     key_flag,
+    parse_json,
     salvage,
 )
 from jobs.dedup import Dedup
@@ -120,9 +121,11 @@ def _item(text: Column, flags: Column, reason: Column | None = None, detail: Col
 
 def _typed_items(files: DataFrame) -> DataFrame:
     """The fast path: a container the scan took, parsed once into typed records, zipped with each record's text and flags."""
+    # Over the bytes, so nested values (requestParameters) keep the file's text: the scan took the container, so it is
+    # strict JSON (decode.parse_json).
     text = F.col("content").cast("string")
-    parsed = F.when(F.col("shape") == SHAPE_OBJECT, _from_json(text, TYPED_CONTAINER).getField("Records")).otherwise(
-        _from_json(text, T.ArrayType(TYPED_RECORD))
+    parsed = F.when(F.col("shape") == SHAPE_OBJECT, parse_json(text, TYPED_CONTAINER).getField("Records")).otherwise(
+        parse_json(text, T.ArrayType(TYPED_RECORD))
     )
     # A bare array is taken for records only if some element looks like one ([1, 2, 3] is no CloudTrail file).
     is_records = (F.col("shape") == SHAPE_OBJECT) | F.exists("records", lambda record: _has_flag(record["flags"], MARKER_FLAGS))

@@ -1,13 +1,15 @@
-"""The JVM decoder (jobs/java/cloudtrail/LandingFile.java and Salvage.java through jobs/decode.py), file by file."""
+"""The JVM decoder (jobs/java/cloudtrail/LandingFile.java, Json.java and Salvage.java through jobs/decode.py), file by file."""
 
 import gzip
 import json
 
 import pytest
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
-from jobs.decode import SHAPE_ARRAY, SHAPE_OBJECT, UNKNOWN_KEY, decode_files, key_flag, salvage
+from jobs.decode import SHAPE_ARRAY, SHAPE_OBJECT, UNKNOWN_KEY, decode_files, key_flag, parse_json, salvage
 from jobs.ledger import MANIFEST_DDL
+from jobs.transforms import TYPED_RECORD
 
 pytestmark = pytest.mark.unit
 
@@ -100,6 +102,48 @@ def test_a_byte_order_mark_and_leading_whitespace_are_skipped(spark, tmp_path):
 def test_the_scan_leaves_what_it_cannot_place_to_the_slow_path(spark, tmp_path, content):
     (row,) = decode(spark, tmp_path, content)
     assert row.file_error is None and row.records is None
+
+
+ODD_CONTAINERS = [
+    # nested values as text: numbers, escapes and white space
+    b'{"Records":[{"eventID":"a","requestParameters":{"n":[1.50,1e5,-0,12345678901234567890123],"s":"\\u00e9\\/\\n"}}]}',
+    b'{\n  "Records": [\n    {\n      "eventID": "a",\n      "responseElements": { "k": [ 1, { "z": null } ] }\n    }\n  ]\n}',
+    # values of the wrong type: partial records
+    b'{"Records":[{"eventID":"a","userIdentity":"root"},{"eventID":"b","resources":{"ARN":"x"}},{"eventID":"c","eventTime":{"t":1}}]}',
+    b'{"Records":[{"eventID":{"id":1},"readOnly":[true],"userIdentity":{"sessionContext":7}}]}',
+    # keys around the records array, one holding a "Records" of its own; two "Records" (the last is kept)
+    b'{"a":{"Records":[{"eventID":"no"}]},"Records":[{"eventID":"yes","extra":[1,{"b":2}]}],"z":[[]]}',
+    b'{"Records":[{"eventID":"first"}],"Records":[{"eventID":"last"}]}',
+    # broken JSON; an element that is no object
+    b'{"Records":[{"eventID":"a"},{"eventID":}]}',
+    b'[{"eventID":"a","eventID":"b"},{}, 5]',
+]
+
+
+def as_parsed(value):
+    """A value with its nested JSON texts read: over bytes they are the file's text, from_json writes them anew."""
+    if hasattr(value, "asDict"):
+        return {key: as_parsed(item) for key, item in value.asDict().items()}
+    if isinstance(value, list):
+        return [as_parsed(item) for item in value]
+    if isinstance(value, str) and value[:1] in ("{", "["):
+        return json.loads(value)
+    return value
+
+
+@pytest.mark.parametrize("content", ODD_CONTAINERS)
+def test_parse_json_reads_as_from_json_but_keeps_nested_values_as_written(spark, content):
+    """Json.java is Spark's own parse over the bytes: the values from_json gives over the text, partial records and
+    nulls included, except that a nested value kept as text is the file's own text, which from_json writes anew."""
+    records = T.ArrayType(TYPED_RECORD)
+    schema = T.StructType([T.StructField("Records", records)]) if content[:1] == b"{" else records
+    text = F.lit(content.decode())
+    (row,) = spark.range(1).select(parse_json(text, schema).alias("bytes"), F.from_json(text, schema).alias("reader")).collect()
+    assert as_parsed(row.bytes) == as_parsed(row.reader)
+    typed = (row.bytes.Records if content[:1] == b"{" else row.bytes) or []
+    nested = [value for record in typed if record for value in (record.requestParameters, record.responseElements) if value]
+    assert all(value.encode() in content for value in nested)
+    assert len(nested) == (1 if content in ODD_CONTAINERS[:2] else 0)
 
 
 def salvaged(spark, text: str) -> list[tuple[str, str | None, str | None]] | None:

@@ -168,6 +168,18 @@ def test_payloads_stay_raw_json_and_types_are_parsed(spark):
     assert row._rescued is None and row._reason is None
 
 
+def test_a_delivered_container_keeps_its_nested_values_as_written(spark):
+    """A nested value the table keeps as text is the file's text: from_json wrote it anew, 1e400 as the string
+    "Infinity" and 35 digits as 0.1. A container the scan took is parsed over its bytes, which keeps it; a file of
+    the slow path (here JSON lines) is still parsed from text, so its values are written anew."""
+    nested = '{"x":1e400,"y":0.1000000000000000055511151231257827,"z":1.50,"w":"\\u00e9"}'
+    line = json.dumps(record("e1"))[:-1] + f',"requestParameters":{nested}}}'
+    files = decoded(spark, {"container.json": f'{{"Records":[{line}]}}', "lines.json": line + "\n" + json.dumps(record("e2"))})
+    rows = normalize_records(parse_containers(files), "run").where(F.col("eventID") == "e1").collect()
+    found = {row._source_file: row.requestParameters for row in rows}
+    assert found == {"container.json": nested, "lines.json": '{"x":"Infinity","y":0.1,"z":1.5,"w":"é"}'}
+
+
 def test_unknown_fields_and_mistyped_known_fields_are_rescued_not_dropped(spark):
     row = normalized(spark, record(aws={"forwarder": "x"}, resources=["arn:aws:s3:::b"], readOnly="maybe")).first()
     assert json.loads(row._rescued) == {"aws": '{"forwarder":"x"}', "resources": '["arn:aws:s3:::b"]', "readOnly": "maybe"}
