@@ -14,7 +14,6 @@ import org.apache.spark.sql.catalyst.json.JSONOptions;
 import org.apache.spark.sql.catalyst.json.JacksonParser;
 import org.apache.spark.sql.catalyst.util.ArrayData;
 import org.apache.spark.sql.catalyst.util.FailureSafeParser;
-import org.apache.spark.sql.catalyst.util.MapData;
 import org.apache.spark.sql.catalyst.util.PermissiveMode$;
 import org.apache.spark.sql.classic.SparkSession;
 import org.apache.spark.sql.internal.SQLConf;
@@ -52,7 +51,10 @@ public final class Json {
       throw new IllegalArgumentException("cloudtrail_parse_json(text, type as JSON)");
     }
     DataType type = DataType.fromJson(arguments.apply(1).eval(null).toString());
-    String method = type instanceof StructType ? "struct" : type instanceof ArrayType ? "array" : "map";
+    if (!(type instanceof StructType || type instanceof ArrayType)) {
+      throw new IllegalArgumentException("cloudtrail_parse_json parses into a struct or an array, not " + type.sql());
+    }
+    String method = type instanceof StructType ? "struct" : "array";
     // Compiled into the query, its arguments and result in Spark's own types: a UDF's would be converted to Java
     // objects and back.
     return new StaticInvoke(Json.class, type, method, arguments, StaticInvoke.apply$default$5(), true, true, true,
@@ -65,10 +67,6 @@ public final class Json {
 
   public static ArrayData array(UTF8String text, UTF8String type) {
     return (ArrayData) parse(text, type);
-  }
-
-  public static MapData map(UTF8String text, UTF8String type) {
-    return (MapData) parse(text, type);
   }
 
   private static final ThreadLocal<Map<UTF8String, Parse>> PARSES = ThreadLocal.withInitial(HashMap::new);
@@ -110,7 +108,7 @@ public final class Json {
       }
     }
 
-    /** The value as from_json gives it: an InternalRow, ArrayData or MapData, or null. */
+    /** The value as from_json gives it: an InternalRow or ArrayData, or null. */
     Object value(byte[] bytes) {
       scala.collection.Iterator<InternalRow> rows = parser.parse(bytes);
       InternalRow row = rows.hasNext() ? rows.next() : null;
