@@ -30,7 +30,7 @@ STACK_HOME ?= $(CURDIR)/.stack
 STACK_ENV ?= $(CURDIR)/.env
 PG_BIN := /usr/lib/postgresql/15/bin
 
-.PHONY: help setup debian-deps browser-deps demo run status test test-fast test-stack stack-up stack-status stack-down lint bench bench-history bench-cost bench-ui bench-stack chaos fuzz metadata-growth clean
+.PHONY: help setup debian-deps browser-deps demo run status test test-fast test-stack stack-up stack-status stack-down lint bench bench-history bench-cost bench-ui bench-stack chaos fuzz metadata-growth test-next-pyspark bench-next-pyspark clean
 
 help:
 	@echo "make setup           - create .venv with the pinned dependencies, runtime and dev (needs Java 17+)"
@@ -51,6 +51,8 @@ help:
 	@echo "make bench-cost      - CPU-seconds to ingest one day (17 regions x 288 files): hourly runs, an always-on stream, one daily run"
 	@echo "make bench-ui        - how fast the Airflow UI's lake page answers on a year of daily runs"
 	@echo "make bench-stack     - wall time of a quiet and a one-file DAG run on the native stack, against a bare spark-submit"
+	@echo "make test-next-pyspark - this commit on pyspark \$$NEXT_PYSPARK ($(NEXT_PYSPARK)) in build/pyspark-<version>: install, then make test there"
+	@echo "make bench-next-pyspark - the product, C and A on this checkout's pyspark against that one's, alternating"
 	@echo "make metadata-growth - checkpoint and log sizes over 400 one-file batches"
 	@echo "make build/jobs.zip  - the job code spark-submit ships to executors"
 	@echo "make build/cloudtrail.jar - the JVM helpers (jobs/java/) every job's session loads"
@@ -169,6 +171,25 @@ bench-ui: setup
 
 bench-stack: setup debian-deps
 	$(PY) -m bench.stack_runs --repeats $${REPEATS:-3}
+
+# The next pyspark before the pins can move to it (issue #32): its pyspark-client, which the Spark provider
+# requires, is not on the registry yet, so the clone installs the locked set, then swaps pyspark alone
+# (a pyspark has every module a pyspark-client has). Tests and builds there use the clone's .venv and build/.
+NEXT_PYSPARK ?= 4.3.0
+NEXT := $(CURDIR)/build/pyspark-$(NEXT_PYSPARK)
+test-next-pyspark: setup
+	rm -rf $(NEXT) && git clone -q $(CURDIR) $(NEXT)
+	cd $(NEXT) && python3.11 -m venv .venv && .venv/bin/python -m pip install -q -r requirements-dev.lock
+	$(NEXT)/.venv/bin/python -m pip uninstall -q -y pyspark pyspark-client
+	$(NEXT)/.venv/bin/python -m pip install -q --no-deps pyspark==$(NEXT_PYSPARK)
+	@# The stamp the clone's Makefile looks for: its locks are installed, pyspark aside.
+	touch $(NEXT)/.venv/.installed-$(shell cat requirements.lock requirements-dev.lock | sha1sum | cut -c1-12)
+	@# The lake and Airflow home this Makefile exports would be the clone's too.
+	cd $(NEXT) && env -u CLOUDTRAIL_LANDING -u CLOUDTRAIL_LAKE -u AIRFLOW_HOME -u MAKEFLAGS $(MAKE) --no-print-directory test
+
+bench-next-pyspark: setup
+	@[ -x $(NEXT)/.venv/bin/python ] || { echo "run make test-next-pyspark first"; exit 1; }
+	$(PY) -m bench.pyspark_versions $(NEXT)
 
 metadata-growth: setup
 	$(PY) -m bench.metadata_growth --runs 4 --files-per-run 100

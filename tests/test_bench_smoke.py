@@ -5,8 +5,11 @@ runs are `make bench`'s only."""
 import json
 import subprocess
 import sys
+from pathlib import Path
 
-from bench import benchmark, cost, history, lake_page
+import pytest
+
+from bench import benchmark, cost, history, lake_page, pyspark_versions
 
 
 def test_benchmark_harness_runs_each_system_on_a_tiny_zone():
@@ -56,3 +59,15 @@ def test_history_lines_read_a_falling_series_as_flat():
     rising = [{"accounts": 2, "s": 1.0}, {"accounts": 100, "s": 50.0}]
     falling = [{"accounts": 2, "s": 18.0}, {"accounts": 100, "s": 17.0}]
     assert history.line_at(rising, "s", 1_000) == 1.0 + 0.5 * 998 and history.line_at(falling, "s", 10_000) == 17.5
+
+
+@pytest.mark.unit
+def test_the_pyspark_table_gives_the_other_versions_speed_and_the_peer_ratios_under_each():
+    this, other = Path("/here"), Path("/there")
+    seconds = {("product", this): [40.0, 44.0], ("product", other): [30.0, 34.0], ("C", this): [33.0], ("C", other): [32.0]}
+    seconds |= {("A", this): [21.0], ("A", other): [16.0]}
+    rows = pyspark_versions.table({1000: seconds}, [this, other], {this: "pyspark 4.2.0", other: "pyspark 4.3.0"}).splitlines()
+    assert "pyspark 4.3.0 speed" in rows[0]
+    assert rows[2] == "| 1,000 | product | 40.0, 44.0 | 30.0, 34.0 | 1.31x |  |  |"  # 42 s against 32 s
+    assert rows[3] == "| 1,000 | C | 33.0 | 32.0 | 1.03x | 0.79x | 1.00x |"  # C's seconds over the product's, per version
+    assert rows[4] == "| 1,000 | A | 21.0 | 16.0 | 1.31x | 0.50x | 0.50x |"
