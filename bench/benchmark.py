@@ -53,7 +53,9 @@ def results_path(smoke: bool) -> Path:
     return WORK / "results-smoke.json" if smoke else ROOT / "bench" / "results.json"
 
 
-def measure(command: list[str], env: dict[str, str] | None = None, full_gc_every: float | None = None) -> tuple[float, float, str]:
+def measure(
+    command: list[str], env: dict[str, str] | None = None, full_gc_every: float | None = None, cwd: Path | None = None
+) -> tuple[float, float, str]:
     """Run a command; return (wall seconds, peak RSS of its whole process tree in MB, stdout).
 
     With `full_gc_every` (seconds), its JVMs are made to collect their whole heap that often (jcmd GC.run),
@@ -61,7 +63,12 @@ def measure(command: list[str], env: dict[str, str] | None = None, full_gc_every
     """
     started = time.monotonic()
     process = psutil.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+        cwd=cwd,
     )
     peak = 0.0
     done = threading.Event()
