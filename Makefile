@@ -173,22 +173,25 @@ bench-stack: setup debian-deps
 	$(PY) -m bench.stack_runs --repeats $${REPEATS:-3}
 
 # The next pyspark before the pins can move to it (issue #32): its pyspark-client, which the Spark provider
-# requires, is not on the registry yet, so the clone installs the locked set, then swaps pyspark alone
-# (a pyspark has every module a pyspark-client has). Tests and builds there use the clone's .venv and build/.
+# requires, is not on the registry yet, so the clone installs the locked set (its own $(STAMP) recipe), then
+# swaps pyspark alone (a pyspark has every module a pyspark-client has); the stamp stays, so its `make test`
+# keeps the swap and builds the JVM helpers and class archive against the swapped jars.
 NEXT_PYSPARK ?= 4.3.0
 NEXT := $(CURDIR)/build/pyspark-$(NEXT_PYSPARK)
+NEXT_PY := $(NEXT)/.venv/bin/python
 test-next-pyspark: setup
 	rm -rf $(NEXT) && git clone -q $(CURDIR) $(NEXT)
-	cd $(NEXT) && python3.11 -m venv .venv && .venv/bin/python -m pip install -q -r requirements-dev.lock
-	$(NEXT)/.venv/bin/python -m pip uninstall -q -y pyspark pyspark-client
-	$(NEXT)/.venv/bin/python -m pip install -q --no-deps pyspark==$(NEXT_PYSPARK)
-	@# The stamp the clone's Makefile looks for: its locks are installed, pyspark aside.
-	touch $(NEXT)/.venv/.installed-$(shell cat requirements.lock requirements-dev.lock | sha1sum | cut -c1-12)
 	@# The lake and Airflow home this Makefile exports would be the clone's too.
+	cd $(NEXT) && env -u CLOUDTRAIL_LANDING -u CLOUDTRAIL_LAKE -u AIRFLOW_HOME -u MAKEFLAGS $(MAKE) --no-print-directory $(NEXT)/.venv/$(notdir $(STAMP))
+	if command -v uv >/dev/null 2>&1; then \
+		uv pip uninstall -q --python $(NEXT_PY) pyspark pyspark-client && uv pip install -q --python $(NEXT_PY) --no-deps pyspark==$(NEXT_PYSPARK); \
+	else \
+		$(NEXT_PY) -m pip uninstall -q -y pyspark pyspark-client && $(NEXT_PY) -m pip install -q --no-deps pyspark==$(NEXT_PYSPARK); \
+	fi
 	cd $(NEXT) && env -u CLOUDTRAIL_LANDING -u CLOUDTRAIL_LAKE -u AIRFLOW_HOME -u MAKEFLAGS $(MAKE) --no-print-directory test
 
 bench-next-pyspark: setup
-	@[ -x $(NEXT)/.venv/bin/python ] || { echo "run make test-next-pyspark first"; exit 1; }
+	@[ -x $(NEXT_PY) ] || { echo "run make test-next-pyspark first"; exit 1; }
 	$(PY) -m bench.pyspark_versions $(NEXT)
 
 metadata-growth: setup

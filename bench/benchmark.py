@@ -139,30 +139,24 @@ def heap_after_gc_mb(gc_log: Path) -> float:
     return float(max(after, default=0))
 
 
+PRODUCT_RUN_ID = "bench"
+
+
+def product_command(landing: Path, lake: Path, python: str = sys.executable) -> list[str]:
+    """The product as the benchmark runs it: every file of the zone in this run (no settle time)."""
+    return [python, "-m", "jobs.cloudtrail_ingest", "--landing", str(landing), "--lake", str(lake), "--run-id", PRODUCT_RUN_ID,
+            "--settle", "0 seconds"]  # fmt: skip
+
+
 def run_product(landing: Path, lake: Path, *options: str, full_gc_every: float | None = None) -> dict:
     gc_log = lake.parent / f"{lake.name}-gc.log"
     gc_log.unlink(missing_ok=True)
     # python -m starts the driver JVM through spark-submit, which takes these arguments from here.
     submit_args = f"--driver-java-options '-Xlog:gc:file={gc_log}' pyspark-shell"
     wall, peak, _ = measure(
-        [
-            sys.executable,
-            "-m",
-            "jobs.cloudtrail_ingest",
-            "--landing",
-            str(landing),
-            "--lake",
-            str(lake),
-            "--run-id",
-            "bench",
-            "--settle",
-            "0 seconds",
-            *options,
-        ],
-        env={"PYSPARK_SUBMIT_ARGS": submit_args},
-        full_gc_every=full_gc_every,
+        [*product_command(landing, lake), *options], env={"PYSPARK_SUBMIT_ARGS": submit_args}, full_gc_every=full_gc_every
     )
-    report = json.loads(Lake(lake).ingest_report("bench").read_text())
+    report = json.loads(Lake(lake).ingest_report(PRODUCT_RUN_ID).read_text())
     work = sum((b["duration_ms"] or 0) for b in report["batches"]) / 1000
     return {"wall_s": wall, "work_s": work, "peak_mb": peak, "heap_mb": heap_after_gc_mb(gc_log), "live_heap_mb": live_heap_mb(gc_log),
             "records": report["records_read"], "rows": report["rows_written"]}  # fmt: skip

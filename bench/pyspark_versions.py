@@ -18,7 +18,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from bench.benchmark import BASELINES, ROOT, WORK, measure, zone
+from bench.benchmark import BASELINES, ROOT, WORK, measure, product_command, zone
 
 PEERS = {"C": BASELINES["dedup"], "A": BASELINES["spark_batch"]}
 
@@ -33,8 +33,7 @@ def version(checkout: Path) -> str:
 def command(checkout: Path, system: str, landing: Path, out: Path) -> list[str]:
     python = str(checkout / ".venv" / "bin" / "python")
     if system == "product":
-        ingest = ["-m", "jobs.cloudtrail_ingest", "--run-id", "bench", "--settle", "0 seconds"]
-        return [python, *ingest, "--landing", str(landing), "--lake", str(out)]
+        return product_command(landing, out, python)
     return [python, str(checkout / "bench" / PEERS[system]), str(landing), str(out)]
 
 
