@@ -179,16 +179,17 @@ bench-stack: setup debian-deps
 NEXT_PYSPARK ?= 4.3.0
 NEXT := $(CURDIR)/build/pyspark-$(NEXT_PYSPARK)
 NEXT_PY := $(NEXT)/.venv/bin/python
+# make in the clone, without the lake and Airflow home this Makefile exports (they would be the clone's too).
+NEXT_MAKE := cd $(NEXT) && env -u CLOUDTRAIL_LANDING -u CLOUDTRAIL_LAKE -u AIRFLOW_HOME -u MAKEFLAGS $(MAKE) --no-print-directory
 test-next-pyspark: setup
 	rm -rf $(NEXT) && git clone -q $(CURDIR) $(NEXT)
-	@# The lake and Airflow home this Makefile exports would be the clone's too.
-	cd $(NEXT) && env -u CLOUDTRAIL_LANDING -u CLOUDTRAIL_LAKE -u AIRFLOW_HOME -u MAKEFLAGS $(MAKE) --no-print-directory $(NEXT)/.venv/$(notdir $(STAMP))
+	$(NEXT_MAKE) $(NEXT)/.venv/$(notdir $(STAMP))
 	if command -v uv >/dev/null 2>&1; then \
 		uv pip uninstall -q --python $(NEXT_PY) pyspark pyspark-client && uv pip install -q --python $(NEXT_PY) --no-deps pyspark==$(NEXT_PYSPARK); \
 	else \
 		$(NEXT_PY) -m pip uninstall -q -y pyspark pyspark-client && $(NEXT_PY) -m pip install -q --no-deps pyspark==$(NEXT_PYSPARK); \
 	fi
-	cd $(NEXT) && env -u CLOUDTRAIL_LANDING -u CLOUDTRAIL_LAKE -u AIRFLOW_HOME -u MAKEFLAGS $(MAKE) --no-print-directory test
+	$(NEXT_MAKE) test
 
 bench-next-pyspark: setup
 	@[ -x $(NEXT_PY) ] || { echo "run make test-next-pyspark first"; exit 1; }

@@ -23,15 +23,18 @@ from bench.benchmark import BASELINES, ROOT, WORK, measure, product_command, zon
 PEERS = {"C": BASELINES["dedup"], "A": BASELINES["spark_batch"]}
 
 
+def python_of(checkout: Path) -> str:
+    return str(checkout / ".venv" / "bin" / "python")
+
+
 def version(checkout: Path) -> str:
-    python = checkout / ".venv" / "bin" / "python"
     return subprocess.run(
-        [str(python), "-c", "import pyspark; print(pyspark.__version__)"], capture_output=True, text=True, check=True
+        [python_of(checkout), "-c", "import pyspark; print(pyspark.__version__)"], capture_output=True, text=True, check=True
     ).stdout.strip()
 
 
 def command(checkout: Path, system: str, landing: Path, out: Path) -> list[str]:
-    python = str(checkout / ".venv" / "bin" / "python")
+    python = python_of(checkout)
     if system == "product":
         return product_command(landing, out, python)
     return [python, str(checkout / "bench" / PEERS[system]), str(landing), str(out)]
