@@ -3,6 +3,8 @@
     python -m bench.benchmark [--sizes 200000,1000000,2000000] [--repeats 3] [--days 60] [--out BENCHMARKS.md]
     python -m bench.benchmark --sizes-only     (the peers on each zone, queries, no-op run: not the memory, incremental, 60-day runs)
     python -m bench.benchmark --smoke          (one tiny zone, one repeat: checks the harness runs)
+    python -m bench.benchmark --reuse-sizes bench-work/sizes.json   (after a later phase failed: the size comparison
+                                               as the failed run kept it, then the rest)
 
 For each landing zone (real-shaped: the real sample records copied with ids and times of their own,
 1,000 a gzipped file over 3 days, delivered layout, 1% re-delivered duplicates; and one of another
@@ -237,11 +239,14 @@ def noop_vs_bare_submit(landing: Path, lake: Path, repeats: int) -> dict:
     """The job with nothing new, submitted as the DAG submits it, against an empty application."""
     empty = ROOT / "bench" / "empty_app.py"
     job = ["--landing", str(landing), "--lake", str(lake)]
-    spark_submit = str(Path(sys.executable).parent / "spark-submit")  # pyspark's, beside this interpreter, with or without make's PATH
+    # pyspark's spark-submit, beside this interpreter. It finds Spark, and runs the driver, with the `python3` on PATH:
+    # this environment's first, as the DAG's image has it (make does not put the venv on PATH).
+    bin_folder = Path(sys.executable).parent
+    spark_submit, env = str(bin_folder / "spark-submit"), {"PATH": f"{bin_folder}{os.pathsep}{os.environ['PATH']}"}
     submit = [spark_submit, "--master", "local[*]", "--jars", str(ROOT / "build" / "cloudtrail.jar")]
-    noop = [measure([*submit, str(ROOT / "jobs" / "cloudtrail_ingest.py"), *job])[0] for _ in range(repeats)]
+    noop = [measure([*submit, str(ROOT / "jobs" / "cloudtrail_ingest.py"), *job], env=env)[0] for _ in range(repeats)]
     embedded = [measure([sys.executable, "-m", "jobs.cloudtrail_ingest", *job])[0] for _ in range(repeats)]
-    bare = [measure([spark_submit, "--master", "local[*]", str(empty)])[0] for _ in range(repeats)]
+    bare = [measure([spark_submit, "--master", "local[*]", str(empty)], env=env)[0] for _ in range(repeats)]
     return {
         "noop_s": statistics.median(noop),
         "noop_embedded_s": statistics.median(embedded),
@@ -374,6 +379,10 @@ def bar_chart_svg(rows: list[dict]) -> str:
     return "\n".join(parts + ["</svg>"])
 
 
+def now() -> str:
+    return datetime.now(tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="200000,1000000,2000000")
@@ -410,6 +419,10 @@ def main(argv: list[str] | None = None) -> int:
         (scratch / "product").rename(scratch / "lake")  # the largest reference zone's, left by the comparison
         layout = files_per_partition(scratch / "lake")
         queries = analyst_queries(zone(sizes[-1]), scratch / "lake", repeats)
+        # The hour above is kept whatever a later phase does: `--reuse-sizes` this file measures only the rest.
+        kept = WORK / ("sizes-smoke.json" if args.smoke else "sizes.json")
+        kept.write_text(json.dumps({"sizes": rows, "layout_last_size": layout, "queries": queries, "measured_at": now()}, indent=1))
+        print(f"size comparison kept in {kept}", flush=True)
     print("no-op run against a bare spark-submit", flush=True)
     noop = noop_vs_bare_submit(zone(sizes[-1]), scratch / "lake", repeats)
     shutil.rmtree(scratch / "lake")
@@ -430,7 +443,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     results = {"sizes": rows, "noop": noop, "queries": queries, "peak_memory": memory, "layout_last_size": layout,
                "incremental": incremental, "daily": daily, "sizes_from": earlier.get("sizes_from") or earlier.get("measured_at", str(args.reuse_sizes)) if args.reuse_sizes else None,
-               "measured_at": datetime.now(tz=UTC).strftime("%Y-%m-%d %H:%M UTC"),
+               "measured_at": now(),
                "machine": f"{os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB"}  # fmt: skip
     results_path(args.smoke).write_text(json.dumps(results, indent=1))
     if not args.smoke:
