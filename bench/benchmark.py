@@ -55,6 +55,12 @@ def results_path(smoke: bool) -> Path:
     return WORK / "results-smoke.json" if smoke else ROOT / "bench" / "results.json"
 
 
+def sizes_path(smoke: bool) -> Path:
+    """The size comparison and analyst queries, kept as soon as measured: a run whose later phase failed goes on
+    from them with --reuse-sizes."""
+    return WORK / ("sizes-smoke.json" if smoke else "sizes.json")
+
+
 def measure(
     command: list[str], env: dict[str, str] | None = None, full_gc_every: float | None = None, cwd: Path | None = None
 ) -> tuple[float, float, str]:
@@ -69,7 +75,14 @@ def measure(
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+        # This environment's folder first on PATH (make does not put it there): pyspark's spark-submit finds Spark, and
+        # runs the driver, with the `python3` it finds there, as in the DAG's image.
+        env={
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+            **(env or {}),
+        },
         cwd=cwd,
     )
     peak = 0.0
@@ -239,14 +252,11 @@ def noop_vs_bare_submit(landing: Path, lake: Path, repeats: int) -> dict:
     """The job with nothing new, submitted as the DAG submits it, against an empty application."""
     empty = ROOT / "bench" / "empty_app.py"
     job = ["--landing", str(landing), "--lake", str(lake)]
-    # pyspark's spark-submit, beside this interpreter. It finds Spark, and runs the driver, with the `python3` on PATH:
-    # this environment's first, as the DAG's image has it (make does not put the venv on PATH).
-    bin_folder = Path(sys.executable).parent
-    spark_submit, env = str(bin_folder / "spark-submit"), {"PATH": f"{bin_folder}{os.pathsep}{os.environ['PATH']}"}
+    spark_submit = str(Path(sys.executable).parent / "spark-submit")  # pyspark's, beside this interpreter (see measure)
     submit = [spark_submit, "--master", "local[*]", "--jars", str(ROOT / "build" / "cloudtrail.jar")]
-    noop = [measure([*submit, str(ROOT / "jobs" / "cloudtrail_ingest.py"), *job], env=env)[0] for _ in range(repeats)]
+    noop = [measure([*submit, str(ROOT / "jobs" / "cloudtrail_ingest.py"), *job])[0] for _ in range(repeats)]
     embedded = [measure([sys.executable, "-m", "jobs.cloudtrail_ingest", *job])[0] for _ in range(repeats)]
-    bare = [measure([spark_submit, "--master", "local[*]", str(empty)], env=env)[0] for _ in range(repeats)]
+    bare = [measure([spark_submit, "--master", "local[*]", str(empty)])[0] for _ in range(repeats)]
     return {
         "noop_s": statistics.median(noop),
         "noop_embedded_s": statistics.median(embedded),
@@ -419,8 +429,7 @@ def main(argv: list[str] | None = None) -> int:
         (scratch / "product").rename(scratch / "lake")  # the largest reference zone's, left by the comparison
         layout = files_per_partition(scratch / "lake")
         queries = analyst_queries(zone(sizes[-1]), scratch / "lake", repeats)
-        # The hour above is kept whatever a later phase does: `--reuse-sizes` this file measures only the rest.
-        kept = WORK / ("sizes-smoke.json" if args.smoke else "sizes.json")
+        kept = sizes_path(args.smoke)
         kept.write_text(json.dumps({"sizes": rows, "layout_last_size": layout, "queries": queries, "measured_at": now()}, indent=1))
         print(f"size comparison kept in {kept}", flush=True)
     print("no-op run against a bare spark-submit", flush=True)

@@ -27,7 +27,7 @@ def test_benchmark_harness_runs_each_system_on_a_tiny_zone():
         "the peers wrote the zone's events (the recipe less its late ones)"
     )
     assert size["product"]["heap_mb"] > 0  # the driver's GC log was written and read
-    assert json.loads((benchmark.WORK / "sizes-smoke.json").read_text())["sizes"] == results["sizes"], "kept for --reuse-sizes"
+    assert json.loads(benchmark.sizes_path(smoke=True).read_text())["sizes"] == results["sizes"], "kept for --reuse-sizes"
     assert results["noop"]["ratio"] > 0 and len(results["queries"]) == 3
     names = {name for name, _, _ in benchmark.targets(results)}
     assert "no-op run <= 1.2x bare spark-submit" in names and any(name.startswith("whole process >= 1.0x B") for name in names)
