@@ -54,7 +54,12 @@ def ingest(spark, landing: Path, lake: Path, replay: Replay | None = None, run_i
     argv = ["--landing", str(landing), "--lake", str(lake), "--run-id", run_id or f"test-{uuid.uuid4().hex[:8]}", "--settle", "0 seconds"]
     for name, value in options.items():
         argv += [f"--{name.replace('_', '-')}", str(value)] if value is not None else []
-    return run(dataclasses.replace(parse_args(argv), replay=replay), lambda: spark)
+    try:
+        return run(dataclasses.replace(parse_args(argv), replay=replay), lambda: spark)
+    finally:
+        # A run is a process, whose exit ends the state store's maintenance; in the tests' shared session it went
+        # on deleting old state versions after the run, under a test copying the checkpoint (shutil.Error in CI).
+        spark.sparkContext._jvm.org.apache.spark.sql.execution.streaming.state.StateStore.stop()
 
 
 def event(event_id: str, event_time: datetime, **extra: Any) -> dict[str, Any]:
