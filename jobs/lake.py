@@ -174,7 +174,11 @@ class Lake:
     def rescale_work(self, run_id: str) -> Path:
         """Where a rescale builds the new de-duplication state: beside the checkpoint, where no sweep or recovery
         of staged partitions looks (it must outlive a rescale that dies, which the next call finishes)."""
-        return self.checkpoints / "rescale" / _safe(run_id)
+        return self.rescale_work_root / _safe(run_id)
+
+    @property
+    def rescale_work_root(self) -> Path:
+        return self.checkpoints / "rescale"
 
     def replaced_state(self, run_id: str) -> Path:
         """Where a rescale keeps the de-duplication state it replaced."""

@@ -11,7 +11,8 @@ de-duplication operator into a new state of `--state-partitions` partitions, che
 with the same expiries, and swaps it in with the offset log's partition count. A copy of an event seen before
 the rescale is still dropped: no key is forgotten and no file read again. The old state is kept under
 <lake>/_replaced/state/<run id>/. A rescale that dies part way leaves a note in the checkpoint, the ingest refuses
-to start while it is there, and running this command again finishes the rescale.
+to start while it is there, and running this command again finishes the rescale. The note is written when the
+swap begins: a rescale that fails or dies while it builds the new state leaves the lake as it was.
 Exit codes (jobs/cli.py): 0 rescaled (or already that size), 1 the check failed (the old state is kept), 2 bad
 arguments or a checkpoint with a batch half done, 75 another writer held the lake.
 """
@@ -103,6 +104,9 @@ class Rescale:
 
 def state_keys(spark: SparkSession, checkpoint: Path) -> DataFrame:
     """Every key of the checkpoint's de-duplication state after its last committed batch, with its expiry (microseconds)."""
+    # The state reader reports to the driver's StateStoreCoordinator, which Spark starts with the session's query
+    # manager: in a process that has run no stream yet it is not there ("Cannot find endpoint: StateStoreCoordinator").
+    spark.streams  # noqa: B018
     state = spark.read.format("statestore").load(str(checkpoint))
     return state.select(F.col("key._dedup_key").alias("_dedup_key"), F.col("value.expiresAtMicros").alias("expires_us"))
 
@@ -153,9 +157,11 @@ def seed(spark: SparkSession, keys: DataFrame, rescale: Rescale, dedup: Dedup) -
 
 def build(spark: SparkSession, rescale: Rescale, dedup: Dedup) -> bool:
     """The new state, under the rescale's work folder, at the version the ingest's next batch reads; whether it
-    holds the same keys and expiries as the checkpoint's."""
-    shutil.rmtree(rescale.work, ignore_errors=True)
-    old = state_keys(spark, rescale.lake.checkpoint).cache()
+    holds the same keys and expiries as the checkpoint's. The checkpoint is not touched: a build that fails or dies
+    leaves the lake as it was, able to ingest."""
+    shutil.rmtree(rescale.lake.rescale_work_root, ignore_errors=True)  # and what an earlier build that died left
+    # An earlier rescale's placeholder stays in the state until a batch's watermark passes it: it is no event's key.
+    old = state_keys(spark, rescale.lake.checkpoint).where(F.col("_dedup_key") != EXPIRED_KEY).cache()
     # A state with no key still needs every partition's store: one key that expired before any batch ran.
     expired = spark.createDataFrame([(EXPIRED_KEY, int(dedup.delay.total_seconds() * 1_000_000) + 1)], old.schema)
     seed(spark, old.unionByName(expired), rescale, dedup)
@@ -183,12 +189,10 @@ def swap(rescale: Rescale) -> None:
 def rescale_state(config: RescaleConfig, session: JobSession) -> int:
     """Under the lake lock: finish a rescale that died part way, or rescale the state as asked."""
     noted = Rescale.noted(config.lake)
-    if noted is not None and noted.old.exists():  # the old state was moved aside: the new one is complete
+    if noted is not None:  # noted when its swap began: its new state was complete and checked
         log.warning("finishing rescale %s of %s to %d partitions", noted.run_id, config.lake.root, noted.partitions)
         swap(noted)
         return cli.OK if noted.partitions == config.partitions else rescale_state(config, session)
-    if noted is not None:  # died before the old state was moved: it is as it was, and this rescale starts anew
-        shutil.rmtree(noted.work, ignore_errors=True)
     checkpoint = CheckpointSnapshot.read(config.lake.checkpoint)
     if checkpoint.commit.batch_id is None:
         log.info("%s has no state yet: its first ingest run takes --state-partitions %d", config.lake.root, config.partitions)
@@ -201,12 +205,11 @@ def rescale_state(config: RescaleConfig, session: JobSession) -> int:
         config.lake.rescaling.unlink(missing_ok=True)
         return cli.OK
     rescale = Rescale(config.lake, config.run_id, config.partitions, checkpoint.commit.batch_id + 1)
-    rescale.note()
     if not build(session(), rescale, Dedup()):
         log.error("the new state does not hold the old one's keys: nothing swapped, the state keeps %d partitions", current)
         shutil.rmtree(rescale.work, ignore_errors=True)
-        config.lake.rescaling.unlink()
         return cli.FAILED
+    rescale.note()  # from here the rescale is finished, by this call or the next
     swap(rescale)
     log.info(
         "the state of %s moved from %d to %d partitions; the old state is in %s", config.lake.root, current, config.partitions, rescale.old

@@ -164,7 +164,17 @@ class JobSession:
 
     def __exit__(self, *_: object) -> None:
         if self._session is not None and self._owned:
+            stop_state_stores(self._session)
             self._session.stop()
+
+
+def stop_state_stores(spark: SparkSession) -> None:
+    """Unload the state stores and stop their maintenance, as a process's exit would. Left running past the session's
+    stop, a maintenance task found SparkEnv gone and printed a stack trace on a run that succeeded; in a session
+    that goes on (the tests'), it went on deleting old state versions under a copy of the checkpoint."""
+    jvm = spark.sparkContext._jvm
+    if jvm is not None:
+        jvm.org.apache.spark.sql.execution.streaming.state.StateStore.stop()
 
 
 def for_table_reads(spark: SparkSession) -> SparkSession:

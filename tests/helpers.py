@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,6 +23,7 @@ from jobs.landing import delivery_path
 from jobs.quarantine import Replay
 from jobs.report import RunReport
 from jobs.schema import QUARANTINE_SCHEMA
+from jobs.session import stop_state_stores
 from jobs.sinks import IGNORE_SINK_LOG
 from jobs.spark_logs import sink_log, sink_log_files
 from tools.generate_landing import write_delivery
@@ -57,9 +61,31 @@ def ingest(spark, landing: Path, lake: Path, replay: Replay | None = None, run_i
     try:
         return run(dataclasses.replace(parse_args(argv), replay=replay), lambda: spark)
     finally:
-        # A run is a process, whose exit ends the state store's maintenance; in the tests' shared session it went
-        # on deleting old state versions after the run, under a test copying the checkpoint (shutil.Error in CI).
-        spark.sparkContext._jvm.org.apache.spark.sql.execution.streaming.state.StateStore.stop()
+        stop_state_stores(spark)  # as the run's process ends them
+
+
+# What a stack trace prints, Python's or the JVM's: an operator should see neither on a run that succeeded or refused.
+STACK_TRACE = re.compile(r"Traceback \(most recent call last\)|^\s+at [\w$.<>]+\(|^Exception in thread", re.MULTILINE)
+
+
+def command(module: str, *args: object, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """`python -m <module> <args>` in its own process, as an operator runs it (the tests' environment: conftest.py)."""
+    return subprocess.run([sys.executable, "-m", module, *map(str, args)], capture_output=True, text=True, timeout=timeout)
+
+
+def refusal(result: subprocess.CompletedProcess[str]) -> str:
+    """The one line a command that refused (exit 2) logged at ERROR, checked to be the only error and no stack trace."""
+    assert result.returncode == 2, (result.returncode, result.stderr[-3000:])
+    errors = [line for line in result.stderr.splitlines() if " ERROR " in line]
+    assert len(errors) == 1 and not STACK_TRACE.search(result.stderr), result.stderr[-3000:]
+    return errors[0]
+
+
+def succeeded(result: subprocess.CompletedProcess[str]) -> str:
+    """The output of a command that exited 0, checked to hold no stack trace; its stderr."""
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert not STACK_TRACE.search(result.stderr + result.stdout), result.stderr[-5000:]
+    return result.stderr
 
 
 def event(event_id: str, event_time: datetime, **extra: Any) -> dict[str, Any]:

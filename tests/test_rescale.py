@@ -4,6 +4,7 @@ stops the ingest until it is finished."""
 
 from __future__ import annotations
 
+import shutil
 from datetime import timedelta
 
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from jobs import rescale
 from jobs.lake import Lake
 from jobs.spark_logs import CheckpointError, state_folder, state_partitions
-from tests.helpers import DAY, deliver, duckdb_rows, events_of, ingest
+from tests.helpers import DAY, command, deliver, duckdb_rows, events_of, ingest, succeeded
 
 
 def partition_folders(lake) -> list[str]:
@@ -72,3 +73,43 @@ def test_a_rescale_that_died_part_way_stops_the_ingest_until_it_is_run_again(spa
     assert state_partitions(Lake(lake).checkpoint) == 4 and not Lake(lake).rescaling.exists()
     assert ingest(spark, landing, lake).totals()["duplicates_dropped"] == 4
     assert duckdb_rows(lake) == rows("a")
+
+
+def test_rescale_in_its_own_process_on_a_just_ingested_lake_twice_and_on_a_copy(spark, landing, lake, tmp_path):
+    """As README documents it: `python -m jobs.rescale` right after an ingest (a process that has run no stream: it
+    exited 1 on StateStoreCoordinator), at once again (the first one's placeholder key was taken for a lost key), and
+    on the lake copied to another disk; no stack trace on the way, and the ingest goes on with every key."""
+    before = events_of(4, DAY, "a")
+    deliver(landing, before, DAY + timedelta(hours=1))
+    ingest(spark, landing, lake)
+
+    succeeded(command("jobs.rescale", "--lake", lake, "--state-partitions", 5))
+    succeeded(command("jobs.rescale", "--lake", lake, "--state-partitions", 3))
+    assert state_partitions(Lake(lake).checkpoint) == 3 and not Lake(lake).rescaling.exists()
+    copy = tmp_path / "restored" / "lake"
+    shutil.copytree(lake, copy, symlinks=True)
+    succeeded(command("jobs.rescale", "--lake", copy, "--state-partitions", 4))
+
+    deliver(landing, before, DAY + timedelta(hours=2))
+    deliver(landing, events_of(4, DAY + timedelta(hours=1), "new"), DAY + timedelta(hours=2, minutes=1))
+    for rescaled, partitions in ((lake, 3), (copy, 4)):
+        assert ingest(spark, landing, rescaled).totals()["duplicates_dropped"] == 4
+        assert duckdb_rows(rescaled) == rows("a", "new") and partition_folders(rescaled) == [str(n) for n in range(partitions)]
+
+
+def test_a_rescale_that_fails_while_building_leaves_the_lake_able_to_ingest(spark, landing, lake, monkeypatch):
+    events = events_of(4, DAY, "a")
+    deliver(landing, events, DAY + timedelta(hours=1))
+    ingest(spark, landing, lake)
+
+    def fails(*_: object) -> None:
+        raise RuntimeError("the new state could not be written")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(rescale, "seed", fails)
+        with pytest.raises(RuntimeError):
+            rescale.main(["--lake", str(lake), "--state-partitions", "4"])
+    assert not Lake(lake).rescaling.exists() and state_partitions(Lake(lake).checkpoint) == 2
+    deliver(landing, events, DAY + timedelta(hours=2))
+    assert ingest(spark, landing, lake).totals()["duplicates_dropped"] == 4, "the old state, intact, drops the copies"
+    assert rescale.main(["--lake", str(lake), "--state-partitions", "4"]) == 0
