@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs.files import write_whole
-from jobs.lake import LAST_SUCCESS
+from jobs.lake import LAST_SUCCESS, MANIFESTS
 from jobs.spark_logs import (
     CheckpointError,
     Commit,
@@ -88,7 +88,7 @@ class CheckpointSnapshot:
                     "successful run's report (the ingest does so itself when one is there), or from a backup."
                 )
             last_success = LastSuccess()
-        return cls(path, commit, planned, last_success, read_source_log(path), *offsets)
+        return cls(path, commit, planned, last_success, read_source_log(path, path / MANIFESTS), *offsets)
 
     @property
     def watermark(self) -> datetime | None:

@@ -77,6 +77,8 @@ RETIRED = "retired"
 LET_GO = "let_go.txt"
 # The ledger's record of taken files whose times changed and whose content did not (jobs/ledger.py).
 RESTAMPED = "restamped.jsonl"
+# The file ledger's manifests, one per batch, in the checkpoint: the folder the ingest's stream reads.
+MANIFESTS = "manifests"
 # A rescale of the de-duplication state under way (jobs/rescale.py): the ingest does not start while it is there.
 RESCALING = "rescaling.json"
 
@@ -132,7 +134,7 @@ class Lake:
 
     @property
     def manifests(self) -> Path:
-        return self.checkpoint / "manifests"
+        return self.checkpoint / MANIFESTS
 
     @property
     def late_files(self) -> Path:

@@ -340,7 +340,7 @@ def ledger(lake: Lake, landing: Path, query: str) -> list[LedgerHit]:
         day: date | None = date.fromisoformat(query)
     except ValueError:
         day = None
-    offsets = {entry.path: entry.batch_id for entry in read_source_log(lake.checkpoint).entries}
+    offsets = {entry.path: entry.batch_id for entry in read_source_log(lake.checkpoint, lake.manifests).entries}
     committed = source_offset(lake.checkpoint, last_commit(lake.checkpoint).batch_id)
     taken: dict[str, tuple[int | None, int | None]] = {}
     for manifest, entries, _ in _manifests(lake):  # oldest first: the newest read of a file wins

@@ -85,7 +85,7 @@ def batch_entries(lake: Lake, batch_id: int) -> list[Entry]:
     offset, previous = source_offset(lake.checkpoint, batch_id), source_offset(lake.checkpoint, batch_id - 1)
     if offset is None or offset == previous:
         return []
-    logged = {local_path(e.path) for e in read_source_log(lake.checkpoint).entries if e.batch_id == offset}
+    logged = {local_path(e.path) for e in read_source_log(lake.checkpoint, lake.manifests).entries if e.batch_id == offset}
     manifests = sorted(path for path in logged if os.path.dirname(path) == str(lake.manifests))  # not a pre-ledger landing file
     return [entry for path in manifests for entry in read_manifest(Path(path)).entries]
 

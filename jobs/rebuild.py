@@ -20,8 +20,10 @@ replaces the live one atomically (jobs/partitions.py) and the old one stays unde
 the same run rebuilds again); --rollback TAG puts the old partitions back. Runs under the lake
 lock, waiting for it (--lock-wait). --dry-run lists per date the files and bytes it would
 read and an estimate of the time, and writes nothing.
+A date that held rows (in its partition, or written by an ingest run when its partition is lost) and would be
+rebuilt with none is refused, nothing swapped, unless --allow-empty: its landing files were not found.
 Report: <lake>/reports/rebuild/<tag>.json. Exit codes (jobs/cli.py): 0 done, 1 the gate failed (nothing
-swapped) or the run failed, 2 bad arguments or an unsettled checkpoint, 75 the lake stayed busy.
+swapped) or the run failed, 2 bad arguments, an unsettled checkpoint or dates it would empty, 75 the lake stayed busy.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import os
 import shutil
 import sys
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass
 from datetime import date, timedelta
 from pathlib import Path
@@ -48,7 +51,7 @@ from jobs.dedup import Dedup
 from jobs.lake import EVENT_DATE, EVENTS, QUARANTINE, REASON, TABLES, Lake, LakeLock, partition, partition_folders
 from jobs.landing import day_folders, log_files_in, relative
 from jobs.ledger import MANIFEST_DDL, Entry, late_files, read_files
-from jobs.report import PartitionStats, RebuildReport, now_iso
+from jobs.report import PartitionStats, RebuildReport, now_iso, read_reports
 from jobs.schema import EVENTS_SCHEMA, QUARANTINE_SCHEMA
 from jobs.session import spark_session
 from jobs.spark_logs import CheckpointError, local_path, source_file
@@ -74,6 +77,8 @@ class RebuildConfig:
     keep_replaced: timedelta = options.duration(options.KEEP_REPLACED)
     lock_wait: float = options.LOCK_WAIT_SECONDS
     dry_run: bool = False
+    # A date that held rows may be rebuilt with none (--allow-empty); else such a rebuild is refused.
+    allow_empty: bool = False
     # The tag of a rebuild to undo instead (--rollback).
     rollback: str | None = None
 
@@ -117,6 +122,9 @@ def parse_args(argv: list[str] | None = None) -> RebuildConfig:
     )
     cli.add_lock_wait(parser)
     parser.add_argument("--dry-run", action="store_true", help="list what would be read, write nothing")
+    parser.add_argument(
+        "--allow-empty", action="store_true", help="let a date that held rows be rebuilt with none (refused otherwise: its files were not found)"
+    )
     parser.add_argument("--rollback", metavar="TAG", help="put back the partitions the rebuild TAG replaced")
     cli.add_run_id(parser)
     args = parser.parse_args(argv)
@@ -134,6 +142,7 @@ def parse_args(argv: list[str] | None = None) -> RebuildConfig:
         keep_replaced=args.keep_replaced,
         lock_wait=args.lock_wait,
         dry_run=args.dry_run,
+        allow_empty=args.allow_empty,
     )
 
 
@@ -252,6 +261,25 @@ def rebuilt_quarantine(spark: SparkSession, lake: Lake, records: DataFrame, date
     return kept.unionByName(new), reasons
 
 
+class EmptiedDates(RuntimeError):
+    """Dates that held rows would be rebuilt with none: their landing files were not found, and nothing was swapped."""
+
+
+def rows_ingested(lake: Lake) -> Counter[str]:
+    """Per event date, the rows the ingest runs wrote into it (their reports): what a date held, its partition lost or not."""
+    written: Counter[str] = Counter()
+    for body in read_reports(lake.ingest_reports):
+        for batch in body.get("batches") or []:
+            written.update(batch.get("rows_written_per_event_date") or {})
+    return written
+
+
+def emptied_dates(lake: Lake, before: dict[str, int], after: dict[str, int], dates: list[str]) -> list[str]:
+    """The dates that held rows (in their partition now, or written by an ingest run) and would hold none."""
+    ingested = rows_ingested(lake) if any(not after.get(day) for day in dates) else Counter()
+    return [day for day in dates if not after.get(day) and (before.get(day) or ingested[day])]
+
+
 def purge_replaced(lake: Lake, keep: timedelta) -> None:
     """Delete replaced partitions older than `keep` (a rollback is possible until then)."""
     cutoff = time.time() - keep.total_seconds()
@@ -316,6 +344,14 @@ def rebuild(config: RebuildConfig, spark: SparkSession, plans: list[DatePlan], r
         report.gate = validate_events.judge(frames, gate, [str(day) for day in dates])["verdict"]
         passed = report.gate == "passed"
     report.quarantine_partitions_replaced = sorted(reasons)
+    emptied = [] if config.allow_empty else emptied_dates(lake, figures["rows_before"], figures["rows_after"], [str(d) for d in dates])
+    if emptied:
+        staging.publish(False, {})
+        raise EmptiedDates(
+            f"event dates {', '.join(emptied)} held rows and would be rebuilt with none: none of their landing files was found "
+            f"under {config.landing} (is it the landing zone these rows came from?). Nothing was swapped; "
+            "--allow-empty rebuilds them empty"
+        )
     return staging.publish(passed, {EVENTS: dates, QUARANTINE: sorted(reasons)})
 
 
@@ -338,6 +374,8 @@ def run(config: RebuildConfig, session: Any) -> RebuildReport:
         )  # fmt: skip
         report.status = "succeeded" if rebuild(config, session(), plans, report) else "gate_failed"
         purge_replaced(lake, config.keep_replaced)
+    except EmptiedDates as exc:
+        report.status, report.error = "refused", str(exc)
     except Exception as exc:
         report.status, report.error = "failed", str(exc).splitlines()[0][:2000]
         raise
@@ -369,6 +407,9 @@ def rebuild_dates(config: RebuildConfig) -> int:
         with LakeLock(config.layout, "a rebuild", wait_seconds=config.lock_wait):
             report = run(config, lambda: spark_session("cloudtrail_rebuild"))
     print(json.dumps(asdict(report), indent=2))
+    if report.status == "refused":
+        log.error("%s", report.error)
+        return cli.USAGE
     if report.status == "gate_failed":
         log.error("the rebuilt partitions failed the critical suite: nothing was swapped; the old partitions stay")
         return cli.FAILED

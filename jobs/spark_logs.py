@@ -39,19 +39,44 @@ def batch_files(log: Path) -> list[tuple[int, Path]]:
     return sorted(batches)
 
 
-def _latest_entry(log: Path) -> tuple[int, dict[str, Any]] | None:
+def damaged(path: Path, mend: str) -> CheckpointError:
+    """The refusal for a log file Spark could not read either: cut short, overwritten, of another version."""
+    return CheckpointError(f"{path} is damaged (cut short, overwritten or of another version): refusing to start. {mend}")
+
+
+# The mend when a log file the next batch needs is damaged: only a copy of the same moment brings it back.
+RESTORE = "Recovery: restore the whole lake (tables and checkpoint) from one backup (README, 'Recovering a checkpoint')."
+
+
+def _lines(path: Path, mend: str = RESTORE) -> list[str]:
+    """A log file's lines, its version line checked."""
+    try:
+        lines = path.read_text().splitlines()
+    except UnicodeDecodeError:
+        raise damaged(path, mend) from None
+    if not lines or lines[0] != VERSION:
+        raise damaged(path, mend)
+    return lines
+
+
+def _json(path: Path, line: str, mend: str = RESTORE) -> Any:
+    try:
+        return json.loads(line)
+    except ValueError:
+        raise damaged(path, mend) from None
+
+
+def _latest_entry(log: Path, mend: str = RESTORE) -> tuple[int, dict[str, Any]] | None:
     """The newest batch of a commits/ or offsets/ log, with its first JSON entry."""
     batches = batch_files(log)
     if not batches:
         return None
     batch_id, path = batches[-1]
-    lines = path.read_text().splitlines()
-    if len(lines) < 2 or lines[0] != VERSION:
-        raise CheckpointError(
-            f"{path} is not a Spark commit-log entry (corrupted or written by another version). "
-            "Recovery: restore the checkpoint from backup, or see README 'Recovering a checkpoint'."
-        )
-    return batch_id, json.loads(lines[1])
+    lines = _lines(path, mend)
+    body = _json(path, lines[1], mend) if len(lines) > 1 else None
+    if not isinstance(body, dict):
+        raise damaged(path, mend)
+    return batch_id, body
 
 
 @dataclass(frozen=True)
@@ -62,8 +87,13 @@ class Commit:
     watermark: datetime | None = None
 
 
+# Deleting the newest commit makes its batch planned and not committed: the next run runs it again, and the sinks,
+# which commit a batch id once, write nothing twice.
+REPLAY_COMMIT = "Recovery: delete it (and its .crc) and run again: its batch runs again and writes nothing twice."
+
+
 def last_commit(checkpoint: Path) -> Commit:
-    entry = _latest_entry(checkpoint / "commits")
+    entry = _latest_entry(checkpoint / "commits", REPLAY_COMMIT)
     if entry is None:
         return Commit()
     millis = entry[1].get("nextBatchWatermarkMs", 0)
@@ -79,7 +109,7 @@ def planned_batch_id(checkpoint: Path) -> int | None:
 def _offset_entry(checkpoint: Path, batch_id: int | None) -> list[str] | None:
     """The lines of batch `batch_id`'s offset log entry (version, metadata, one offset per source); None if there is none."""
     path = checkpoint / "offsets" / str(batch_id)
-    return path.read_text().splitlines() if batch_id is not None and path.exists() else None
+    return _lines(path) if batch_id is not None and path.exists() else None
 
 
 def source_offset(checkpoint: Path, batch_id: int | None) -> int | None:
@@ -87,7 +117,12 @@ def source_offset(checkpoint: Path, batch_id: int | None) -> int | None:
 
     A query batch and the source's log count apart: a batch with no new file adds no source entry."""
     lines = _offset_entry(checkpoint, batch_id)
-    return int(json.loads(lines[2])["logOffset"]) if lines and len(lines) > 2 and lines[2] != "-" else None
+    if not lines or len(lines) < 3 or lines[2] == "-":
+        return None
+    body = _json(checkpoint / "offsets" / str(batch_id), lines[2])
+    if not isinstance(body, dict) or not isinstance(body.get("logOffset"), int):
+        raise damaged(checkpoint / "offsets" / str(batch_id), RESTORE)
+    return int(body["logOffset"])
 
 
 def batch_time(checkpoint: Path, batch_id: int) -> datetime:
@@ -150,14 +185,24 @@ class LogEntry:
     batch_id: int  # the source's log offset that took it (not the query's batch id: see source_offset)
 
 
-def _entry(line: str) -> LogEntry:
-    body = json.loads(line)
-    return LogEntry(line, local_path(body["path"]), int(body["batchId"]))
+def moved(place: Path, folder: Path) -> bool:
+    """`place` is in `folder` as the lake stood under another root (copied, restored to a new disk, moved)."""
+    return place.parent != folder and place.parent.parts[-3:] == folder.parts[-3:]
 
 
-def _read_entries(path: Path) -> tuple[str, list[LogEntry]]:
-    version, *lines = path.read_text().splitlines()
-    return version, [_entry(line) for line in lines if line.strip()]
+def _entry(path: Path, line: str, folder: Path | None) -> LogEntry:
+    body = _json(path, line)
+    if not isinstance(body, dict) or "path" not in body or "batchId" not in body:
+        raise damaged(path, RESTORE)
+    place = local_path(body["path"])
+    if folder is not None and moved(Path(place), folder):
+        place = str(folder / Path(place).name)
+    return LogEntry(line, place, int(body["batchId"]))
+
+
+def _read_entries(path: Path, folder: Path | None = None) -> tuple[str, list[LogEntry]]:
+    version, *lines = _lines(path)
+    return version, [_entry(path, line, folder) for line in lines if line.strip()]
 
 
 @dataclass(frozen=True)
@@ -174,15 +219,17 @@ class SourceLog:
         return self.compacted + self.later
 
 
-def read_source_log(checkpoint: Path) -> SourceLog:
-    """What Spark restores the file source's list of read files from."""
+def read_source_log(checkpoint: Path, folder: Path | None = None) -> SourceLog:
+    """What Spark restores the file source's list of read files from. With `folder` (the folder the source reads),
+    an entry that names a file of it where the lake stood before it was copied or moved names it where it is now:
+    what every reader of the ledger asks (relocate_source_log rewrites the log itself before a stream reads it)."""
     batches = batch_files(checkpoint / "sources" / "0")
     compactions = [(batch_id, path) for batch_id, path in batches if path.name.endswith(".compact")]
     if not compactions:
-        return SourceLog(later=tuple(entry for _, path in batches for entry in _read_entries(path)[1]))
+        return SourceLog(later=tuple(entry for _, path in batches for entry in _read_entries(path, folder)[1]))
     last_compacted, compact = compactions[-1]
-    version, compacted = _read_entries(compact)
-    later = [entry for batch_id, path in batches if batch_id > last_compacted for entry in _read_entries(path)[1]]
+    version, compacted = _read_entries(compact, folder)
+    later = [entry for batch_id, path in batches if batch_id > last_compacted for entry in _read_entries(path, folder)[1]]
     return SourceLog(compact, version, tuple(compacted), tuple(later))
 
 
@@ -195,10 +242,7 @@ def relocate_source_log(checkpoint: Path, folder: Path) -> int:
     """Point the file source's log at `folder` where it names the same folder under another root (the lake was
     moved): otherwise the source would take every manifest there for new and read it again. The entries rewritten."""
 
-    def elsewhere(place: Path) -> bool:
-        return place.parent != folder and place.parent.parts[-3:] == folder.parts[-3:]
-
-    if not any(elsewhere(Path(entry.path)) for entry in read_source_log(checkpoint).entries):
+    if not any(moved(Path(entry.path), folder) for entry in read_source_log(checkpoint).entries):
         return 0
     moved = 0
     for _, path in batch_files(checkpoint / "sources" / "0"):
@@ -206,7 +250,7 @@ def relocate_source_log(checkpoint: Path, folder: Path) -> int:
         lines = []
         for entry in entries:
             place = Path(entry.path)
-            if elsewhere(place):
+            if moved(place, folder):
                 body = json.loads(entry.line)
                 body["path"] = hadoop_uri(folder / place.name)
                 lines.append(json.dumps(body, separators=(",", ":")))

@@ -18,7 +18,7 @@ from jobs import partitions, rebuild, validate_events
 from jobs.lake import Lake
 from jobs.landing import delivery_path
 from jobs.rebuild import RebuildConfig
-from tests.helpers import COUNT_LOOP, DAY, counts_seen, deliver, duckdb_rows, event, events_of, ingest
+from tests.helpers import COUNT_LOOP, DAY, command, counts_seen, deliver, duckdb_rows, event, events_of, ingest, refusal
 from tools.generate_landing import write_delivery
 
 DATES = (date(2024, 3, 1), date(2024, 3, 2), date(2024, 3, 3))
@@ -250,3 +250,28 @@ def test_a_rebuild_killed_while_writing_leaves_the_old_partitions_and_the_next_r
     assert not (lake / "_staging").exists(), "the next run deleted the staging folder"
     assert rebuild.run(config(landing, lake), lambda: spark).status == "succeeded"
     assert duckdb_rows(lake) == ingested
+
+
+def test_a_rebuild_on_a_lake_restored_to_another_path_reads_its_landing_files(spark, landing, lake, ingested, tmp_path):
+    """The ledger's record of read manifests names them where the lake was: a rebuild of the copy found none of the
+    dates' files, rebuilt a lost partition with 0 rows and kept a present one as if its files could not be read."""
+    restored = tmp_path / "new-disk" / "lake"
+    shutil.copytree(lake, restored, symlinks=True)
+    shutil.rmtree(Lake(restored).events / "event_date=2024-03-01")
+    report = rebuild.run(RebuildConfig(str(landing), str(restored), DATES, "restored"), lambda: spark)
+    assert report.status == "succeeded" and duckdb_rows(restored) == ingested
+    assert report.partitions["2024-03-01"]["rows_after"] == 44 and report.partitions["2024-03-01"]["files_read"] > 0
+    assert all(figures["rows_kept_from_unreadable_files"] == 0 for figures in report.partitions.values()), "every file read again"
+
+
+def test_a_rebuild_that_would_empty_a_date_that_held_rows_is_refused(spark, landing, lake, ingested, tmp_path):
+    elsewhere = tmp_path / "another-zone"
+    (elsewhere / "AWSLogs").mkdir(parents=True)
+    shutil.rmtree(Lake(lake).events / "event_date=2024-03-01")  # lost, and its files are not under --landing
+    present = duckdb_rows(lake)
+    args = ["--landing", str(elsewhere), "--lake", str(lake), "--from-date", "2024-03-01", "--to-date", "2024-03-02"]
+    line = refusal(command("jobs.rebuild", *args))
+    assert "2024-03-01" in line and "--allow-empty" in line and "2024-03-02" not in line.split("under")[0], line
+    assert duckdb_rows(lake) == present and not any((lake / "_staging").glob("*/*/event_date=*")), "nothing swapped"
+    assert rebuild.main([*args, "--allow-empty", "--run-id", "emptied"]) == 0, "said so: rebuilt empty"
+    assert not any(day == "2024-03-01" for _, day in duckdb_rows(lake))
