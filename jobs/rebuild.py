@@ -122,9 +122,7 @@ def parse_args(argv: list[str] | None = None) -> RebuildConfig:
     )
     cli.add_lock_wait(parser)
     parser.add_argument("--dry-run", action="store_true", help="list what would be read, write nothing")
-    parser.add_argument(
-        "--allow-empty", action="store_true", help="let a date that held rows be rebuilt with none (refused otherwise: its files were not found)"
-    )
+    parser.add_argument("--allow-empty", action="store_true", help="let a date that held rows be rebuilt with none (else refused)")
     parser.add_argument("--rollback", metavar="TAG", help="put back the partitions the rebuild TAG replaced")
     cli.add_run_id(parser)
     args = parser.parse_args(argv)
