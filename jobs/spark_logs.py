@@ -241,10 +241,9 @@ def hadoop_uri(path: Path) -> str:
 def relocate_source_log(checkpoint: Path, folder: Path) -> int:
     """Point the file source's log at `folder` where it names the same folder under another root (the lake was
     moved): otherwise the source would take every manifest there for new and read it again. The entries rewritten."""
-
     if not any(moved(Path(entry.path), folder) for entry in read_source_log(checkpoint).entries):
         return 0
-    moved = 0
+    rewritten = 0
     for _, path in batch_files(checkpoint / "sources" / "0"):
         version, entries = _read_entries(path)
         lines = []
@@ -254,12 +253,12 @@ def relocate_source_log(checkpoint: Path, folder: Path) -> int:
                 body = json.loads(entry.line)
                 body["path"] = hadoop_uri(folder / place.name)
                 lines.append(json.dumps(body, separators=(",", ":")))
-                moved += 1
+                rewritten += 1
             else:
                 lines.append(entry.line)
         if lines != [entry.line for entry in entries]:
             _replace(path, version, lines)
-    return moved
+    return rewritten
 
 
 def _replace(path: Path, version: str, lines: list[str]) -> None:
