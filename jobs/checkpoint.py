@@ -16,14 +16,15 @@ from typing import Any
 from jobs.files import write_whole
 from jobs.lake import LAST_SUCCESS, MANIFESTS
 from jobs.spark_logs import (
+    RESTORE,
     CheckpointError,
     Commit,
     SourceLog,
-    batch_files,
     last_commit,
     planned_batch_id,
     read_source_log,
-    sink_log,
+    sink_batch,
+    source_log_gaps,
     source_offset,
 )
 
@@ -78,7 +79,19 @@ class CheckpointSnapshot:
     @classmethod
     def read(cls, path: Path) -> CheckpointSnapshot:
         commit, planned = last_commit(path), planned_batch_id(path)
+        if commit.batch_id is not None and (planned is None or planned < commit.batch_id):
+            raise CheckpointError(
+                f"{path / 'commits'} has batch {commit.batch_id} committed but {path / 'offsets'} plans "
+                f"{'no batch' if planned is None else f'up to batch {planned}'}: offset files were deleted, and the files "
+                f"those batches read would be skipped. Refusing to start. {RESTORE}"
+            )
         offsets = source_offset(path, commit.batch_id), source_offset(path, planned)
+        gaps = source_log_gaps(path, offsets[1])
+        if gaps:
+            raise CheckpointError(
+                f"{path / 'sources' / '0'} lacks the files of log offsets {gaps[:5]}: they were deleted, and the manifests "
+                f"they named would be read again or skipped. Refusing to start. {RESTORE}"
+            )
         last_success = read_last_success(path)
         if last_success is None:
             if commit.batch_id is not None:
@@ -102,23 +115,35 @@ class CheckpointSnapshot:
         return committed is not None and self.planned_batch_id == committed and self.last_success.batch_id == committed
 
     def check_matches(self, tables: list[Path]) -> None:
-        """Refuse a checkpoint older than the tables it wrote (lost, reset, restored from a backup on its own,
-        batches deleted by hand): its next batches would reuse batch ids the tables have committed, and the
-        sink, which commits a batch id once, would drop their rows; or it would read every landing file again."""
+        """Refuse tables and a checkpoint that disagree on which batches are done. Every batch commits to each table's
+        sink log before the checkpoint commits it, so a table's newest batch is the checkpoint's last commit, or the
+        batch it planned after it when the run died between the two.
+
+        A checkpoint older than a table (lost, reset, restored from a backup on its own, batches deleted by hand) would
+        reuse batch ids the table has committed, and the sink, which commits a batch id once, would drop their rows.
+        A table older than the checkpoint (restored from an older backup, its log cut) lacks the rows of batches the
+        checkpoint counts as done, which no run would read again."""
+        committed = -1 if self.commit.batch_id is None else self.commit.batch_id
+        planned = -1 if self.planned_batch_id is None else self.planned_batch_id
         for table in tables:
-            logged = batch_files(sink_log(table))
-            if not logged:
-                continue
-            committed, planned = logged[-1][0], self.planned_batch_id
-            if planned is not None and committed <= planned:
-                continue  # at most the batch the checkpoint planned: a replay of it writes nothing twice
-            if planned is None:
-                found = f"the checkpoint {self.path} has none: it is missing or was reset"
-            else:
-                found = f"the checkpoint {self.path} goes up to batch {planned}: it is older than the table (restored on its own?)"
-            raise CheckpointError(
-                f"the table {table} has committed batches up to {committed} but {found}. Refusing to start: "
-                "its batches would lose rows or read landing files again. Recovery: `python -m jobs.repair --lake LAKE "
-                "--landing LANDING` rolls the tables back to the checkpoint and the next run reads the rest again, once; "
-                "or restore the whole lake (tables and checkpoint) from one backup (README, 'Recovering a checkpoint')."
-            )
+            logged = sink_batch(table)
+            newest = -1 if logged is None else logged
+            if newest > planned:
+                found = (
+                    f"the checkpoint {self.path} has none: it is missing or was reset"
+                    if self.planned_batch_id is None
+                    else f"the checkpoint {self.path} goes up to batch {planned}: it is older than the table (restored on its own?)"
+                )
+                raise CheckpointError(
+                    f"the table {table} has committed batches up to {newest} but {found}. Refusing to start: "
+                    "its batches would lose rows or read landing files again. Recovery: `python -m jobs.repair --lake LAKE "
+                    "--landing LANDING` rolls the tables back to the checkpoint and the next run reads the rest again, once; "
+                    "or restore the whole lake (tables and checkpoint) from one backup (README, 'Recovering a checkpoint')."
+                )
+            if newest < committed:
+                has = "no committed batch" if logged is None else f"committed batches up to {newest}"
+                raise CheckpointError(
+                    f"the table {table} has {has} but the checkpoint {self.path} committed batch {committed}: the table is "
+                    f"older than the checkpoint (restored from an older backup?) and lacks the rows of batches {newest + 1}-"
+                    f"{committed}. Refusing to start. {RESTORE}"
+                )

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
 
 from jobs import options
-from jobs.lake import LakeBusyError
+from jobs.lake import LakeBusyError, LakeUnusableError
 from jobs.spark_logs import CheckpointError
 
 log = logging.getLogger("cloudtrail")
@@ -120,6 +120,6 @@ def run(body: Callable[[], int]) -> int:
     except LakeBusyError as exc:
         log.error("%s", exc)
         return LAKE_BUSY
-    except CheckpointError as exc:
+    except (CheckpointError, LakeUnusableError) as exc:
         log.error("%s", exc)
         return USAGE

@@ -290,6 +290,10 @@ class LakeBusyError(RuntimeError):
     """Another writer holds the lake."""
 
 
+class LakeUnusableError(RuntimeError):
+    """The lake's folder cannot be written: a file, a read-only mount, no permission."""
+
+
 def _try_lock(handle: IO[str]) -> bool:
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -308,14 +312,17 @@ class LakeLock:
     """
 
     def __init__(self, lake: Lake, who: str, wait_seconds: float = 0) -> None:
-        self.path = lake.lock
+        self.lake, self.path = lake, lake.lock
         self.who = who
         self.wait_seconds = wait_seconds
         self._file: IO[str] | None = None
 
     def __enter__(self) -> LakeLock:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(self.path, "a+")  # noqa: SIM115 - held for the life of the run
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            handle = open(self.path, "a+")  # noqa: SIM115 - held for the life of the run
+        except OSError as exc:
+            raise LakeUnusableError(f"the lake {self.lake.root} cannot be written ({exc.strerror}: {exc.filename}); check --lake") from None
         deadline = time.monotonic() + self.wait_seconds
         while not _try_lock(handle):
             if time.monotonic() >= deadline:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -41,7 +42,7 @@ def batch_files(log: Path) -> list[tuple[int, Path]]:
 
 def damaged(path: Path, mend: str) -> CheckpointError:
     """The refusal for a log file Spark could not read either: cut short, overwritten, of another version."""
-    return CheckpointError(f"{path} is damaged (cut short, overwritten or of another version): refusing to start. {mend}")
+    return CheckpointError(f"{path} is damaged (cut short, overwritten or of another version). Refusing to start. {mend}")
 
 
 # The mend when a log file the next batch needs is damaged: only a copy of the same moment brings it back.
@@ -166,6 +167,63 @@ def state_version_files(checkpoint: Path, version: int, to: int) -> None:
         crc = folder / f".{version}.zip.crc"
         if crc.exists():
             crc.rename(folder / f".{to}.zip.crc")
+
+
+def source_log_gaps(checkpoint: Path, through: int | None) -> list[int]:
+    """The file source's log offsets up to `through` that have no file: Spark keeps every one after its newest
+    compaction, so one missing was deleted, and the manifests it named would be taken for new."""
+    if through is None:
+        return []
+    present = {batch_id for batch_id, _ in batch_files(checkpoint / "sources" / "0")}
+    compactions = [batch_id for batch_id, path in batch_files(checkpoint / "sources" / "0") if path.name.endswith(".compact")]
+    return [offset for offset in range(max(compactions, default=-1) + 1, through + 1) if offset not in present]
+
+
+# The stream's own id, all Spark keeps in the checkpoint's `metadata` file.
+STREAM_METADATA = "metadata"
+
+
+def restore_stream_metadata(checkpoint: Path) -> bool:
+    """Write the checkpoint's `metadata` file again when it is missing or damaged beside batches: it holds only the
+    query's id, which no other file refers to, and Spark refuses to start without it. Whether it was written."""
+    path = checkpoint / STREAM_METADATA
+    try:
+        body = json.loads(path.read_text())
+        if isinstance(body, dict) and isinstance(body.get("id"), str):
+            return False
+    except (OSError, ValueError):
+        pass
+    if not batch_files(checkpoint / "offsets"):
+        return False  # a new stream: Spark writes it
+    path.with_name(f".{path.name}.crc").unlink(missing_ok=True)
+    write_whole(path, json.dumps({"id": str(uuid.uuid4())}) + "\n")
+    return True
+
+
+def sink_batch(table: Path) -> int | None:
+    """The newest batch a table's sink log committed; None when it has none. Its file must be whole: Spark reads it."""
+    batches = batch_files(sink_log(table))
+    if not batches:
+        return None
+    batch_id, path = batches[-1]
+    for line in _lines(path)[1:]:
+        if line.strip() and not isinstance(_json(path, line), dict):
+            raise damaged(path, RESTORE)
+    return batch_id
+
+
+def drop_orphan_checksums(checkpoint: Path, tables: list[Path]) -> list[Path]:
+    """Delete each checksum (`.<name>.crc`) of the checkpoint's logs and the tables' sink logs whose file is gone (deleted
+    by hand or by a copy tool): Hadoop will not write the file again beside it, and Spark reports that as another query
+    using the checkpoint. Alone it checks nothing. Call it under the lake lock; the checksums deleted."""
+    logs = [checkpoint / "commits", checkpoint / "offsets", checkpoint / "sources" / "0", *map(sink_log, tables)]
+    dropped = []
+    for log in logs:
+        for crc in log.glob(".*.crc") if log.is_dir() else ():
+            if not crc.with_name(crc.name[1:].removesuffix(".crc")).exists():
+                crc.unlink()
+                dropped.append(crc)
+    return dropped
 
 
 def local_path(logged: str) -> str:

@@ -23,7 +23,14 @@ from jobs.lake import TABLES, Lake
 from jobs.ledger import Plan, check_manifests, plan_files, record_success
 from jobs.quarantine import replay_entries
 from jobs.report import RunReport, now_iso, read_reports
-from jobs.spark_logs import CheckpointError, last_commit, relocate_source_log
+from jobs.spark_logs import (
+    STREAM_METADATA,
+    CheckpointError,
+    drop_orphan_checksums,
+    last_commit,
+    relocate_source_log,
+    restore_stream_metadata,
+)
 from jobs.sweep import sweep_lake
 
 log = logging.getLogger("cloudtrail_ingest")
@@ -54,6 +61,10 @@ def open_checkpoint(config: IngestConfig) -> CheckpointSnapshot:
             f"{config.lake.rescaling}: a rescale of the de-duplication state did not finish. Run python -m jobs.rescale "
             "--lake LAKE --state-partitions N again to finish it (README, 'Rescaling the de-duplication state')."
         )
+    for crc in drop_orphan_checksums(config.lake.checkpoint, [config.lake.table(name) for name in TABLES]):
+        log.warning("deleted %s: the file it was the checksum of is gone", crc)
+    if restore_stream_metadata(config.lake.checkpoint):
+        log.warning("%s was missing or damaged: written again (it holds only the stream's id)", config.lake.checkpoint / STREAM_METADATA)
     if relocate_source_log(config.lake.checkpoint, config.lake.manifests):
         log.warning("the lake was moved: Spark's log of read manifests now names them under %s", config.lake.manifests)
     restore_last_success(config.lake)

@@ -1,0 +1,115 @@
+"""Each file of the checkpoint and of the tables' commit logs, damaged in each way a disk, a copy tool or a hand
+does it: the ingest refuses with exit 2 and one line naming the file, or goes on with the table equal to the
+oracle; never a traceback, never a silent loss (issue #57)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from jobs.ingest.cli import main
+from jobs.lake import Lake
+from jobs.spark_logs import batch_files, sink_log
+from tests.helpers import DAY, command, deliver, duckdb_rows, events_of, ingest, refusal
+
+SHAPES = ("cut", "garbage", "version line only", "empty", "deleted", "deleted, its .crc kept")
+
+
+def newest(folder: Path) -> Path:
+    return batch_files(folder)[-1][1]
+
+
+# Which file of a lake each case damages.
+FILES = {
+    "commit": lambda lake: newest(lake.checkpoint / "commits"),
+    "offsets": lambda lake: newest(lake.checkpoint / "offsets"),
+    "source log": lambda lake: newest(lake.checkpoint / "sources" / "0"),
+    "stream metadata": lambda lake: lake.checkpoint / "metadata",
+    "sink log": lambda lake: newest(sink_log(lake.events)),
+}
+# What the ingest does then: "goes on" (exactly), or refuses ("refused"), and for a commit the mend its line names.
+GOES_ON = {("commit", "deleted"), ("commit", "deleted, its .crc kept"), ("source log", "version line only"), ("sink log", "version line only")}
+GOES_ON |= {("stream metadata", shape) for shape in SHAPES}
+
+
+def damage(path: Path, shape: str) -> None:
+    crc = path.with_name(f".{path.name}.crc")
+    text = path.read_text()
+    if shape != "deleted, its .crc kept":
+        crc.unlink(missing_ok=True)
+    if shape == "cut":
+        path.write_text(text[: len(text) * 2 // 3])
+    elif shape == "garbage":
+        path.write_bytes(os.urandom(64))
+    elif shape == "version line only":
+        path.write_text("v1\n")
+    elif shape == "empty":
+        path.write_text("")
+    else:
+        path.unlink()
+
+
+@pytest.fixture(scope="module")
+def built(spark, tmp_path_factory) -> tuple[Path, Path, list[tuple[str, str]]]:
+    """A lake two batches in, a landing zone with one file more, and the table the next run must leave."""
+    root = tmp_path_factory.mktemp("damaged-files")
+    landing, lake = root / "landing", root / "lake"
+    deliver(landing, events_of(5, DAY, "a"), DAY + timedelta(hours=1))
+    deliver(landing, events_of(5, DAY + timedelta(hours=1), "b"), DAY + timedelta(hours=2))
+    ingest(spark, landing, lake, max_files_per_trigger=1)
+    deliver(landing, events_of(5, DAY + timedelta(hours=2), "a"), DAY + timedelta(hours=3))  # a copy
+    deliver(landing, events_of(5, DAY + timedelta(hours=2), "c"), DAY + timedelta(hours=3))
+    oracle = sorted((f"{p}-{i}", str(DAY.date())) for p in "abc" for i in range(5))
+    return landing, lake, oracle
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("name", FILES)
+def test_a_damaged_log_file_is_refused_in_one_line_or_the_run_goes_on_exactly(built, tmp_path, caplog, name, shape):
+    landing, base, oracle = built
+    lake = tmp_path / "lake"
+    shutil.copytree(base, lake, symlinks=True)
+    path = FILES[name](Lake(lake))
+    damage(path, shape)
+    argv = ["--landing", str(landing), "--lake", str(lake), "--settle", "0 seconds", "--run-id", "after-damage"]
+    with caplog.at_level(logging.ERROR):
+        code = main(argv)
+    if (name, shape) in GOES_ON:
+        assert code == 0 and duckdb_rows(lake) == oracle
+        return
+    errors = [record.getMessage() for record in caplog.records if record.levelno >= logging.ERROR and record.name == "cloudtrail"]
+    assert code == 2 and len(errors) == 1 and "Refusing to start" in errors[0], errors
+    named = Lake(lake).events if name == "sink log" else path.parent  # the file, or the table its log is of
+    assert str(named) in errors[0] and "\n" not in errors[0]
+    assert duckdb_rows(lake) == duckdb_rows(base), "the table as it was"
+    if name == "commit":  # the mend the line names: the batch runs again and writes nothing twice
+        assert "delete it (and its .crc)" in errors[0]
+        path.unlink()
+        assert main(argv) == 0 and duckdb_rows(lake) == oracle
+
+
+def test_a_table_older_than_the_checkpoint_is_refused(built, tmp_path):
+    """The events table put back from a backup older than the checkpoint: its newest batches' rows are missing, and no
+    run would read their files again (today's ingest said "nothing new", exit 0)."""
+    landing, base, _ = built
+    lake = tmp_path / "lake"
+    shutil.copytree(base, lake, symlinks=True)
+    events = Lake(lake).events
+    for batch_id, path in batch_files(sink_log(events)):
+        if batch_id > 0:
+            path.unlink()
+    line = refusal(command("jobs.cloudtrail_ingest", "--landing", landing, "--lake", lake))
+    assert f"the table {events} has committed batches up to 0" in line and "older than the checkpoint" in line
+
+
+def test_a_lake_that_is_a_file_is_refused_in_one_line(tmp_path, landing):
+    (landing / "AWSLogs").mkdir(parents=True)
+    lake = tmp_path / "not-a-folder"
+    lake.write_text("")
+    line = refusal(command("jobs.cloudtrail_ingest", "--landing", landing, "--lake", lake))
+    assert f"the lake {lake} cannot be written (Not a directory" in line
