@@ -33,8 +33,8 @@ FILES = {
     "sink log": lambda lake: newest(sink_log(lake.events)),
 }
 # What the ingest does then: "goes on" (exactly), or refuses ("refused"), and for a commit the mend its line names.
-GOES_ON = {("commit", "deleted"), ("commit", "deleted, its .crc kept"), ("source log", "version line only"), ("sink log", "version line only")}
-GOES_ON |= {("stream metadata", shape) for shape in SHAPES}
+GOES_ON = {("commit", "deleted"), ("commit", "deleted, its .crc kept"), ("source log", "version line only")}
+GOES_ON |= {("sink log", "version line only")} | {("stream metadata", shape) for shape in SHAPES}
 
 
 def damage(path: Path, shape: str) -> None:
