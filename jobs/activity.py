@@ -28,8 +28,8 @@ import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from jobs import cli
-from jobs.derived import Derivation, DerivedConfig, build, gate, refresh
+from jobs import cli, downstream
+from jobs.derived import Derivation, DerivedConfig, build, definition_of, gate, refresh
 from jobs.downstream import findings, hourly_activity
 from jobs.lake import ACTIVITY_HOURLY, ACTIVITY_JOB, DOWNSTREAM_TABLES, EVENT_DATE, FINDINGS, Lake
 from jobs.report import ActivityReport
@@ -65,7 +65,14 @@ def summarize(staged: dict[str, DataFrame], report: ActivityReport) -> None:
     report.findings_by_rule = {row["rule_id"]: row["count"] for row in staged[FINDINGS].groupBy("rule_id").count().collect()}
 
 
-ACTIVITY = Derivation(ACTIVITY_JOB, DOWNSTREAM_TABLES, lambda lake: lake.downstream_state, transform, check, summarize)
+def definition() -> str:
+    """This module, the downstream transforms and every rule: adding or editing a rule rebuilds every date."""
+    return definition_of([sys.modules[__name__], downstream], [repr(rule) for rule in load_rules()])
+
+
+ACTIVITY = Derivation(
+    ACTIVITY_JOB, DOWNSTREAM_TABLES, lambda lake: lake.downstream_state, transform, check, summarize, definition=definition
+)
 
 
 def run(config: DerivedConfig, session: Callable[[], SparkSession]) -> ActivityReport:

@@ -3,22 +3,26 @@ changed since they were last built, and the one way they are rebuilt: stage -> g
 
 A date's rows of a derived table are computed from that date's whole events partition and swapped in
 atomically (jobs/staging.py), so the table is exact whatever order the events arrived in. What each date
-was built from is the events partition's fingerprint (its data files' names and sizes), kept per job in
-<lake>/_checkpoints/: any change to the partition (a new batch, a late file, a rebuild, a rollback, a
-compaction) makes the date due again.
+was built from is the events partition's fingerprint (its data files' names and sizes) and the table's definition
+(a hash of the code and data that compute it: the job's modules, its rules), kept per job in <lake>/_checkpoints/:
+any change to the partition (a new batch, a late file, a rebuild, a rollback, a compaction) or to the definition
+(a rule added or edited, the mapping changed) makes the date due again.
 """
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 import json
 import logging
 import os
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pandas as pd
@@ -88,10 +92,26 @@ class Derivation:
     event_date: Callable[[], Column] = lambda: F.col(EVENT_DATE).cast("string")
     # Done first in every run, under the lock: what the tables need besides their partitions.
     prepare: Callable[[Lake], None] = lambda lake: None
+    # What computes the tables (definition_of): a date built with another definition is due again.
+    definition: Callable[[], str] = lambda: ""
+
+
+def definition_of(modules: Iterable[ModuleType], data: Iterable[str] = ()) -> str:
+    """A derived table's definition, as a short hash of its modules' code and the data they read (rules)."""
+    digest = hashlib.sha256()
+    for text in [*(inspect.getsource(module) for module in modules), *data]:
+        digest.update(hashlib.sha256(text.encode()).digest())
+    return digest.hexdigest()[:16]
+
+
+def built_stamp(lake: Lake, day: str, definition: str) -> str:
+    """What a date's derived rows are built from: its events partition's fingerprint and the definition."""
+    return f"{fingerprint(partition(lake.events, day))} {definition}"
 
 
 def built_from(state: Path) -> dict[str, str]:
-    """Per event date: the fingerprint of the events partition the derived rows of that date were built from."""
+    """Per event date: what the derived rows of that date were built from (built_stamp; a partition's fingerprint
+    alone before definitions were kept, which no stamp equals: such dates are built once more)."""
     body: dict[str, str] = json.loads(state.read_text()) if state.exists() else {}
     return body
 
@@ -101,11 +121,11 @@ def record_built(state: Path, prints: dict[str, str]) -> None:
     write_whole(state, json.dumps(dict(sorted((built_from(state) | prints).items())), indent=1) + "\n")
 
 
-def changed_dates(lake: Lake, state: Path) -> list[str]:
-    """The event dates whose events partition is not the one their derived rows were built from."""
+def changed_dates(lake: Lake, state: Path, definition: str) -> list[str]:
+    """The event dates whose events partition or definition is not the one their derived rows were built from."""
     built = built_from(state)
     dates = {partition_value(folder) for folder in partition_folders(lake.events)} | set(built)
-    return sorted(day for day in dates if fingerprint(partition(lake.events, day)) != built.get(day))
+    return sorted(day for day in dates if built_stamp(lake, day, definition) != built.get(day))
 
 
 def extract(spark: SparkSession, lake: Lake, dates: list[str]) -> DataFrame:
@@ -149,14 +169,14 @@ def refresh(derivation: Derivation, config: DerivedConfig, session: Callable[[],
         derivation.prepare(lake)
         for name in derivation.tables:  # old versions of derived partitions: a run later, no reader still reads them
             shutil.rmtree(lake.replaced_tables(name), ignore_errors=True)
-        state = derivation.state(lake)
-        if given is not None or changed_dates(lake, state):  # else Spark is not started
+        state, definition = derivation.state(lake), derivation.definition()
+        if given is not None or changed_dates(lake, state, definition):  # else Spark is not started
             spark = session()
             sweep_lake(spark, lake)  # a crashed ingest's files are not part of the events table
             # Listed again: the sweep may have moved a crashed ingest's files out of a partition, changing its fingerprint.
-            dates = [str(day) for day in given] if given is not None else changed_dates(lake, state)
+            dates = [str(day) for day in given] if given is not None else changed_dates(lake, state, definition)
             report.dates = dates
-            prints = {day: fingerprint(partition(lake.events, day)) for day in dates}  # before reading
+            prints = {day: built_stamp(lake, day, definition) for day in dates}  # before reading
             events = extract(spark, lake, dates)
             staging = Staging(lake, run_id)
             # One file per partition: a reader opens each partition's files, and these are a date's rows at most.

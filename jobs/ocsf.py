@@ -29,9 +29,9 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from jobs import cli
+from jobs import cli, ocsf_mapping, schema
 from jobs.dedup import Dedup
-from jobs.derived import Derivation, DerivedConfig, build, gate, refresh
+from jobs.derived import Derivation, DerivedConfig, build, definition_of, gate, refresh
 from jobs.files import write_whole
 from jobs.lake import EVENT_DATE, EVENT_DAY, OCSF_API_ACTIVITY, OCSF_DESCRIPTOR, OCSF_JOB, PARTITION_COLUMNS, Lake
 from jobs.ocsf_mapping import CLASS_NAME, CLASS_UID, OCSF_VERSION, PROFILES, api_activity
@@ -85,7 +85,15 @@ def describe(lake: Lake) -> None:
     write_whole(lake.ocsf_api_activity / OCSF_DESCRIPTOR, json.dumps(body, indent=1) + "\n")
 
 
-OCSF = Derivation(OCSF_JOB, (OCSF_API_ACTIVITY,), lambda lake: lake.ocsf_state, transform, check, event_date=event_date, prepare=describe)
+def definition() -> str:
+    """This module, the mapping and the events' schema (what lands in `unmapped`): a change to any rebuilds every date."""
+    return definition_of([sys.modules[__name__], ocsf_mapping, schema])
+
+
+OCSF = Derivation(
+    OCSF_JOB, (OCSF_API_ACTIVITY,), lambda lake: lake.ocsf_state, transform, check,
+    event_date=event_date, prepare=describe, definition=definition,
+)  # fmt: skip
 
 
 def run(config: DerivedConfig, session: Callable[[], SparkSession]) -> ActivityReport:

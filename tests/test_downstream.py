@@ -18,7 +18,7 @@ from jobs import activity, rebuild
 from jobs.derived import DerivedConfig
 from jobs.downstream import findings, hourly_activity
 from jobs.lake import ACTIVITY_JOB, Lake
-from jobs.rules import load_rules
+from jobs.rules import Rule, load_rules
 from jobs.transforms import split_events
 from tests.helpers import DAY, deliver, event, events_of, ingest
 from tests.test_transforms import normalized, record
@@ -141,6 +141,27 @@ def test_the_tables_stay_exact_through_a_late_file_a_redelivery_and_a_rebuild(sp
     assert hourly_from_activity(lake) == hourly_from_events(lake)
     assert findings_of(lake) == [("cis-4.5", "late-1"), ("cis-4.5", "stop-1")]
     assert not list((Lake.at(lake).root / "_staging").glob("*")), "nothing left staged"
+
+
+def test_dates_built_with_an_older_definition_are_built_again_when_a_rule_is_added_then_edited(spark, landing, lake, monkeypatch):
+    """A rule added to or edited in jobs/rules/ changes the tables' definition: every date built with the old one is
+    due again (they kept the old findings until someone rebuilt them by hand)."""
+    deliver(landing, events_of(3, DAY + timedelta(hours=1), "a"), DAY + timedelta(hours=2))
+    deliver(landing, events_of(3, DAY + timedelta(days=1, hours=1), "b"), DAY + timedelta(days=1, hours=2))
+    ingest(spark, landing, lake)
+    assert update(spark, lake, "d1").dates == ["2024-03-01", "2024-03-02"] and not list((lake / "findings").glob("*/*.parquet"))
+    assert update(spark, lake, "d2").dates == []
+
+    added = Rule("test-9.1", "AssumeRole by an a- event", "low", "test", "eventName = 'AssumeRole' AND eventID LIKE 'a-%'", {}, {})
+    monkeypatch.setattr(activity, "load_rules", lambda: [*RULES, added])
+    assert update(spark, lake, "d3").dates == ["2024-03-01", "2024-03-02"], "both dates were built without the rule"
+    assert findings_of(lake) == [("test-9.1", f"a-{i}") for i in range(3)]
+    assert update(spark, lake, "d4").dates == []
+
+    edited = dataclasses.replace(added, condition="eventName = 'AssumeRole' AND eventID LIKE 'b-%'")
+    monkeypatch.setattr(activity, "load_rules", lambda: [*RULES, edited])
+    assert update(spark, lake, "d5").dates == ["2024-03-01", "2024-03-02"]
+    assert findings_of(lake) == [("test-9.1", f"b-{i}") for i in range(3)]
 
 
 def test_the_real_samples_fire_their_rules(spark, samples, landing, lake):
