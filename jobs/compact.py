@@ -34,6 +34,7 @@ from pyspark.sql import functions as F
 
 from jobs import cli, options, partitions
 from jobs.lake import EVENTS, Lake, LakeLock, partition, partition_folders, partition_value
+from jobs.ledger import verified_checkpoint
 from jobs.schema import EVENTS_DATA_SCHEMA
 from jobs.session import JobSession, spark_session
 from jobs.staging import Staging
@@ -126,7 +127,8 @@ def same_rows(spark: SparkSession, old: list[Path], new: Path) -> bool:
 
 
 def compact(config: CompactConfig, session: JobSession, today: date) -> dict[str, object]:
-    """Under the lake lock: sweep, plan, write each date's new files, check them, swap them in."""
+    """Under the lake lock: the checkpoint checked, sweep, plan, write each date's new files, check them, swap them in."""
+    verified_checkpoint(config.lake)  # a sweep on tables and a checkpoint that disagree would move committed files
     spark = session()
     sweep_lake(spark, config.lake)  # debris of a crashed ingest must not become part of a compacted date
     dates = plan(config, today)

@@ -18,10 +18,9 @@ from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from jobs.checkpoint import CheckpointSnapshot
-from jobs.lake import ACCOUNT_ID, ACTIVITY_JOB, DERIVED_JOBS, EVENT_DATE, EVENT_DAY, REASON, REGION, TABLES, Lake, partition
+from jobs.lake import ACCOUNT_ID, ACTIVITY_JOB, DERIVED_JOBS, EVENT_DATE, EVENT_DAY, REASON, REGION, Lake, partition
 from jobs.landing import day_folders, delivered_at, delivery_date, log_files_in, newest_deliveries
-from jobs.ledger import check_manifests, late_files, read_manifest
+from jobs.ledger import late_files, read_manifest, verified_checkpoint
 from jobs.partitions import data_files
 from jobs.report import failure_line, failure_name, read_report, read_reports, verdict_of
 from jobs.spark_logs import CheckpointError, last_commit, local_path, read_source_log, sink_log, source_file, source_offset, state_folder
@@ -61,9 +60,7 @@ def problems(lake: Lake) -> list[str]:
     as the message the run gives: the page and `make status` show it where they would otherwise fail."""
     found = []
     try:
-        checkpoint = CheckpointSnapshot.read(lake.checkpoint)
-        checkpoint.check_matches([lake.table(name) for name in TABLES])
-        check_manifests(checkpoint, lake.manifests)
+        verified_checkpoint(lake)
     except CheckpointError as exc:
         found.append(str(exc))
     try:

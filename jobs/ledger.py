@@ -55,7 +55,7 @@ from jobs import options
 from jobs.checkpoint import CheckpointSnapshot, LastSuccess, write_last_success
 from jobs.dedup import Dedup
 from jobs.files import write_whole
-from jobs.lake import LAST_SUCCESS, LET_GO, RESTAMPED, RETIRED
+from jobs.lake import LAST_SUCCESS, LET_GO, RESTAMPED, RETIRED, TABLES, Lake
 from jobs.landing import Older, Skipped, day_folders, delivery_date, log_files_in, relative
 from jobs.spark_logs import CheckpointError, LogEntry, SourceLog, rewrite_compaction
 
@@ -265,6 +265,15 @@ def missing_manifests(checkpoint: CheckpointSnapshot, folder: Path) -> list[str]
         return []
     logged = {entry.path for entry in checkpoint.sources.entries if os.path.dirname(entry.path) == str(folder)}
     return sorted(path for path in logged if os.path.basename(path) not in let_go and not os.path.exists(path))
+
+
+def verified_checkpoint(lake: Lake) -> CheckpointSnapshot:
+    """The checkpoint, checked against the tables' commit logs and the ledger: every command that writes the lake
+    starts here, and the lake page shows what it refuses. CheckpointError names what disagrees and the mend."""
+    checkpoint = CheckpointSnapshot.read(lake.checkpoint)
+    checkpoint.check_matches([lake.table(name) for name in TABLES])
+    check_manifests(checkpoint, lake.manifests)
+    return checkpoint
 
 
 def check_manifests(checkpoint: CheckpointSnapshot, folder: Path) -> None:

@@ -46,11 +46,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs import cli, options, partitions
-from jobs.checkpoint import CheckpointSnapshot
 from jobs.dedup import Dedup
 from jobs.lake import EVENT_DATE, EVENTS, QUARANTINE, REASON, TABLES, Lake, LakeLock, partition, partition_folders
 from jobs.landing import day_folders, log_files_in, relative
-from jobs.ledger import MANIFEST_DDL, Entry, late_files, read_files
+from jobs.ledger import MANIFEST_DDL, Entry, late_files, read_files, verified_checkpoint
 from jobs.report import PartitionStats, RebuildReport, now_iso, read_reports
 from jobs.schema import EVENTS_SCHEMA, QUARANTINE_SCHEMA
 from jobs.session import spark_session
@@ -156,7 +155,7 @@ def source_files(folder: Path) -> set[str]:
 def plan(config: RebuildConfig) -> list[DatePlan]:
     """Which files each date is rebuilt from (reads metadata only: the ledger, folder listings, one column)."""
     lake = config.layout
-    checkpoint = CheckpointSnapshot.read(lake.checkpoint)
+    checkpoint = verified_checkpoint(lake)
     if checkpoint.commit.batch_id is not None and not checkpoint.settled:
         raise CheckpointError(
             f"an ingest run on {lake.root} has not finished (batch {checkpoint.planned_batch_id} is planned, not settled): "

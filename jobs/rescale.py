@@ -32,10 +32,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs import cli, options
-from jobs.checkpoint import CheckpointSnapshot
 from jobs.dedup import Dedup
 from jobs.files import write_whole
 from jobs.lake import Lake, LakeLock
+from jobs.ledger import verified_checkpoint
 from jobs.session import STREAM_CONF, JobSession, spark_session
 from jobs.spark_logs import CheckpointError, set_state_partitions, state_folder, state_partitions, state_version_files
 from jobs.transforms import drop_copies
@@ -193,7 +193,7 @@ def rescale_state(config: RescaleConfig, session: JobSession) -> int:
         log.warning("finishing rescale %s of %s to %d partitions", noted.run_id, config.lake.root, noted.partitions)
         swap(noted)
         return cli.OK if noted.partitions == config.partitions else rescale_state(config, session)
-    checkpoint = CheckpointSnapshot.read(config.lake.checkpoint)
+    checkpoint = verified_checkpoint(config.lake)
     if checkpoint.commit.batch_id is None:
         log.info("%s has no state yet: its first ingest run takes --state-partitions %d", config.lake.root, config.partitions)
         return cli.OK

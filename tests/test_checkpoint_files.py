@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from jobs import compact, rebuild, rescale
 from jobs.ingest.cli import main
 from jobs.lake import Lake
 from jobs.spark_logs import batch_files, sink_log
@@ -93,18 +94,51 @@ def test_a_damaged_log_file_is_refused_in_one_line_or_the_run_goes_on_exactly(bu
         assert main(argv) == 0 and duckdb_rows(lake) == oracle
 
 
-def test_a_table_older_than_the_checkpoint_is_refused(built, tmp_path):
-    """The events table put back from a backup older than the checkpoint: its newest batches' rows are missing, and no
-    run would read their files again (today's ingest said "nothing new", exit 0)."""
-    landing, base, _ = built
-    lake = tmp_path / "lake"
+def older_table(base: Path, lake: Path) -> Path:
+    """The lake with its events table put back from a backup older than the checkpoint (its log up to batch 0)."""
     shutil.copytree(base, lake, symlinks=True)
     events = Lake(lake).events
     for batch_id, path in batch_files(sink_log(events)):
         if batch_id > 0:
             path.unlink()
-    line = refusal(command("jobs.cloudtrail_ingest", "--landing", landing, "--lake", lake))
+    return events
+
+
+def test_a_table_older_than_the_checkpoint_is_refused(built, tmp_path):
+    """Its newest batches' rows are missing, and no run would read their files again (today's ingest said "nothing
+    new", exit 0)."""
+    landing, base, _ = built
+    events = older_table(base, tmp_path / "lake")
+    line = refusal(command("jobs.cloudtrail_ingest", "--landing", landing, "--lake", tmp_path / "lake"))
     assert f"the table {events} has committed batches up to 0" in line and "older than the checkpoint" in line
+
+
+WRITERS = {
+    "rebuild": lambda landing, lake: rebuild.main(
+        ["--landing", landing, "--lake", lake, "--from-date", "2024-03-01", "--to-date", "2024-03-01"]
+    ),
+    "compact": lambda landing, lake: compact.main(["--lake", lake, "--closed-at", "2024-04-01"]),
+    "rescale": lambda landing, lake: rescale.main(["--lake", lake, "--state-partitions", "3"]),
+}
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_every_command_that_writes_checks_the_tables_against_the_checkpoint_first(built, tmp_path, caplog, writer):
+    landing, base, _ = built
+    lake = tmp_path / "lake"
+    older_table(base, lake)
+
+    def tables_and_checkpoint() -> list[str]:  # a report and the lock file may come
+        return sorted(
+            str(path.relative_to(lake)) for folder in ("events", "quarantine", "_checkpoints/ingest") for path in (lake / folder).rglob("*")
+        )
+
+    before = tables_and_checkpoint()
+    with caplog.at_level(logging.ERROR):
+        assert WRITERS[writer](str(landing), str(lake)) == 2
+    errors = [record.getMessage() for record in caplog.records if record.levelno >= logging.ERROR]
+    assert len(errors) == 1 and "older than the checkpoint" in errors[0], errors
+    assert tables_and_checkpoint() == before, "nothing written, nothing moved"
 
 
 def test_a_lake_that_is_a_file_is_refused_in_one_line(tmp_path, landing):

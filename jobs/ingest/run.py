@@ -20,7 +20,7 @@ from jobs.checkpoint import CheckpointSnapshot, last_success_of, read_last_succe
 from jobs.ingest import stream
 from jobs.ingest.config import IngestConfig
 from jobs.lake import TABLES, Lake
-from jobs.ledger import Plan, check_manifests, plan_files, record_success
+from jobs.ledger import Plan, plan_files, record_success, verified_checkpoint
 from jobs.quarantine import replay_entries
 from jobs.report import RunReport, now_iso, read_reports
 from jobs.spark_logs import (
@@ -68,10 +68,7 @@ def open_checkpoint(config: IngestConfig) -> CheckpointSnapshot:
     if relocate_source_log(config.lake.checkpoint, config.lake.manifests):
         log.warning("the lake was moved: Spark's log of read manifests now names them under %s", config.lake.manifests)
     restore_last_success(config.lake)
-    checkpoint = CheckpointSnapshot.read(config.lake.checkpoint)
-    checkpoint.check_matches([config.lake.table(name) for name in TABLES])
-    check_manifests(checkpoint, config.lake.manifests)
-    return checkpoint
+    return verified_checkpoint(config.lake)
 
 
 def restore_last_success(lake: Lake) -> None:
