@@ -12,6 +12,12 @@ batch is replayed), so the next ingest reads them again, once, de-duplicated aga
 checkpoint's own state. First it checks that each of those landing files is still there: if one
 is gone (a lifecycle rule), it changes nothing and names it.
 
+The ingest refuses tables older than the checkpoint too (put back from an older backup): the rows of the batches
+after theirs are missing and no run would read their files again. This command puts the checkpoint back to the
+newest batch every table holds (its later offsets, commits and state versions deleted), when it still keeps that
+batch's de-duplication state (the last 3 batches) and the later batches' landing files are there; the next ingest
+reads them again, once, on the state that batch left.
+
 The ingest also refuses when manifests of the ledger that batches read are gone (deleted by hand,
 a partial restore): the files they named would be taken again. This command finds those files
 again from the tables: a landing file the ledger does not hold is taken when every record of it
@@ -37,12 +43,25 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from jobs import cli
-from jobs.checkpoint import CheckpointSnapshot
+from jobs.checkpoint import CheckpointSnapshot, read_last_success, write_last_success
 from jobs.files import write_whole
 from jobs.lake import EVENTS, QUARANTINE, RETIRED, TABLES, Lake, LakeLock, in_table
 from jobs.landing import day_folders, log_files_in, relative
-from jobs.ledger import Entry, RetiredIndex, fingerprint, missing_manifests, read_manifests
-from jobs.spark_logs import WRITTEN_BY_BATCH, CheckpointError, SinkRollback, local_path, planned_batch_id, sink_rollback
+from jobs.ledger import Entry, RetiredIndex, fingerprint, missing_manifests, read_manifest, read_manifests
+from jobs.spark_logs import (
+    WRITTEN_BY_BATCH,
+    CheckpointError,
+    SinkRollback,
+    last_commit,
+    local_path,
+    missing_for_rollback,
+    planned_batch_id,
+    read_source_log,
+    rollback_checkpoint,
+    sink_batch,
+    sink_rollback,
+    source_offset,
+)
 from jobs.sweep import data_files
 
 log = logging.getLogger("cloudtrail_repair")
@@ -78,18 +97,72 @@ def main(argv: list[str] | None = None) -> int:
 
 def repair(config: RepairConfig) -> int:
     with LakeLock(config.lake, "a repair", wait_seconds=config.lock_wait):
-        found = plan(config.lake)
+        behind = plan_checkpoint(config.lake, config.landing)
+        found = plan(config.lake, behind.through if behind else planned_batch_id(config.lake.checkpoint))
         lost = plan_ledger(config.lake, config.landing)
-        print(json.dumps({**summary(found), **({"ledger": lost.summary()} if lost else {})}, indent=2))
-        if not found and not lost:
-            log.info("the tables are not ahead of the checkpoint %s and no manifest is lost: nothing to repair", config.lake.checkpoint)
+        print(json.dumps({**behind_summary(behind), **summary(found), **({"ledger": lost.summary()} if lost else {})}, indent=2))
+        if not behind and not found and not lost:
+            log.info("the tables and the checkpoint %s agree and no manifest is lost: nothing to repair", config.lake.checkpoint)
             return cli.OK
         check_landing(found, config.landing)
         if not config.dry_run:
+            if behind:
+                behind.apply(config.lake)
             apply(config.lake, found)
             if lost:
                 lost.apply(config.lake)
     return cli.OK
+
+
+@dataclass(frozen=True)
+class CheckpointRepair:
+    """The tables are older than the checkpoint (put back from an older backup): the checkpoint goes back to the newest
+    batch every table holds, and the next ingest runs the later batches' manifests again, once, on the state that
+    batch left. A table holding more (the other one) is then rolled back to it like any table ahead."""
+
+    through: int
+    committed: int
+
+    def apply(self, lake: Lake) -> None:
+        rollback_checkpoint(lake.checkpoint, self.through)
+        last = read_last_success(lake.checkpoint)
+        if last is not None:  # the batch it names is gone: the next run sweeps
+            write_last_success(lake.checkpoint, dataclasses.replace(last, batch_id=None))
+        log.info("checkpoint back from batch %d to %d: the next ingest reads the later batches again", self.committed, self.through)
+
+
+def plan_checkpoint(lake: Lake, landing: Path) -> CheckpointRepair | None:
+    """How to put the checkpoint back to the tables when they are older than it; None when they are not. Refused when
+    the checkpoint no longer keeps that batch's state, or a landing file of the batches to run again is gone."""
+    committed = last_commit(lake.checkpoint).batch_id
+    if committed is None:
+        return None
+    held = [sink_batch(lake.table(name)) for name in TABLES]
+    through = min(-1 if batch is None else batch for batch in held)
+    if through >= committed:
+        return None
+    missing = missing_for_rollback(lake.checkpoint, through) if through >= 0 else ["a table with no batch at all"]
+    if missing:
+        raise CheckpointError(
+            f"the tables stop at batch {through}, older than the checkpoint's {committed}, and the checkpoint no longer keeps "
+            f"what going back to it needs ({', '.join(missing[:3])}): its de-duplication state keeps the last 3 batches. Nothing was "
+            "changed. Restore the whole lake (tables and checkpoint) from one backup (README, 'Recovering a checkpoint')."
+        )
+    offset = source_offset(lake.checkpoint, through)
+    again = [e.path for e in read_source_log(lake.checkpoint, lake.manifests).entries if offset is None or e.batch_id > offset]
+    files = [entry.path for path in again if Path(path).exists() for entry in read_manifest(Path(path)).entries]
+    gone = sorted(path for path in files if not (landing / relative(path)).exists())
+    if gone:
+        raise CheckpointError(
+            f"{len(gone)} landing files of the batches after {through}, which the tables lack, are gone ({', '.join(gone[:3])}): "
+            "going back would not find their events again. Nothing was changed. Restore the whole lake from one backup "
+            "(README, 'Recovering a checkpoint')."
+        )
+    return CheckpointRepair(through, committed)
+
+
+def behind_summary(behind: CheckpointRepair | None) -> dict[str, object]:
+    return {"checkpoint": {"back_to_batch": behind.through, "from_batch": behind.committed}} if behind else {}
 
 
 @dataclass(frozen=True)
@@ -168,9 +241,8 @@ class TableRepair:
     files: list[Path]  # the data files of the later batches, where they are now
 
 
-def plan(lake: Lake) -> dict[str, TableRepair]:
-    """Per table ahead of the checkpoint, how to roll it back to the checkpoint's last planned batch."""
-    planned = planned_batch_id(lake.checkpoint)
+def plan(lake: Lake, planned: int | None) -> dict[str, TableRepair]:
+    """Per table ahead of the checkpoint, how to roll it back to the checkpoint's last planned batch (`planned`)."""
     through = -1 if planned is None else planned
     found = {}
     for name in TABLES:

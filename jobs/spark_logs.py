@@ -159,7 +159,7 @@ def set_state_partitions(checkpoint: Path, partitions: int) -> None:
 def state_version_files(checkpoint: Path, version: int, to: int) -> None:
     """Rename state version `version` of every partition of the checkpoint's state to version `to`: a snapshot is
     the same files whatever version it is named. Refuses a partition holding any other version."""
-    for folder in sorted(p for p in (state_folder(checkpoint) / "0").iterdir() if p.name.isdigit()):
+    for folder in _state_partitions(checkpoint):
         versions = {p.name for p in folder.iterdir() if p.name.endswith((".zip", ".changelog"))}
         if versions != {f"{version}.zip"}:
             raise CheckpointError(f"{folder} holds state versions {sorted(versions)}, where only {version}.zip was written")
@@ -210,6 +210,46 @@ def sink_batch(table: Path) -> int | None:
         if line.strip() and not isinstance(_json(path, line), dict):
             raise damaged(path, RESTORE)
     return batch_id
+
+
+# A state version's files in a partition's folder: a RocksDB snapshot, or the changelog and delta files of others.
+STATE_VERSION = re.compile(r"^(\d+)\.(zip|changelog|delta|snapshot)$")
+
+
+def missing_for_rollback(checkpoint: Path, through: int) -> list[str]:
+    """What a rollback of the checkpoint to batch `through` needs and the checkpoint no longer keeps: the batch's
+    offset and commit entries, and in every state partition the version the next batch loads (it keeps 3)."""
+    missing = [str(checkpoint / log / str(through)) for log in ("commits", "offsets") if not (checkpoint / log / str(through)).exists()]
+    for folder in _state_partitions(checkpoint):
+        if not any((folder / f"{through + 1}.{kind}").exists() for kind in ("zip", "changelog", "delta", "snapshot")):
+            missing.append(str(folder / f"{through + 1}.zip"))
+    return missing
+
+
+def rollback_checkpoint(checkpoint: Path, through: int) -> None:
+    """Put the checkpoint back to after batch `through`: later state versions, offsets and commits deleted (the state
+    first, the commits last, so a rollback that dies is done again by the same call). The next batch reads every
+    manifest the source logged after that batch's offset, once, on the state that batch left."""
+    for folder in _state_partitions(checkpoint):
+        for path in folder.iterdir():
+            version = STATE_VERSION.match(path.name)
+            if version and int(version[1]) > through + 1:
+                _unlink(path)
+    for log in ("offsets", "commits"):
+        for batch_id, path in reversed(batch_files(checkpoint / log)):
+            if batch_id > through:
+                _unlink(path)
+
+
+def _state_partitions(checkpoint: Path) -> list[Path]:
+    operator = state_folder(checkpoint) / "0"
+    return sorted(p for p in operator.iterdir() if p.name.isdigit()) if operator.is_dir() else []
+
+
+def _unlink(path: Path) -> None:
+    """A log or state file and its checksum."""
+    path.unlink()
+    path.with_name(f".{path.name}.crc").unlink(missing_ok=True)
 
 
 def drop_orphan_checksums(checkpoint: Path, tables: list[Path]) -> list[Path]:

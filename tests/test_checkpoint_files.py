@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from jobs import compact, rebuild, rescale
+from jobs import compact, rebuild, repair, rescale
 from jobs.ingest.cli import main
 from jobs.lake import Lake
 from jobs.spark_logs import batch_files, sink_log
-from tests.helpers import DAY, command, deliver, duckdb_rows, events_of, ingest, refusal
+from tests.helpers import DAY, command, deliver, duckdb_rows, events_of, ingest, refusal, succeeded
 
 SHAPES = ("cut", "garbage", "version line only", "empty", "deleted", "deleted, its .crc kept")
 
@@ -104,13 +104,30 @@ def older_table(base: Path, lake: Path) -> Path:
     return events
 
 
-def test_a_table_older_than_the_checkpoint_is_refused(built, tmp_path):
+def test_a_table_older_than_the_checkpoint_is_refused_then_repaired(built, tmp_path):
     """Its newest batches' rows are missing, and no run would read their files again (today's ingest said "nothing
-    new", exit 0)."""
-    landing, base, _ = built
-    events = older_table(base, tmp_path / "lake")
-    line = refusal(command("jobs.cloudtrail_ingest", "--landing", landing, "--lake", tmp_path / "lake"))
+    new" and jobs.repair "nothing to repair", exit 0). The repair puts the checkpoint back to the table's batch: the
+    next ingest reads the later batches' files again, once, and the table equals the oracle."""
+    landing, base, oracle = built
+    lake = tmp_path / "lake"
+    events = older_table(base, lake)
+    line = refusal(command("jobs.cloudtrail_ingest", "--landing", landing, "--lake", lake))
     assert f"the table {events} has committed batches up to 0" in line and "older than the checkpoint" in line
+    assert repair.main(["--lake", str(lake), "--landing", str(landing), "--dry-run"]) == 0
+    assert refusal(command("jobs.cloudtrail_ingest", "--landing", landing, "--lake", lake)), "a dry run changes nothing"
+    succeeded(command("jobs.repair", "--lake", lake, "--landing", landing))
+    assert main(["--landing", str(landing), "--lake", str(lake), "--settle", "0 seconds"]) == 0
+    assert duckdb_rows(lake) == oracle, "b's events again, c's once, the copy of a's dropped"
+    assert repair.main(["--lake", str(lake), "--landing", str(landing)]) == 0 and duckdb_rows(lake) == oracle
+
+
+def test_a_table_older_than_the_state_the_checkpoint_keeps_is_refused_by_the_repair(spark, landing, lake, tmp_path):
+    for n in range(5):  # five batches: the state keeps the last 3 versions
+        deliver(landing, events_of(2, DAY + timedelta(hours=n), f"e{n}"), DAY + timedelta(hours=n + 1))
+    ingest(spark, landing, lake, max_files_per_trigger=1)
+    older_table(lake, tmp_path / "restored")
+    line = refusal(command("jobs.repair", "--lake", tmp_path / "restored", "--landing", landing))
+    assert "no longer keeps what going back to it needs" in line and "Nothing was changed" in line
 
 
 WRITERS = {
