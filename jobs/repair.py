@@ -7,7 +7,8 @@ its own, one whose newest batches were deleted by hand. Its next batches would r
 the tables have committed, and their rows would be lost. This command puts each table back as
 it stood after the checkpoint's last planned batch: the data files of the later batches move to
 <lake>/_replaced/<table>/repair-<time>/, and the table's commit log is written again as it stood
-then. The landing files those batches read are not taken in the checkpoint's ledger (or their
+then; a file that names no batch (a compaction's, a rebuild's) loses the rows the runs that wrote those batches
+wrote, known from the runs' reports. The landing files those batches read are not taken in the checkpoint's ledger (or their
 batch is replayed), so the next ingest reads them again, once, de-duplicated against the
 checkpoint's own state. First it checks that each of those landing files is still there: if one
 is gone (a lifecycle rule), it changes nothing and names it.
@@ -40,6 +41,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from jobs import cli
@@ -48,6 +51,7 @@ from jobs.files import write_whole
 from jobs.lake import EVENTS, QUARANTINE, RETIRED, TABLES, Lake, LakeLock, in_table
 from jobs.landing import day_folders, log_files_in, relative
 from jobs.ledger import Entry, RetiredIndex, fingerprint, missing_manifests, read_manifest, read_manifests
+from jobs.report import read_reports
 from jobs.spark_logs import (
     WRITTEN_BY_BATCH,
     CheckpointError,
@@ -69,6 +73,8 @@ log = logging.getLogger("cloudtrail_repair")
 # The column that names a row's landing file, per table.
 SOURCE_COLUMN = {QUARANTINE: "source_file"}
 DEFAULT_SOURCE_COLUMN = "_source_file"
+# The column that names the run that wrote a row, in both tables.
+RUN_COLUMN = "_ingest_run_id"
 
 
 @dataclass(frozen=True)
@@ -239,17 +245,55 @@ def table_event_ids(lake: Lake, wanted: set[str]) -> set[str]:
 class TableRepair:
     rollback: SinkRollback
     files: list[Path]  # the data files of the later batches, where they are now
+    # Files that name no batch (a compaction's, a rebuild's) holding rows of the later batches: those rows go.
+    mixed: dict[Path, int]
+    runs: frozenset[str]  # the ingest runs that wrote the later batches
 
 
 def plan(lake: Lake, planned: int | None) -> dict[str, TableRepair]:
     """Per table ahead of the checkpoint, how to roll it back to the checkpoint's last planned batch (`planned`)."""
     through = -1 if planned is None else planned
     found = {}
+    runs: tuple[frozenset[str], frozenset[str]] | None = None
     for name in TABLES:
         rollback = sink_rollback(lake.table(name), through)
         if rollback is not None:
-            found[name] = TableRepair(rollback, later_files(lake.table(name), rollback))
+            runs = runs or later_runs(lake, through)
+            found[name] = TableRepair(rollback, later_files(lake.table(name), rollback), *mixed_files(lake.table(name), *runs))
     return found
+
+
+def later_runs(lake: Lake, through: int) -> tuple[frozenset[str], frozenset[str]]:
+    """The ingest runs that wrote batches after `through` (their reports list the batches they wrote), and those of them
+    that also wrote batches up to it."""
+    later, both = set(), set()
+    for body in read_reports(lake.ingest_reports):
+        written = [batch["batch_id"] for batch in body.get("batches") or [] if not batch.get("already_committed")]
+        if any(batch_id > through for batch_id in written):
+            later.add(body["run_id"])
+            if any(batch_id <= through for batch_id in written):
+                both.add(body["run_id"])
+    return frozenset(later), frozenset(both)
+
+
+def mixed_files(table: Path, runs: frozenset[str], both: frozenset[str]) -> tuple[dict[Path, int], frozenset[str]]:
+    """The table's data files that name no batch and hold rows the later batches' runs wrote, with how many. A run that
+    wrote batches on both sides of the checkpoint cannot be told apart there: CheckpointError."""
+    mixed = {}
+    for path in sorted(data_files(table)):
+        if WRITTEN_BY_BATCH.search(path.name) or not runs:
+            continue
+        column = pq.read_table(path, columns=[RUN_COLUMN]).column(RUN_COLUMN).to_pylist()
+        written = [run for run in column if run in runs]
+        if set(written) & both:
+            raise CheckpointError(
+                f"{path} holds rows of run {sorted(set(written) & both)[0]}, which wrote batches on both sides of the checkpoint: "
+                "which of them the checkpoint lacks cannot be told in a file that names no batch (a compaction's). Nothing "
+                "was changed. Restore the whole lake from one backup (README, 'Recovering a checkpoint')."
+            )
+        if written:
+            mixed[path] = len(written)
+    return mixed, runs
 
 
 def later_files(table: Path, rollback: SinkRollback) -> list[Path]:
@@ -263,18 +307,23 @@ def later_files(table: Path, rollback: SinkRollback) -> list[Path]:
     return sorted(path for path in files if path.exists())
 
 
-def landing_files(table: str, files: Iterable[Path]) -> set[str]:
-    """The landing files (local paths) that the rows of a table's data `files` came from."""
+def landing_files(table: str, files: Iterable[Path], runs: frozenset[str] | None = None) -> set[str]:
+    """The landing files (local paths) that the rows of a table's data `files` came from (with `runs`: their rows
+    those runs wrote)."""
     column = SOURCE_COLUMN.get(table, DEFAULT_SOURCE_COLUMN)
     found: set[str] = set()
     for path in files:
-        found.update(local_path(v) for v in pq.read_table(path, columns=[column]).column(column).unique().to_pylist() if v)
+        rows = pq.read_table(path, columns=[column] if runs is None else [column, RUN_COLUMN])
+        if runs is not None:
+            rows = rows.filter(pc.is_in(rows[RUN_COLUMN], value_set=pa.array(sorted(runs), pa.string())))
+        found.update(local_path(v) for v in rows.column(column).unique().to_pylist() if v)
     return found
 
 
 def check_landing(found: dict[str, TableRepair], landing: Path) -> None:
     """Refuse when a landing file the rolled-back rows came from is gone: the next run could not read it again."""
     read = {path for table, repair in found.items() for path in landing_files(table, repair.files)}
+    read |= {path for table, repair in found.items() for path in landing_files(table, repair.mixed, repair.runs)}
     gone = sorted(path for path in read if not (landing / relative(path)).exists())
     if gone:
         raise CheckpointError(
@@ -294,7 +343,25 @@ def apply(lake: Lake, found: dict[str, TableRepair]) -> None:
             moved = aside / path.relative_to(table)
             moved.parent.mkdir(parents=True, exist_ok=True)
             shutil.move(path, moved)
-        log.info("%s rolled back to batch %d: %d data files moved to %s", name, repair.rollback.through, len(repair.files), aside)
+        for path in repair.mixed:
+            without_runs(path, repair.runs, aside / path.relative_to(table))
+        log.info(
+            "%s rolled back to batch %d: %d data files moved to %s, the later batches' rows taken out of %d files",
+            name, repair.rollback.through, len(repair.files), aside, len(repair.mixed),
+        )  # fmt: skip
+
+
+def without_runs(path: Path, runs: frozenset[str], aside: Path) -> None:
+    """Rewrite a data file without the rows `runs` wrote, under the same name (its partition's marker lists it); the
+    old file is copied to `aside` first."""
+    aside.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(path, aside)
+    rows = pq.read_table(path)
+    kept = rows.filter(pc.invert(pc.is_in(rows[RUN_COLUMN], value_set=pa.array(sorted(runs), pa.string()))))
+    partial = path.with_name(f".{path.name}.partial")
+    pq.write_table(kept, partial, compression="zstd")
+    partial.replace(path)
+    path.with_name(f".{path.name}.crc").unlink(missing_ok=True)  # Hadoop checks a file against its checksum when one is there
 
 
 def summary(found: dict[str, TableRepair]) -> dict[str, object]:
@@ -302,6 +369,7 @@ def summary(found: dict[str, TableRepair]) -> dict[str, object]:
         name: {
             "back_to_batch": repair.rollback.through,
             "data_files": len(repair.files),
+            "rows_out_of_files_naming_no_batch": sum(repair.mixed.values()),
             "landing_files": len(landing_files(name, repair.files)),
         }
         for name, repair in found.items()

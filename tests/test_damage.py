@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import pytest
 from starlette.requests import Request
 
-from jobs import lake_status, ledger, rebuild, repair
+from jobs import compact, lake_status, ledger, rebuild, repair
 from jobs import landing as landing_zone
 from jobs.ingest.cli import main
 from jobs.lake import Lake
@@ -384,3 +384,30 @@ def test_a_repair_rolls_the_tables_back_across_a_compaction_of_their_logs(spark,
     report = ingest(spark, landing, lake, max_files_per_trigger=1)
     assert report.totals()["files_read"] == 8 and duckdb_rows(lake) == expected
     assert ingest(spark, landing, lake).totals()["files_read"] == 0
+
+
+def test_a_repair_takes_the_later_batches_rows_out_of_a_compacted_date(spark, landing, lake):
+    """A checkpoint older than tables compacted since: the compacted file holds rows of batches before the checkpoint's
+    and after it, and names no batch. The repair moved 0 files and the next ingest wrote the later batches' events a
+    second time; it now takes their rows (known by the run that wrote them) out of the compacted file, and the next
+    ingest writes them once."""
+    for n in range(2):
+        deliver(landing, events_of(3, DAY + timedelta(hours=n), f"a{n}"), DAY + timedelta(hours=n))
+    ingest(spark, landing, lake, max_files_per_trigger=1)
+    backup = lake.parent / "backup"
+    shutil.copytree(Lake(lake).checkpoints, backup)
+    for n in range(2):
+        deliver(landing, events_of(3, DAY + timedelta(hours=5 + n), f"b{n}"), DAY + timedelta(hours=5 + n))
+    ingest(spark, landing, lake, max_files_per_trigger=1)
+    expected = duckdb_rows(lake)
+    assert compact.main(["--lake", str(lake), "--closed-at", "2024-04-01"]) == 0
+    day = Lake(lake).events / f"event_date={DAY.date()}"
+    assert len(list(day.glob("*.parquet"))) == 1 and duckdb_rows(lake) == expected, "one compacted file holds both runs' rows"
+
+    shutil.rmtree(Lake(lake).checkpoints)
+    shutil.copytree(backup, Lake(lake).checkpoints)
+    assert repair.main(["--lake", str(lake), "--landing", str(landing)]) == 0
+    assert {event_id[:2] for event_id, _ in duckdb_rows(lake)} == {"a0", "a1"}, "the later batches' rows are out"
+    assert ingest(spark, landing, lake).totals()["files_read"] == 2 and duckdb_rows(lake) == expected, "each event once"
+    read_by_spark = spark.read.parquet(str(Lake(lake).events)).select("eventID", "event_date").collect()
+    assert sorted((row.eventID, str(row.event_date)) for row in read_by_spark) == expected, "and as Spark reads the rewritten file"
