@@ -30,7 +30,7 @@ STACK_HOME ?= $(CURDIR)/.stack
 STACK_ENV ?= $(CURDIR)/.env
 PG_BIN := /usr/lib/postgresql/15/bin
 
-.PHONY: help setup debian-deps browser-deps demo run status test test-fast test-stack stack-up stack-status stack-down lint bench bench-history bench-cost bench-ui bench-stack chaos fuzz metadata-growth test-next-pyspark bench-next-pyspark clean
+.PHONY: help setup debian-deps browser-deps demo run status test test-fast test-stack stack-up stack-status stack-down lint bench bench-history bench-cost bench-ui bench-stack chaos fuzz torture metadata-growth test-next-pyspark bench-next-pyspark clean
 
 help:
 	@echo "make setup           - create .venv with the pinned dependencies, runtime and dev (needs Java 17+)"
@@ -46,6 +46,7 @@ help:
 	@echo "make stack-down      - stop everything stack-up started"
 	@echo "make chaos           - 20 random SIGKILLs of the ingest job, then the table against the oracle"
 	@echo "make fuzz            - the property-based test with \$$FUZZ_EXAMPLES (300) generated landing zones"
+	@echo "make torture         - \$$TORTURE_EXAMPLES (200) random operator sequences of up to \$$TORTURE_STEPS (12) steps, the table against the oracle after each"
 	@echo "make bench           - the product against plain Spark and DuckDB (writes BENCHMARKS.md), then bench-history"
 	@echo "make bench-history   - one run's cost against a year of history under 2, 20 and 100 accounts x 17 regions"
 	@echo "make bench-cost      - CPU-seconds to ingest one day (17 regions x 288 files): hourly runs, an always-on stream, one daily run"
@@ -155,6 +156,11 @@ chaos: setup
 
 fuzz: setup
 	FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-300} $(PY) -m pytest -q tests/test_fuzz.py
+
+# A new seed each run; a failure prints the sequence and the blob that replays it.
+torture: setup build/jobs.zip
+	TORTURE_SEED=random TORTURE_EXAMPLES=$${TORTURE_EXAMPLES:-200} TORTURE_STEPS=$${TORTURE_STEPS:-12} \
+		$(PY) -m pytest -q -s tests/test_operator_sequences.py -k generated
 
 bench: setup build/jobs.zip
 	$(PY) -m bench.benchmark

@@ -1,0 +1,282 @@
+"""Random sequences of what operators and CloudTrail do to a lake, checked against an oracle after every step
+(hypothesis's stateful testing): deliveries (new, late, re-delivered), ingests, an ingest killed with SIGKILL, a
+compaction, a rebuild of a date range, a repair, a rescale, a copy of the lake to another path, the checkpoint or
+the tables put back from an earlier copy. After each step the events table equals the oracle, read by a directory
+reader and by Spark, or the step's command refused with exit 2 and one line and the documented mend brought it back.
+
+`make test` runs two scripted sequences that take every rule, and $TORTURE_EXAMPLES (3) generated ones of the
+seed $TORTURE_SEED; `make torture` runs many generated ones of a new seed each time.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, seed, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
+
+from jobs import compact, rebuild, repair, rescale
+from jobs.ingest.cli import main as ingest_main
+from jobs.lake import Lake
+from jobs.session import stop_state_stores
+from tests.helpers import DAY, deliver, duckdb_rows, event
+
+EXAMPLES = int(os.environ.get("TORTURE_EXAMPLES", "3"))
+STEPS = int(os.environ.get("TORTURE_STEPS", "12"))
+SEED = os.environ.get("TORTURE_SEED", "1")  # "random": new sequences each run
+HORIZON = timedelta(days=2)  # the ingest's default de-duplication horizon: copies within it collapse
+
+
+class OperatorSequences(RuleBasedStateMachine):
+    """The lake and landing zone of one sequence, and the oracle: every event delivered, by eventID, with its date."""
+
+    spark: Any = None
+    root: Path = Path()
+
+    def __init__(self) -> None:
+        super().__init__()
+        folder = self.root / f"seq-{time.monotonic_ns()}"
+        self.landing, self.lake = folder / "landing", folder / "lake"
+        (self.landing / "AWSLogs").mkdir(parents=True)
+        self.clock = DAY + timedelta(hours=1)  # arrival time of the next delivery
+        self.delivered: dict[str, str] = {}  # eventID -> event date, of every event delivered
+        self.files: list[tuple[datetime, list[dict[str, Any]]]] = []  # each delivery: arrival, records
+        self.expected: list[tuple[str, str]] = []  # the table after the last successful ingest
+        self.clean = True  # False after a kill: crash debris stays visible until the next run sweeps
+        self.backups: list[Path] = []
+        self.serial = 0
+        self.log: list[str] = []
+        self.mends: list[str] = []  # how each refusal after a restore was mended
+
+    # What CloudTrail does.
+
+    def _deliver(self, records: list[dict[str, Any]]) -> None:
+        deliver(self.landing, records, self.clock)
+        self.files.append((self.clock, records))
+        self.clock += timedelta(minutes=20)
+
+    def _events(self, n: int, start: datetime) -> list[dict[str, Any]]:
+        self.serial += 1
+        records = [event(f"s{self.serial}-{i}", start + timedelta(minutes=i)) for i in range(n)]
+        self.delivered.update((r["eventID"], r["eventTime"][:10]) for r in records)
+        return records
+
+    @rule(n=st.integers(1, 6))
+    def deliver_new(self, n: int) -> None:
+        self.log.append(f"deliver_new({n})")
+        self._deliver(self._events(n, self.clock - timedelta(minutes=30)))
+
+    @rule(n=st.integers(1, 4), days=st.integers(1, 6))
+    def deliver_late(self, n: int, days: int) -> None:
+        self.log.append(f"deliver_late({n}, {days})")
+        self._deliver(self._events(n, self.clock - timedelta(days=days)))
+
+    @precondition(lambda self: bool(self.files))
+    @rule(pick=st.integers(0, 1000))
+    def redeliver(self, pick: int) -> None:
+        """A copy of a delivery within the horizon of its first arrival (CloudTrail's at-least-once delivery)."""
+        recent = [records for arrived, records in self.files if self.clock - arrived < HORIZON - timedelta(hours=6)]
+        if recent:
+            self.log.append("redeliver")
+            self._deliver(recent[pick % len(recent)])
+
+    @rule(hours=st.integers(1, 30))
+    def time_passes(self, hours: int) -> None:
+        self.log.append(f"time_passes({hours})")
+        self.clock += timedelta(hours=hours)
+
+    # What operators run.
+
+    def _ingest(self) -> int:
+        argv = ["--landing", str(self.landing), "--lake", str(self.lake), "--settle", "0 seconds", "--max-files-per-trigger", "3"]
+        try:
+            return ingest_main(argv)
+        finally:
+            stop_state_stores(self.spark)  # as the run's process would
+
+    def _ingested(self) -> None:
+        assert self._ingest() == 0, self.log
+        self.expected = sorted(self.delivered.items())
+        self.clean = True
+
+    @rule()
+    def ingest(self) -> None:
+        self.log.append("ingest")
+        self._ingested()
+
+    @rule(after=st.floats(0.5, 12))
+    def ingest_killed(self, after: float) -> None:
+        """A run killed with SIGKILL at a random moment (its own process); the next run takes up from there."""
+        self.log.append(f"ingest_killed({after:.1f})")
+        command = [sys.executable, "-m", "jobs.cloudtrail_ingest", "--landing", str(self.landing), "--lake", str(self.lake)]
+        job = subprocess.Popen(
+            [*command, "--settle", "0 seconds", "--max-files-per-trigger", "1"],
+            start_new_session=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            job.wait(timeout=after)
+        except subprocess.TimeoutExpired:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()
+            self.clean = False
+        else:
+            assert job.returncode == 0, self.log
+            self.expected, self.clean = sorted(self.delivered.items()), True
+
+    @precondition(lambda self: self.clean)
+    @rule()
+    def compact(self) -> None:
+        self.log.append("compact")
+        assert compact.main(["--lake", str(self.lake), "--closed-at", "2024-06-01"]) == 0, self.log
+
+    @precondition(lambda self: self.clean and bool(self.expected))
+    @rule(first=st.integers(0, 1000), span=st.integers(0, 2))
+    def rebuild(self, first: int, span: int) -> None:
+        dates = sorted({day for _, day in self.expected})
+        start = datetime.fromisoformat(dates[first % len(dates)]).date()
+        self.log.append(f"rebuild({start}, {span})")
+        days = tuple(start + timedelta(days=n) for n in range(span + 1))
+        config = rebuild.RebuildConfig(str(self.landing), str(self.lake), days, f"rebuild-{self.serial}-{time.monotonic_ns()}")
+        assert rebuild.run(config, lambda: self.spark).status == "succeeded", self.log
+
+    @precondition(lambda self: self.clean)
+    @rule()
+    def repair(self) -> None:
+        self.log.append("repair")
+        assert repair.main(["--lake", str(self.lake), "--landing", str(self.landing)]) == 0, self.log
+
+    @precondition(lambda self: self.clean and bool(self.expected))
+    @rule(partitions=st.integers(1, 5))
+    def rescale(self, partitions: int) -> None:
+        self.log.append(f"rescale({partitions})")
+        assert rescale.main(["--lake", str(self.lake), "--state-partitions", str(partitions)]) == 0, self.log
+
+    @rule()
+    def copy_lake(self) -> None:
+        """The lake copied to another disk, and used there from now on."""
+        self.log.append("copy_lake")
+        copy = self.lake.parent / f"lake-{len(self.log)}"
+        shutil.copytree(self.lake, copy, symlinks=True) if self.lake.exists() else None
+        self.lake = copy
+
+    @precondition(lambda self: self.clean and self.lake.exists())
+    @rule()
+    def back_up(self) -> None:
+        self.log.append("back_up")
+        backup = self.lake.parent / f"backup-{len(self.log)}"
+        shutil.copytree(self.lake, backup, symlinks=True)
+        self.backups.append(backup)
+
+    def _mend(self, refused: int) -> None:
+        """After a restore: the ingest refuses (2) or goes on (0); refused, `jobs.repair` mends it (or, when it
+        refuses too, the whole lake comes back from the backup, as the refusal says), and the next ingest is exact."""
+        assert refused in (0, 2), self.log
+        if refused == 2:
+            mended = repair.main(["--lake", str(self.lake), "--landing", str(self.landing)])
+            assert mended in (0, 2), self.log
+            self.mends.append("repair" if mended == 0 else "whole lake")
+            if mended == 2:
+                self.log.append("restore the whole lake")
+                shutil.rmtree(self.lake)
+                shutil.copytree(self.backups[-1], self.lake, symlinks=True)
+        self._ingested()
+
+    @precondition(lambda self: self.clean and bool(self.backups))
+    @rule()
+    def restore_checkpoint(self) -> None:
+        """The checkpoint alone put back from the newest backup."""
+        self.log.append("restore_checkpoint")
+        shutil.rmtree(Lake(self.lake).checkpoints)
+        shutil.copytree(Lake(self.backups[-1]).checkpoints, Lake(self.lake).checkpoints, symlinks=True)
+        self._mend(self._ingest())
+
+    @precondition(lambda self: self.clean and bool(self.backups))
+    @rule()
+    def restore_tables(self) -> None:
+        """The tables alone put back from the newest backup."""
+        self.log.append("restore_tables")
+        for table in (Lake(self.lake).events, Lake(self.lake).quarantine):
+            shutil.rmtree(table, ignore_errors=True)
+            saved = Lake(self.backups[-1]).table(table.name)
+            if saved.exists():
+                shutil.copytree(saved, table, symlinks=True)
+        self._mend(self._ingest())
+
+    @invariant()
+    def the_table_equals_the_oracle(self) -> None:
+        if not self.clean:
+            return
+        assert duckdb_rows(self.lake) == self.expected, self.log
+        events = Lake(self.lake).events
+        if self.expected:
+            read = self.spark.read.parquet(str(events)).select("eventID", "event_date").collect()
+            assert sorted((row.eventID, str(row.event_date)) for row in read) == self.expected, self.log
+
+
+def test_generated_operator_sequences_keep_the_table_equal_to_the_oracle(spark, tmp_path, caplog):
+    caplog.set_level(logging.CRITICAL)  # the refusals' lines: what matters is their exit codes
+    OperatorSequences.spark, OperatorSequences.root = spark, tmp_path
+    run_state_machine_as_test(
+        OperatorSequences if SEED == "random" else seed(int(SEED))(OperatorSequences),
+        settings=settings(
+            max_examples=EXAMPLES,
+            stateful_step_count=STEPS,
+            deadline=None,
+            database=None,
+            suppress_health_check=list(HealthCheck),
+            print_blob=True,
+        ),
+    )
+
+
+# Two sequences an operator's week could hold, every rule in them; each step followed by the invariant.
+SCRIPTS = {
+    "backups and restores": [
+        ("deliver_new", {"n": 5}), ("deliver_late", {"n": 2, "days": 3}), ("ingest", {}), ("back_up", {}),
+        ("deliver_new", {"n": 4}), ("redeliver", {"pick": 1}), ("ingest", {}), ("time_passes", {"hours": 20}),
+        ("deliver_new", {"n": 3}), ("ingest", {}), ("compact", {}), ("restore_checkpoint", {}),
+        ("deliver_new", {"n": 2}), ("ingest", {}), ("back_up", {}), ("deliver_new", {"n": 3}), ("ingest", {}),
+        ("restore_tables", {}), ("repair", {}),
+    ],
+    "kills, copies, rebuilds and rescales": [
+        ("deliver_new", {"n": 6}), ("deliver_new", {"n": 6}), ("deliver_late", {"n": 3, "days": 5}),
+        ("ingest_killed", {"after": 9.0}), ("ingest", {}), ("copy_lake", {}), ("redeliver", {"pick": 0}),
+        ("deliver_new", {"n": 2}), ("ingest", {}), ("rescale", {"partitions": 3}), ("redeliver", {"pick": 3}),
+        ("ingest", {}), ("rebuild", {"first": 0, "span": 2}), ("time_passes", {"hours": 30}), ("deliver_new", {"n": 4}),
+        ("ingest", {}), ("compact", {}), ("rebuild", {"first": 1, "span": 0}), ("copy_lake", {}), ("repair", {}),
+    ],
+}  # fmt: skip
+
+
+def test_every_rule_is_scripted():
+    scripted = {name for steps in SCRIPTS.values() for name, _ in steps}
+    rules = {name for name, method in vars(OperatorSequences).items() if hasattr(method, "hypothesis_stateful_rule")}
+    assert scripted == rules and len(rules) == 14
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_a_scripted_sequence_keeps_the_table_equal_to_the_oracle(spark, tmp_path, caplog, script):
+    caplog.set_level(logging.CRITICAL)
+    OperatorSequences.spark, OperatorSequences.root = spark, tmp_path
+    machine = OperatorSequences()
+    for name, arguments in SCRIPTS[script]:
+        getattr(machine, name)(**arguments)
+        machine.the_table_equals_the_oracle()
+    machine.ingest()
+    machine.the_table_equals_the_oracle()
+    assert len(machine.expected) == len(machine.delivered) > 0
+    if script == "backups and restores":
+        assert machine.mends == ["repair", "repair"], "each restore was refused, then mended by jobs.repair"
