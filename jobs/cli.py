@@ -20,7 +20,7 @@ from jobs.spark_logs import CheckpointError
 
 log = logging.getLogger("cloudtrail")
 
-# Exit codes, the same for every job (README, "The job and the gate also run on their own").
+# Exit codes, the same for every job (README, "Exit codes").
 OK = 0
 FAILED = 1  # the run failed, or its gate did
 USAGE = 2  # bad arguments, or a checkpoint the job cannot use as it is

@@ -114,10 +114,6 @@ class Replacement:
             self.kept = read.where(~_replaced(entries))
             write_whole(self.record, json.dumps(paths))
 
-    def add_kept(self, rows: DataFrame) -> DataFrame:
-        """The batch's quarantine rows, and the rows it keeps from the files it replaces."""
-        return rows.unionByName(self.kept) if self.kept is not None else rows
-
     def finish(self) -> None:
         """After the batch's quarantine output is committed: move the replaced files aside."""
         quarantine = self.lake.quarantine

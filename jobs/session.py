@@ -145,7 +145,7 @@ class JobSession:
 
     Stopped here, not by the JVM's shutdown hooks: there, after a long stream, the state store's
     maintenance waited on a driver already torn down, and the JVM outlived the job by 7.5 minutes
-    (SPARK-51397; BENCHMARKS.md, "The exit wait").
+    (SPARK-51397; docs/design.md, "Stopping the session").
     """
 
     def __init__(self, build: Callable[[], SparkSession]) -> None:

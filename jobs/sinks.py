@@ -10,7 +10,7 @@ written twice.
 The log keeps entries for `retention` only (the sink's own option, SPARK-27188): without
 it every compaction rewrites every file ever written (SPARK-24295). So the log is the
 writer's commit record, not the reader's index: readers read the directory, which the
-sweep keeps equal to the committed table (docs/design.md, "Reading the table").
+sweep keeps equal to the committed table (docs/design.md, "Exactly once, and what every reader sees").
 """
 
 from __future__ import annotations
@@ -29,12 +29,19 @@ from jobs.lake import EVENT_DATE, REASON, Lake
 IGNORE_SINK_LOG = "spark.sql.streaming.fileStreamSink.ignoreMetadata"
 
 
+def classic_jvm(spark: SparkSession) -> Any:
+    """The session's JVM: these sinks call Spark's own classes, which a Spark Connect session does not reach."""
+    jvm = spark._jvm
+    if jvm is None:
+        raise RuntimeError("the tables' sinks need a classic (non-Connect) SparkSession")
+    return jvm
+
+
 class ParquetSink:
     """Spark's FileStreamSink for one output path (driver side, classic Spark only)."""
 
     def __init__(self, spark: SparkSession, path: str, partition_by: list[str], retention_ms: int | None = None) -> None:
-        jvm = spark._jvm
-        assert jvm is not None, "ParquetSink needs a classic (non-Connect) SparkSession"
+        jvm = classic_jvm(spark)
         self.path, self._spark = path, spark
         options = {"retention": str(retention_ms)} if retention_ms is not None else {}
         self._sink = jvm.org.apache.spark.sql.execution.streaming.sinks.FileStreamSink(
@@ -52,8 +59,7 @@ class ParquetSink:
 
     def commit(self, batch_id: int, files: list[str]) -> None:
         """List `files` (written by `write_tables`) in the table's log under `batch_id`: from then on they are the table's."""
-        jvm = self._spark._jvm
-        assert jvm is not None
+        jvm = classic_jvm(self._spark)
         paths = self._spark.sparkContext._gateway.new_array(jvm.java.lang.String, len(files))  # type: ignore[union-attr]
         for index, path in enumerate(files):
             paths[index] = path
@@ -77,8 +83,7 @@ class Written:
 def write_tables(rows: DataFrame, lake: Lake, batch_id: int, events: bool, quarantine: bool) -> Written:
     """Write a batch's rows (jobs/transforms.table_rows) into both tables' partition folders in one Spark job;
     `events`/`quarantine` False: that table has the batch already (its rows are counted, not written)."""
-    jvm = rows.sparkSession._jvm
-    assert jvm is not None, "write_tables needs a classic (non-Connect) SparkSession"
+    jvm = classic_jvm(rows.sparkSession)
     result = jvm.cloudtrail.TableWriter.write(
         rows._jdf, str(lake.events), EVENT_DATE, events, str(lake.quarantine), REASON, quarantine, batch_id
     )

@@ -368,7 +368,8 @@ def _replace(path: Path, version: str, lines: list[str]) -> None:
 
 def rewrite_compaction(log: SourceLog, kept: list[LogEntry]) -> None:
     """Replace the newest compaction's entries with `kept`, atomically."""
-    assert log.compact is not None, "only a compaction is rewritten"
+    if log.compact is None:
+        raise ValueError("only a compaction is rewritten: the source log has none")
     _replace(log.compact, log.version, [entry.line for entry in kept])
 
 

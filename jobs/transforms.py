@@ -3,7 +3,7 @@
 landing files --read_records------> one row per record or problem, typed, with its _reason; that is:
                  decode_files        (jobs/decode.py) each file's bytes, checked, its records found
                  parse_containers    one row per record (its JSON text) or per problem
-                 normalize_records   typed event columns + _reason (add a derived column in derive_columns)
+                 normalize_records   typed event columns + _reason (a derived column: one entry of jobs/schema.py's DERIVED_FIELDS)
               --deduplicate--------> each event once within the de-duplication horizon (jobs/dedup.py)
               --mark_late----------> flags events delivered long after they happened
               --stamp_ingest_time--> when the batch was ingested
@@ -40,7 +40,6 @@ from jobs.schema import (
     DERIVED_FIELDS,
     EVENT_TIME_FORMAT,
     EVENTS_DATA_SCHEMA,
-    EVENTS_SCHEMA,
     KNOWN_FIELDS,
     QUARANTINE_SCHEMA,
     RECORD_FIELDS,
@@ -443,11 +442,6 @@ def implausible_event_time(event_time: Column, seen: Column) -> Column:
     """An event time CloudTrail cannot have written: before it existed, or more than a day after the
     record was seen (`seen`: its arrival, or its ingest). Such events are kept, as evidence, and counted."""
     return (event_time < F.lit(FIRST_EVENT_TIME)) | (event_time > seen + F.lit(timedelta(days=1)))
-
-
-def split_events(rows: DataFrame) -> DataFrame:
-    """The rows that belong in the events table, in table column order."""
-    return rows.where(F.col("_reason").isNull()).select(*EVENTS_SCHEMA.fieldNames())
 
 
 def _quarantine_columns() -> dict[str, Column]:

@@ -139,7 +139,8 @@ def load_suite(name: str) -> dict[str, Any]:
 def describe(check: Any) -> dict[str, Any]:
     """One expectation result as plain JSON, with a few offending values."""
     config = check.expectation_config
-    assert config is not None
+    if config is None:
+        raise ValueError(f"an expectation result without its expectation: {check}")
     return {
         "expectation": config.type,
         "kwargs": {k: v for k, v in config.kwargs.items() if k != "batch_id"},

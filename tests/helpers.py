@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+from pyspark.sql import functions as F
 
 from jobs.ingest.cli import parse_args
 from jobs.ingest.run import run
@@ -22,7 +23,7 @@ from jobs.lake import Lake
 from jobs.landing import delivery_path
 from jobs.quarantine import Replay
 from jobs.report import RunReport
-from jobs.schema import QUARANTINE_SCHEMA
+from jobs.schema import EVENTS_SCHEMA, QUARANTINE_SCHEMA
 from jobs.session import stop_state_stores
 from jobs.sinks import IGNORE_SINK_LOG
 from jobs.spark_logs import sink_log, sink_log_files
@@ -86,6 +87,12 @@ def succeeded(result: subprocess.CompletedProcess[str]) -> str:
     assert result.returncode == 0, result.stderr[-3000:]
     assert not STACK_TRACE.search(result.stderr + result.stdout), result.stderr[-5000:]
     return result.stderr
+
+
+def split_events(rows):
+    """A chain's rows that belong in the events table, in table column order (the ingest writes them positionally,
+    jobs/transforms.table_rows): what a test compares with the events table."""
+    return rows.where(F.col("_reason").isNull()).select(*EVENTS_SCHEMA.fieldNames())
 
 
 def event(event_id: str, event_time: datetime, **extra: Any) -> dict[str, Any]:

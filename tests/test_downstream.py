@@ -19,8 +19,7 @@ from jobs.derived import DerivedConfig
 from jobs.downstream import findings, hourly_activity
 from jobs.lake import ACTIVITY_JOB, Lake
 from jobs.rules import Rule, load_rules
-from jobs.transforms import split_events
-from tests.helpers import DAY, deliver, event, events_of, ingest
+from tests.helpers import DAY, deliver, event, events_of, ingest, split_events
 from tests.test_transforms import normalized, record
 from tools.generate_landing import add_samples
 from tools.summary import summarize

@@ -22,11 +22,11 @@ from jobs.transforms import (
     normalize_records,
     parse_containers,
     read_records,
-    split_events,
     split_quarantine,
     stamp_ingest_time,
     table_rows,
 )
+from tests.helpers import split_events
 
 pytestmark = pytest.mark.unit
 
