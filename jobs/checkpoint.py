@@ -2,11 +2,12 @@
 
 It holds Spark's logs (jobs/spark_logs.py) and one file of this job's own,
 last_success.json: the check time of the last successful run and the last batch it
-committed, swept.
+committed, swept. This module is its one writer: the ledger hands back what to record.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from datetime import datetime
@@ -14,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from jobs.files import write_whole
-from jobs.lake import LAST_SUCCESS, MANIFESTS
+from jobs.lake import LAST_SUCCESS, MANIFESTS, Lake
+from jobs.report import read_reports
 from jobs.spark_logs import (
     RESTORE,
     CheckpointError,
@@ -55,7 +57,7 @@ def read_last_success(checkpoint: Path) -> LastSuccess | None:
         return None
 
 
-def write_last_success(checkpoint: Path, state: LastSuccess) -> None:
+def _write(checkpoint: Path, state: LastSuccess) -> None:
     body = {
         "checked_at_ns": state.checked_at_ns,
         "batch_id": state.batch_id,
@@ -63,6 +65,37 @@ def write_last_success(checkpoint: Path, state: LastSuccess) -> None:
         "recheck": list(state.recheck),
     }
     write_whole(checkpoint / LAST_SUCCESS, json.dumps(body) + "\n")
+
+
+def record_success(checkpoint: Path, state: LastSuccess) -> None:
+    """After a successful run, swept: its check times (jobs/ledger.success_of) and the last clean batch."""
+    _write(checkpoint, state)
+
+
+def keep_check_times(snapshot: CheckpointSnapshot) -> None:
+    """Write the file when there is none (a new checkpoint, one from before it), before the ledger lets go of its
+    first manifest: a checkpoint without it has never lost one."""
+    if not (snapshot.path / LAST_SUCCESS).exists():
+        _write(snapshot.path, dataclasses.replace(snapshot.last_success, batch_id=None))
+
+
+def restore_last_success(lake: Lake) -> bool:
+    """A missing or damaged file beside committed batches written again from the newest successful run's report,
+    which holds the same check times; the batch is left unknown, so the next run sweeps. Whether it was written."""
+    if read_last_success(lake.checkpoint) is not None or last_commit(lake.checkpoint).batch_id is None:
+        return False
+    succeeded = [run for run in read_reports(lake.ingest_reports) if run.get("status") == "succeeded"]
+    checked = [run["ledger"] for run in succeeded if "checked_at_ns" in (run.get("ledger") or {})]
+    if checked:
+        _write(lake.checkpoint, last_success_of(checked[-1], None))
+    return bool(checked)
+
+
+def forget_batch(checkpoint: Path) -> None:
+    """The batch the file names was rolled back (jobs/repair.py): left unknown, so the next run sweeps."""
+    last = read_last_success(checkpoint)
+    if last is not None:
+        _write(checkpoint, dataclasses.replace(last, batch_id=None))
 
 
 @dataclass(frozen=True)

@@ -52,10 +52,10 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 from jobs import options
-from jobs.checkpoint import CheckpointSnapshot, LastSuccess, write_last_success
+from jobs.checkpoint import CheckpointSnapshot, LastSuccess
 from jobs.dedup import Dedup
 from jobs.files import write_whole
-from jobs.lake import LAST_SUCCESS, LET_GO, RESTAMPED, RETIRED, TABLES, Lake
+from jobs.lake import LET_GO, RESTAMPED, RETIRED, TABLES, Lake
 from jobs.landing import Older, Skipped, day_folders, delivery_date, log_files_in, relative
 from jobs.spark_logs import CheckpointError, LogEntry, SourceLog, rewrite_compaction
 
@@ -492,10 +492,6 @@ def plan_files(
     listing = _Listing(ledger, scope)
     # A replay's files are taken as it asks, whatever the listing finds.
     listing.walk(landing, checkpoint.last_success.recheck, {relative(entry.path) for entry in replay})
-    if not (checkpoint.path / LAST_SUCCESS).exists():
-        # Written before the first manifest is let go, so a checkpoint without it has never lost one.
-        last = checkpoint.last_success
-        write_last_success(checkpoint.path, LastSuccess(last.checked_at_ns, None, last.listed_all_at_ns, last.recheck))
     files = _arrivals(listing.taken() + list(replay), ledger.floor_ms(dedup.arrival_floor(checkpoint.watermark)), now_ns // 1_000_000)
     dropped = ledger.done(scope.retired_before)
     ledger.keep_restamps(listing.restamped, dropped, files)
@@ -643,9 +639,10 @@ def _forget(log: SourceLog, gone: set[str]) -> None:
         rewrite_compaction(log, kept)
 
 
-def record_success(checkpoint: Path, plan: Plan, batch_id: int | None) -> None:
-    """After a successful run, swept: `plan.checked_at_ns` becomes the check time, `batch_id` the last clean batch."""
-    write_last_success(checkpoint, LastSuccess(plan.checked_at_ns, batch_id, plan.listed_all_at_ns, plan.recheck))
+def success_of(plan: Plan, batch_id: int | None) -> LastSuccess:
+    """What a successful run, swept, records (jobs/checkpoint.record_success): `plan`'s check times, `batch_id` the
+    last clean batch."""
+    return LastSuccess(plan.checked_at_ns, batch_id, plan.listed_all_at_ns, plan.recheck)
 
 
 def record_late_files(folder: Path, batch_id: int, late: dict[str, list[str]]) -> None:

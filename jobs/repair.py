@@ -46,7 +46,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from jobs import cli
-from jobs.checkpoint import CheckpointSnapshot, read_last_success, write_last_success
+from jobs.checkpoint import CheckpointSnapshot, forget_batch
 from jobs.files import write_whole
 from jobs.lake import EVENTS, QUARANTINE, RETIRED, TABLES, Lake, LakeLock, in_table
 from jobs.landing import day_folders, log_files_in, relative
@@ -131,9 +131,7 @@ class CheckpointRepair:
 
     def apply(self, lake: Lake) -> None:
         rollback_checkpoint(lake.checkpoint, self.through)
-        last = read_last_success(lake.checkpoint)
-        if last is not None:  # the batch it names is gone: the next run sweeps
-            write_last_success(lake.checkpoint, dataclasses.replace(last, batch_id=None))
+        forget_batch(lake.checkpoint)
         log.info("checkpoint back from batch %d to %d: the next ingest reads the later batches again", self.committed, self.through)
 
 

@@ -193,3 +193,17 @@ def test_the_ingest_command_imports_pandas_and_gx_only_when_a_run_needs_them():
     probe = f"import sys, jobs.cloudtrail_ingest; print(sorted({{m.split('.')[0] for m in sys.modules}} & {heavy!r}))"
     loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT).stdout.strip()
     assert loaded == "[]"
+
+
+def test_last_success_has_one_writer():
+    """jobs/checkpoint.py writes last_success.json; the ledger hands back what to record, the ingest and repair ask
+    the checkpoint module (issue #58: it had three writers in two modules)."""
+    named = sorted(
+        path.relative_to(ROOT).as_posix()
+        for path in ROOT.glob("jobs/**/*.py")
+        if any(isinstance(n, ast.Name | ast.alias) and "LAST_SUCCESS" in (getattr(n, "id", None), getattr(n, "name", None))
+               for n in ast.walk(ast.parse(path.read_text())))
+    )  # fmt: skip
+    assert named == ["jobs/checkpoint.py", "jobs/lake.py"]
+    writers = [path.relative_to(ROOT).as_posix() for path in ROOT.glob("jobs/**/*.py") if "last_success.json" in path.read_text()]
+    assert set(writers) <= {"jobs/checkpoint.py", "jobs/lake.py"}, writers

@@ -16,13 +16,13 @@ from contextlib import contextmanager
 from pyspark.sql import SparkSession
 
 from jobs import options, partitions
-from jobs.checkpoint import CheckpointSnapshot, last_success_of, read_last_success, write_last_success
+from jobs.checkpoint import CheckpointSnapshot, keep_check_times, record_success, restore_last_success
 from jobs.ingest import stream
 from jobs.ingest.config import IngestConfig
-from jobs.lake import TABLES, Lake
-from jobs.ledger import Plan, plan_files, record_success, verified_checkpoint
+from jobs.lake import TABLES
+from jobs.ledger import Plan, plan_files, success_of, verified_checkpoint
 from jobs.quarantine import replay_entries
-from jobs.report import RunReport, now_iso, read_reports
+from jobs.report import RunReport, now_iso
 from jobs.spark_logs import (
     STREAM_METADATA,
     CheckpointError,
@@ -50,7 +50,7 @@ def run(config: IngestConfig, session: Callable[[], SparkSession]) -> RunReport:
             report.swept_files = dict.fromkeys(TABLES, 0)
         else:
             report.swept_files = ingest(session(), config, checkpoint, report)
-        record_success(config.lake.checkpoint, files, last_commit(config.lake.checkpoint).batch_id)
+        record_success(config.lake.checkpoint, success_of(files, last_commit(config.lake.checkpoint).batch_id))
     return report
 
 
@@ -67,20 +67,11 @@ def open_checkpoint(config: IngestConfig) -> CheckpointSnapshot:
         log.warning("%s was missing or damaged: written again (it holds only the stream's id)", config.lake.checkpoint / STREAM_METADATA)
     if relocate_source_log(config.lake.checkpoint, config.lake.manifests):
         log.warning("the lake was moved: Spark's log of read manifests now names them under %s", config.lake.manifests)
-    restore_last_success(config.lake)
-    return verified_checkpoint(config.lake)
-
-
-def restore_last_success(lake: Lake) -> None:
-    """A missing or damaged last_success.json beside committed batches is written again from the newest successful
-    run's report, which holds the same check times; the batch is left unknown, so this run sweeps."""
-    if read_last_success(lake.checkpoint) is not None or last_commit(lake.checkpoint).batch_id is None:
-        return
-    succeeded = [run for run in read_reports(lake.ingest_reports) if run.get("status") == "succeeded"]
-    checked = [run["ledger"] for run in succeeded if "checked_at_ns" in (run.get("ledger") or {})]
-    if checked:
-        write_last_success(lake.checkpoint, last_success_of(checked[-1], None))
-        log.warning("%s was missing or damaged: written again from the newest successful run's report", lake.last_success)
+    if restore_last_success(config.lake):
+        log.warning("%s was missing or damaged: written again from the newest successful run's report", config.lake.last_success)
+    checkpoint = verified_checkpoint(config.lake)
+    keep_check_times(checkpoint)
+    return checkpoint
 
 
 def plan(config: IngestConfig, checkpoint: CheckpointSnapshot) -> Plan:
