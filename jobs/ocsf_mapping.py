@@ -38,7 +38,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from jobs.lake import ACCOUNT_ID, EVENT_DATE, EVENT_DAY, REGION
-from jobs.schema import SESSION_CONTEXT, USER_IDENTITY
+from jobs.schema import DERIVED_FIELDS, EVENTS_SCHEMA, SESSION_CONTEXT, USER_IDENTITY
 
 OCSF_VERSION = "1.1.0"
 PROFILES = ("cloud", "datetime")
@@ -280,12 +280,18 @@ def unmapped(events: DataFrame) -> Column:
     return F.map_concat(placed, rescued)
 
 
-# Record fields OCSF 1.1.0's API Activity has no place for, kept in unmapped whole (with the row's lineage).
-UNMAPPED_FIELDS = (
-    "additionalEventData", "readOnly", "managementEvent", "serviceEventDetails", "sharedEventID", "vpcEndpointAccountId",
-    "addendum", "sessionCredentialFromConsole", "edgeDeviceDetails", "tlsDetails", "insightDetails",
-    "_source_file", "_ingest_run_id", "_ingest_time",
+# The events table's columns the mapping places (userIdentity's parts, requestParameters and the blank ones are
+# also kept in unmapped where a place cannot take them, below; _rescued's fields are spread into unmapped).
+MAPPED_FIELDS = (
+    "eventVersion", "userIdentity", "eventTime", "eventSource", "eventName", "awsRegion", "sourceIPAddress", "userAgent",
+    "errorCode", "errorMessage", "requestParameters", "responseElements", "requestID", "eventID", "resources", "eventType",
+    "apiVersion", "recipientAccountId", "vpcEndpointId", "eventCategory", "_rescued",
 )  # fmt: skip
+# Every other column of the events table, kept in unmapped whole (the row's lineage among them): a column added to
+# jobs/schema.py lands here by itself, so nothing is dropped.
+UNMAPPED_FIELDS = tuple(
+    name for name in EVENTS_SCHEMA.fieldNames() if name not in MAPPED_FIELDS and name not in {field[0] for field in DERIVED_FIELDS}
+)
 UNMAPPED_CONTEXT = ("sessionIssuer", "webIdFederationData", "sourceIdentity", "ec2RoleDelivery", "assumedRoot")
 # Top-level fields the mapping reads as null when empty: an empty one is kept as it was.
 BLANKABLE = ("requestID", "apiVersion", "eventSource", "vpcEndpointId", "sourceIPAddress", "recipientAccountId")

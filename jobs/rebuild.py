@@ -337,7 +337,7 @@ def rebuild(config: RebuildConfig, spark: SparkSession, plans: list[DatePlan], r
     if any(figures["rows_after"].values()):
         gate = validate_events.ValidateConfig(lake, tag, config.dates, options.QUARANTINE_THRESHOLD, lake.gate_report(f"{tag}.rebuild"))
         checks = validate_events.with_check_columns(staged_events)
-        frames: dict[str, Any] = {"cloudtrail_events.critical": checks, "cloudtrail_events.warning": checks}
+        frames: dict[str, Any] = dict.fromkeys(validate_events.EVENT_SUITES, checks)
         report.gate = validate_events.judge(frames, gate, [str(day) for day in dates])["verdict"]
         passed = report.gate == "passed"
     report.quarantine_partitions_replaced = sorted(reasons)

@@ -96,17 +96,40 @@ def responsible_dates(config: ValidateConfig, report: dict[str, Any] | None) -> 
     return sorted({d.isoformat() for d in config.dates} | set(written))
 
 
+# The events suites; what they check of a table's rows (with_check_columns).
+EVENT_SUITES = ("cloudtrail_events.critical", "cloudtrail_events.warning")
+# What the suites check that is no column of the table: flattened into plain columns (GX checks top-level columns).
+CHECK_COLUMNS = {
+    "event_time_date": lambda: F.to_date("eventTime"),
+    "user_identity_type": lambda: F.col("userIdentity.type"),
+    "tls_version": lambda: F.col("tlsDetails.tlsVersion"),
+    "resources_without_arn": lambda: F.size(F.filter("resources", lambda r: r["ARN"].isNull())),
+    "event_time_plausible": lambda: ~implausible_event_time(F.col("eventTime"), F.col("_ingest_time")),
+}
+
+
+def suite_columns(names: tuple[str, ...] = EVENT_SUITES) -> list[str]:
+    """Every column the suites name, in the order they first name it."""
+    found: dict[str, None] = {}
+    for name in names:
+        for expectation in load_suite(name)["expectations"]:
+            for key in ("column", "column_A", "column_B"):
+                if key in expectation["kwargs"]:
+                    found[expectation["kwargs"][key]] = None
+            found.update(dict.fromkeys(expectation["kwargs"].get("column_list", ())))
+    return list(found)
+
+
 def with_check_columns(events: DataFrame) -> DataFrame:
-    """Flatten what the suites check into plain columns (GX checks top-level columns)."""
-    return events.select(
-        "eventID", "eventTime", EVENT_DATE, "eventSource", "eventName", "awsRegion", "recipientAccountId", "eventVersion",
-        F.to_date("eventTime").alias("event_time_date"),
-        F.col("userIdentity.type").alias("user_identity_type"),
-        F.col("tlsDetails.tlsVersion").alias("tls_version"),
-        F.size(F.filter("resources", lambda r: r["ARN"].isNull())).alias("resources_without_arn"),
-        (~implausible_event_time(F.col("eventTime"), F.col("_ingest_time"))).alias("event_time_plausible"),
-        "_ingest_run_id",
-    )  # fmt: skip
+    """The columns the events suites check, from their own files: the table's columns they name as they are, the others
+    computed (CHECK_COLUMNS); with the event date and the run id, which the gate counts by."""
+    table = EVENTS_SCHEMA.fieldNames()
+    named = suite_columns()
+    unknown = [name for name in named if name not in table and name not in CHECK_COLUMNS]
+    if unknown:
+        raise ValueError(f"the events suites check {unknown}: no column of jobs/schema.py, nor one of CHECK_COLUMNS")
+    plain = [name for name in dict.fromkeys([*named, EVENT_DATE, "_ingest_run_id"]) if name in table]
+    return events.select(*plain, *(CHECK_COLUMNS[name]().alias(name) for name in named if name in CHECK_COLUMNS))
 
 
 def table_counts(events: DataFrame, run_id: str | None) -> tuple[int, int]:
@@ -127,7 +150,7 @@ def run_figures(rows_in_table_for_run: int, report: dict[str, Any]) -> pd.DataFr
 def read_events(spark: SparkSession, lake: Lake, dates: list[str]) -> DataFrame:
     if not partition_folders(lake.events):  # nothing committed yet (e.g. every file still settling)
         return spark.createDataFrame([], EVENTS_SCHEMA)
-    events = spark.read.parquet(str(lake.events))
+    events = spark.read.schema(EVENTS_SCHEMA).parquet(str(lake.events))
     return events.where(F.col(EVENT_DATE).isin([date.fromisoformat(d) for d in dates]))
 
 
@@ -230,7 +253,7 @@ def check(spark: SparkSession, config: ValidateConfig) -> dict[str, Any]:
     # Every suite reads the same few columns many times (a Spark job per metric): computed once, kept in memory.
     events = read_events(spark, config.lake, dates).transform(with_check_columns).cache()
     rows, rows_for_run = table_counts(events, config.run_id)
-    frames: dict[str, DataFrame | pd.DataFrame] = {"cloudtrail_events.critical": events, "cloudtrail_events.warning": events}
+    frames: dict[str, DataFrame | pd.DataFrame] = dict.fromkeys(EVENT_SUITES, events)
     if report is not None:
         frames["cloudtrail_run.critical"] = run_figures(rows_for_run, report)
     body = judge(frames, config, dates, rows_validated=rows)
