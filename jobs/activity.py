@@ -38,7 +38,7 @@ from jobs.session import spark_session
 
 
 def parse_args(argv: list[str] | None = None) -> DerivedConfig:
-    return DerivedConfig.parse(ACTIVITY_JOB, __doc__, argv, "--from-date", "--to-date")
+    return DerivedConfig.parse(ACTIVITY_JOB, __doc__, argv)
 
 
 def transform(events: DataFrame) -> dict[str, DataFrame]:

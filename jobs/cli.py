@@ -13,6 +13,7 @@ import os
 import sys
 from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
+from typing import Any
 
 from jobs import options
 from jobs.lake import LakeBusyError, LakeUnusableError
@@ -52,9 +53,26 @@ def add_lock_wait(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lock-wait", type=float, default=options.LOCK_WAIT_SECONDS, help="seconds to wait for another writer")
 
 
-def add_dates(parser: argparse.ArgumentParser, what: str, first: str = "--from-date", last: str = "--to-date") -> None:
+class DeprecatedAlias(argparse.Action):
+    """An old option name that still works, with a warning naming the new one."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option: str | None = None) -> None:
+        log.warning("%s is deprecated: use --%s", option, self.dest.replace("_", "-"))
+        setattr(namespace, self.dest, values)
+
+
+def add_date_pair(parser: argparse.ArgumentParser, what: str, first: str, last: str) -> None:
     parser.add_argument(first, type=iso_date, help=f"first {what} (YYYY-MM-DD)")
     parser.add_argument(last, type=iso_date, help=f"last {what} (YYYY-MM-DD)")
+
+
+def add_dates(parser: argparse.ArgumentParser, what: str) -> None:
+    """--from-date and --to-date, every command's spelling of its date range (--from and --to still work, deprecated)."""
+    add_date_pair(parser, what, "--from-date", "--to-date")
+    for old, dest in (("--from", "from_date"), ("--to", "to_date")):
+        parser.add_argument(
+            old, dest=dest, type=iso_date, action=DeprecatedAlias, default=argparse.SUPPRESS, help=f"deprecated: --{dest.replace('_', '-')}"
+        )
 
 
 def run_id(given: str | None, kind: str = "manual") -> str:

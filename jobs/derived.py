@@ -57,19 +57,18 @@ class DerivedConfig:
         return Lake.at(self.lake)
 
     @classmethod
-    def parse(cls, prog: str, doc: str | None, argv: list[str] | None, first: str, last: str) -> DerivedConfig:
-        """The job's command line (`first`, `last`: its date range's options) as its config."""
+    def parse(cls, prog: str, doc: str | None, argv: list[str] | None) -> DerivedConfig:
+        """The job's command line as its config."""
         parser = cli.parser(prog, doc)
         cli.add_lake(parser)
-        cli.add_dates(parser, "event date to rebuild", first, last)
+        cli.add_dates(parser, "event date to rebuild")
         cli.add_run_id(parser)
         cli.add_lock_wait(parser)
         args = parser.parse_args(argv)
         cli.required(parser, args, "lake")
-        since, until = (getattr(args, name.removeprefix("--").replace("-", "_")) for name in (first, last))
         return cls(
             lake=os.path.abspath(args.lake),
-            dates=cli.date_range(parser, since, until, f"{first} and {last}"),
+            dates=cli.date_range(parser, args.from_date, args.to_date, "--from-date and --to-date"),
             run_id=cli.run_id(args.run_id),
             lock_wait=args.lock_wait,
         )

@@ -3,8 +3,8 @@ events table, event date by event date.
 
 Run it with either of:
 
-    python -m jobs.ocsf --lake DIR [--from YYYY-MM-DD --to YYYY-MM-DD]
-    spark-submit --py-files build/jobs.zip jobs/ocsf.py --lake DIR [--from D --to D]
+    python -m jobs.ocsf --lake DIR [--from-date YYYY-MM-DD --to-date YYYY-MM-DD]
+    spark-submit --py-files build/jobs.zip jobs/ocsf.py --lake DIR [--from-date D --to-date D]
 
 Without dates it rebuilds every event date whose events partition changed since it was last built from,
 and drops the dates whose events partition is gone; with dates, those dates. The table is laid out as
@@ -41,7 +41,7 @@ from jobs.transforms import first_in_table
 
 
 def parse_args(argv: list[str] | None = None) -> DerivedConfig:
-    return DerivedConfig.parse(OCSF_JOB, __doc__, argv, "--from", "--to")
+    return DerivedConfig.parse(OCSF_JOB, __doc__, argv)
 
 
 def transform(events: DataFrame) -> dict[str, DataFrame]:

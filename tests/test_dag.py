@@ -101,7 +101,7 @@ def test_activity_parameters_are_checked_before_spark_starts(tmp_path):
     assert plan_activity({"lake": lake}, settings, "r1")[:4] == ["--lake", lake, "--run-id", "r1"]
     dated = {"lake": lake, "from_date": "2024-03-01", "to_date": "2024-03-02"}
     assert plan_activity(dated, settings, "r1")[4:8] == ["--from-date", "2024-03-01", "--to-date", "2024-03-02"]
-    assert plan_ocsf(dated, settings, "r1")[4:8] == ["--from", "2024-03-01", "--to", "2024-03-02"]
+    assert plan_ocsf(dated, settings, "r1")[4:8] == ["--from-date", "2024-03-01", "--to-date", "2024-03-02"]
     backwards = {"lake": lake, "from_date": "2024-03-02", "to_date": "2024-03-01"}
     for bad in ({"lake": "/etc"}, {"lake": lake, "from_date": "2024-03-02"}, backwards):
         for plan in (plan_activity, plan_ocsf):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import re
 import shutil
 from datetime import datetime, timedelta
@@ -224,14 +225,17 @@ def test_rows_that_fail_the_ocsf_suites_are_not_swapped_in(spark, landing, lake,
     verdict = json.loads(Lake.at(lake).derived_gate_report(OCSF_JOB, "bad").read_text())
     assert {f["suite"] for f in verdict["failed_critical"]} == {"ocsf_api_activity.critical", "ocsf_reconciliation.critical"}
     monkeypatch.setattr(ocsf, "OCSF", right)
-    assert ocsf.main(["--lake", str(lake), "--run-id", "good", "--from", "2024-03-01", "--to", "2024-03-01"]) == 0
+    assert ocsf.main(["--lake", str(lake), "--run-id", "good", "--from-date", "2024-03-01", "--to-date", "2024-03-01"]) == 0
     assert len(uids(lake)) == 4
 
 
 @pytest.mark.unit
-def test_the_date_range_goes_together(tmp_path):
-    for bad in (["--from", "2024-03-02"], ["--from", "2024-03-02", "--to", "2024-03-01"], ["--to", "x"]):
+def test_the_date_range_goes_together_in_every_commands_spelling(tmp_path, caplog):
+    for bad in (["--from-date", "2024-03-02"], ["--from-date", "2024-03-02", "--to-date", "2024-03-01"], ["--to-date", "x"]):
         with pytest.raises(SystemExit) as exit_:
             ocsf.parse_args(["--lake", str(tmp_path), *bad])
         assert exit_.value.code == 2
-    assert ocsf.parse_args(["--lake", str(tmp_path), "--from", "2024-03-01", "--to", "2024-03-02"]).dates is not None
+    given = ocsf.parse_args(["--lake", str(tmp_path), "--from-date", "2024-03-01", "--to-date", "2024-03-02"]).dates
+    with caplog.at_level(logging.WARNING):
+        old = ocsf.parse_args(["--lake", str(tmp_path), "--from", "2024-03-01", "--to", "2024-03-02"]).dates
+    assert given == old is not None and "--from is deprecated: use --from-date" in caplog.text, "the old spelling still works"

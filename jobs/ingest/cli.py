@@ -41,14 +41,6 @@ from jobs.session import JobSession, for_table_reads
 log = logging.getLogger("cloudtrail_ingest")
 
 
-class _DeprecatedAlias(argparse.Action):
-    """An old option name that still works, with a warning naming the new one."""
-
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option: str | None = None) -> None:
-        log.warning("%s is deprecated: use --%s", option, self.dest.replace("_", "-"))
-        setattr(namespace, self.dest, values)
-
-
 def parse_args(argv: Sequence[str] | None = None) -> IngestConfig:
     parser = cli.parser("cloudtrail_ingest", __doc__)
     cli.add_landing(parser)
@@ -62,7 +54,7 @@ def parse_args(argv: Sequence[str] | None = None) -> IngestConfig:
         "--dedup-horizon", type=cli.duration, default=options.DEDUP_HORIZON, help="a copy arriving within this of the first is dropped"
     )
     parser.add_argument(
-        "--watermark", dest="dedup_horizon", type=cli.duration, action=_DeprecatedAlias, default=argparse.SUPPRESS,
+        "--watermark", dest="dedup_horizon", type=cli.duration, action=cli.DeprecatedAlias, default=argparse.SUPPRESS,
         help="deprecated: --dedup-horizon",
     )  # fmt: skip
     parser.add_argument("--state-partitions", type=cli.positive_int, default=options.STATE_PARTITIONS, help="fixed by the first run")
@@ -85,8 +77,8 @@ def parse_args(argv: Sequence[str] | None = None) -> IngestConfig:
     )  # fmt: skip
     parser.add_argument("--replay-quarantine", action="store_true", help="also read again the quarantined files and records below")
     parser.add_argument("--replay-reason", action="append", default=[], help="only those quarantined for this reason (repeatable)")
-    cli.add_dates(parser, "delivery date of the files replayed", "--replay-from", "--replay-to")
-    cli.add_dates(parser, "event date the quality gate checks in this application", "--gate-from", "--gate-to")
+    cli.add_date_pair(parser, "delivery date of the files replayed", "--replay-from", "--replay-to")
+    cli.add_date_pair(parser, "event date the quality gate checks in this application", "--gate-from", "--gate-to")
     parser.add_argument("--quarantine-threshold", type=float, default=options.QUARANTINE_THRESHOLD, help="the gate's max quarantined share")
     args = parser.parse_args(argv)
     cli.required(parser, args, "landing", "lake")

@@ -224,18 +224,18 @@ def plan_compact(params: dict[str, Any], settings: Settings, run_id: str, interv
 
 def plan_activity(params: dict[str, Any], settings: Settings, run_id: str) -> list[str]:
     """Check cloudtrail_activity's parameters and return jobs/activity.py's arguments."""
-    return _plan_derived(params, settings, run_id, "--from-date", "--to-date")
+    return _plan_derived(params, settings, run_id)
 
 
 def plan_ocsf(params: dict[str, Any], settings: Settings, run_id: str) -> list[str]:
     """jobs/ocsf.py's arguments from cloudtrail_activity's parameters (checked as plan_activity checks them)."""
-    return _plan_derived(params, settings, run_id, "--from", "--to")
+    return _plan_derived(params, settings, run_id)
 
 
-def _plan_derived(params: dict[str, Any], settings: Settings, run_id: str, first_option: str, last_option: str) -> list[str]:
+def _plan_derived(params: dict[str, Any], settings: Settings, run_id: str) -> list[str]:
     lake = _inside(params["lake"], settings.lake, "lake")
     first, last = _date(params.get("from_date"), "from_date"), _date(params.get("to_date"), "to_date")
     if (first is None) != (last is None) or (first and last and first > last):
         raise InvalidRunParams(f"from_date {first} and to_date {last} go together, the first not after the second")
-    dates = [first_option, first.isoformat(), last_option, last.isoformat()] if first and last else []
+    dates = ["--from-date", first.isoformat(), "--to-date", last.isoformat()] if first and last else []
     return ["--lake", lake, "--run-id", run_id, *dates, "--lock-wait", str(options.LOCK_WAIT_SECONDS)]
