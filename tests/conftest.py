@@ -64,13 +64,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def spark():
-    from jobs.session import STREAM_CONF, spark_session
+    from jobs.session import STREAM_CONF, spark_session, stop_state_stores
 
     # A driver as large as the job's default: the parser-limit test holds a 20 MB record.
     conf = {**STREAM_CONF, "spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false", "spark.driver.memory": "2g"}
     session = spark_session("cloudtrail-tests", conf, "local[2]")
     session.sparkContext.setLogLevel("ERROR")
     yield session
+    stop_state_stores(session)  # as a job's JobSession does: maintenance left running found SparkEnv gone
     session.stop()
 
 

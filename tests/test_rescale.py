@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import pytest
 
-from jobs import rescale
+from jobs import compact, rescale
 from jobs.lake import Lake
 from jobs.spark_logs import CheckpointError, state_folder, state_partitions
 from tests.helpers import DAY, command, deliver, duckdb_rows, events_of, ingest, succeeded
@@ -76,12 +76,15 @@ def test_a_rescale_that_died_part_way_stops_the_ingest_until_it_is_run_again(spa
 
 
 def test_rescale_in_its_own_process_on_a_just_ingested_lake_twice_and_on_a_copy(spark, landing, lake, tmp_path):
-    """As README documents it: `python -m jobs.rescale` right after an ingest (a process that has run no stream: it
-    exited 1 on StateStoreCoordinator), at once again (the first one's placeholder key was taken for a lost key), and
-    on the lake copied to another disk; no stack trace on the way, and the ingest goes on with every key."""
+    """As README documents it: `python -m jobs.rescale` right after an ingest and a compaction (a process that has run
+    no stream: it exited 1 on StateStoreCoordinator), at once again (the first one's placeholder key was taken for a
+    lost key), and on the lake copied to another disk; no stack trace on the way, and the ingest goes on with every key."""
     before = events_of(4, DAY, "a")
-    deliver(landing, before, DAY + timedelta(hours=1))
-    ingest(spark, landing, lake)
+    deliver(landing, before[:2], DAY + timedelta(hours=1))
+    deliver(landing, before[2:], DAY + timedelta(hours=1, minutes=5))
+    ingest(spark, landing, lake, max_files_per_trigger=1)
+    assert compact.main(["--lake", str(lake), "--closed-at", "2024-04-01"]) == 0
+    assert len(list((Lake(lake).events / f"event_date={DAY.date()}").glob("*.parquet"))) == 1, "compacted"
 
     succeeded(command("jobs.rescale", "--lake", lake, "--state-partitions", 5))
     succeeded(command("jobs.rescale", "--lake", lake, "--state-partitions", 3))
