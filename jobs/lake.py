@@ -15,13 +15,18 @@ Every path under the lake root is named here and nowhere else:
     <lake>/_checkpoints/ingest/late_files/ landing files that held late events, by event date
     <lake>/_checkpoints/ingest/retired/    the landing files of retired delivery folders, by delivery date
     <lake>/_checkpoints/ingest/restamped.jsonl  taken landing files whose times changed, content unchanged
+    <lake>/_checkpoints/ingest/reconciled/ CloudTrail digests proven complete, by digest date
     <lake>/_checkpoints/ingest.lock        one writer at a time (flock)
     <lake>/_checkpoints/rebuilds/<run>.json  a rebuild's swap, written before its first partition is swapped
     <lake>/_staging/<run>/<table>/         partitions a rebuild is writing, hidden from every reader
     <lake>/_swept/<table>/<time>/          uncommitted files the sweep moved aside
     <lake>/_replaced/<table>/<tag>/        files a later read replaced (quarantine rows read again),
                                            partitions a rebuild replaced (<tag>: its run id)
+    <lake>/landing/AWSLogs/...             an S3 landing's objects, fetched (jobs/bucket.py): what Spark reads
+    <lake>/notifications/inbox/<event>.json  notifications the event-driven DAG's watcher took, until ledgered
+    <lake>/notifications/kept/<message>.json  notifications that cannot be read, with the reason (jobs/queue.py)
     <lake>/reports/ingest/<run id>.json    run reports
+    <lake>/reports/reconcile/<run id>.json  what a reconciliation against CloudTrail's digests found
     <lake>/reports/rebuild/<run id>.json   rebuild reports
     <lake>/reports/activity/<run id>.json  downstream table reports
     <lake>/reports/ocsf/<run id>.json      OCSF table reports
@@ -153,6 +158,23 @@ class Lake:
     def lock(self) -> Path:
         return self.checkpoints / "ingest.lock"
 
+    @property
+    def landing_cache(self) -> Path:
+        return self.root / "landing"
+
+    @property
+    def reconciled(self) -> Path:
+        """CloudTrail digests a reconciliation proved complete, one file per digest date (jobs/reconcile.py)."""
+        return self.checkpoint / "reconciled"
+
+    @property
+    def inbox(self) -> Path:
+        return self.root / "notifications" / "inbox"
+
+    @property
+    def kept_messages(self) -> Path:
+        return self.root / "notifications" / "kept"
+
     def swept(self, table: str, stamp: str) -> Path:
         return self.root / "_swept" / table / stamp
 
@@ -229,6 +251,13 @@ class Lake:
 
     def ingest_report(self, run_id: str) -> Path:
         return self.ingest_reports / _file_name(run_id)
+
+    @property
+    def reconcile_reports(self) -> Path:
+        return self.reports / "reconcile"
+
+    def reconcile_report(self, run_id: str) -> Path:
+        return self.reconcile_reports / _file_name(run_id)
 
     @property
     def gate_reports(self) -> Path:

@@ -41,12 +41,13 @@ those entries count as taken until they retire.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import math
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -432,22 +433,29 @@ class _Listing:
         for day, day_folder in walked + again:
             for file in log_files_in(day_folder, self.skipped):
                 if not replayed or relative(file.path) not in replayed:
-                    self.sort(file, day, day_folder)
+                    self.sort(file.path, file.stat, day, day_folder)  # one stat a file, cached by the directory listing
 
-    def sort(self, file: os.DirEntry[str], day: date, day_folder: str) -> None:
+    def take(self, paths: Sequence[str], replayed: set[str]) -> None:
+        """The files a notification named, instead of a walk: nothing else is listed."""
+        for path in dict.fromkeys(paths):
+            day = delivery_date(path)
+            if day is not None and (not replayed or relative(path) not in replayed):
+                self.sort(path, functools.partial(os.stat, path), day, os.path.dirname(path))
+
+    def sort(self, path: str, stat_of: Callable[[], os.stat_result], day: date, day_folder: str) -> None:
         """Put one listed log file where it belongs, or nowhere when the ledger has it as it is."""
         try:
-            stat = file.stat()  # one stat a file, cached by the directory listing
+            stat = stat_of()
         except FileNotFoundError:
             return  # deleted since the folder was listed
         except OSError as exc:
-            self.skipped.append(Skipped(file.path, f"cannot be read: {exc.strerror or exc}"))
+            self.skipped.append(Skipped(path, f"cannot be read: {exc.strerror or exc}"))
             self.recheck.add(day_folder)
             return
         retired = self.scope.retired_before is not None and day < self.scope.retired_before
         if retired and stat.st_ctime_ns <= self.scope.changed_after_ns:
             return
-        key, entry = relative(file.path), Entry.of(file.path, stat=stat)
+        key, entry = relative(path), Entry.of(path, stat=stat)
         known = self.ledger.taken.get(key)
         if known is None and retired and key in self.ledger.retired.on(day):
             return  # taken before its folder retired: a chmod, a copy or a move changed its ctime, not its content
@@ -458,11 +466,11 @@ class _Listing:
             self.recheck.add(day_folder)
             return
         try:
-            entry = dataclasses.replace(entry, fingerprint=fingerprint(file.path))
+            entry = dataclasses.replace(entry, fingerprint=fingerprint(path))
         except FileNotFoundError:
             return
         except OSError as exc:
-            self.skipped.append(Skipped(file.path, f"cannot be read: {exc.strerror or exc}; tried again next run"))
+            self.skipped.append(Skipped(path, f"cannot be read: {exc.strerror or exc}; tried again next run"))
             self.recheck.add(day_folder)
             return
         if known is not None and known.fingerprint == entry.fingerprint:
@@ -480,6 +488,7 @@ def plan_files(
     ledger_options: LedgerOptions,
     dedup: Dedup,
     replay: Sequence[Entry] = (),
+    notified: Sequence[str] | None = None,
 ) -> Plan:
     """List the landing zone against the ledger (the manifests in `folder`), write this run's manifests, and let go of retired ones.
 
@@ -491,7 +500,11 @@ def plan_files(
     scope = _Scope.of(ledger, ledger_options, dedup, now_ns)
     listing = _Listing(ledger, scope)
     # A replay's files are taken as it asks, whatever the listing finds.
-    listing.walk(landing, checkpoint.last_success.recheck, {relative(entry.path) for entry in replay})
+    replayed = {relative(entry.path) for entry in replay}
+    if notified is None:
+        listing.walk(landing, checkpoint.last_success.recheck, replayed)
+    else:
+        listing.take(notified, replayed)
     files = _arrivals(listing.taken() + list(replay), ledger.floor_ms(dedup.arrival_floor(checkpoint.watermark)), now_ns // 1_000_000)
     dropped = ledger.done(scope.retired_before)
     ledger.keep_restamps(listing.restamped, dropped, files)
@@ -660,3 +673,13 @@ def late_files(folder: Path) -> dict[date, set[str]]:
         for day, files in json.loads(path.read_text()).items():
             found.setdefault(date.fromisoformat(day), set()).update(files)
     return found
+
+
+def known_files(checkpoint: CheckpointSnapshot, folder: Path, days: Iterable[date]) -> dict[str, Entry]:
+    """Every landing file the ledger has taken, by its place in the landing zone: those its manifests name, and those
+    of retired delivery folders on `days` (their manifests let go of). What a reconciliation checks deliveries against."""
+    ledger = _Ledger.read(checkpoint, folder)
+    known = dict(ledger.taken)
+    for day in days:
+        known.update((key, Entry(key, None, None)) for key in ledger.retired.on(day) if key not in known)
+    return known

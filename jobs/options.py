@@ -39,6 +39,11 @@ FRESHNESS_THRESHOLD = "2 hours"
 # Clocks differ: an event dated up to this much after the moment it is checked against still counts as on time;
 # one dated later is future-dated (counted, never the newest event of its place).
 CLOCK_SKEW = "15 minutes"
+# An S3 landing's queue: messages one run takes at most; how often a run proves completeness against CloudTrail's
+# digests (jobs/reconcile.py), and over how many delivery days back.
+MAX_MESSAGES = 20_000
+RECONCILE_INTERVAL = "1 day"
+RECONCILE_DAYS = 5
 # Run modes: ingest what is new, or rebuild the event dates of the run's data interval from the landing files.
 MODES = ("incremental", "rebuild")
 

@@ -130,3 +130,21 @@ def dag_roots(jobs_zip: Path, airflow_db: Path) -> tuple[Path, Path]:
     """A fresh landing and lake inside the roots the DAG was configured with."""
     name = uuid.uuid4().hex[:8]
     return Path(os.environ["CLOUDTRAIL_LANDING"]) / name, Path(os.environ["CLOUDTRAIL_LAKE"]) / name
+
+
+@pytest.fixture(scope="session")
+def aws():
+    """moto's S3 + SQS server on loopback, and the environment every AWS client here reads (tests/aws.py)."""
+    from tests.aws import ENVIRONMENT, start_server
+
+    server, url = start_server()
+    os.environ.update({**ENVIRONMENT, "AWS_ENDPOINT_URL": url})
+    yield url
+    server.stop()
+
+
+@pytest.fixture
+def trail(aws):
+    from tests.aws import Trail
+
+    return Trail.create()

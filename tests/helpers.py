@@ -53,12 +53,14 @@ def counts_seen(transcript: Path) -> set[int]:
     return {int(words[1]) for words in map(str.split, whole) if words[:1] == ["count"]}
 
 
-def ingest(spark, landing: Path, lake: Path, replay: Replay | None = None, run_id: str | None = None, **options: Any) -> RunReport:
+def ingest(spark, landing: Path | str, lake: Path, replay: Replay | None = None, run_id: str | None = None, **options: Any) -> RunReport:
     """One run, configured by the job's own command line (`options`: its long options, `settle="1 hour"` for
-    --settle); files the test has just written are taken at once (no settle time) unless `settle` says otherwise."""
+    --settle, `reconcile=True` for the flag --reconcile); files the test has just written are taken at once (no settle
+    time) unless `settle` says otherwise."""
     argv = ["--landing", str(landing), "--lake", str(lake), "--run-id", run_id or f"test-{uuid.uuid4().hex[:8]}", "--settle", "0 seconds"]
     for name, value in options.items():
-        argv += [f"--{name.replace('_', '-')}", str(value)] if value is not None else []
+        flag = f"--{name.replace('_', '-')}"
+        argv += [flag] if value is True else [flag, str(value)] if value is not None else []
     try:
         return run(dataclasses.replace(parse_args(argv), replay=replay), lambda: spark)
     finally:

@@ -5,7 +5,10 @@ Run it with either of:
     spark-submit --py-files build/jobs.zip jobs/cloudtrail_ingest.py --landing DIR --lake DIR [options]
     python -m jobs.cloudtrail_ingest --landing DIR --lake DIR [options]
 
---landing/--lake default to $CLOUDTRAIL_LANDING/$CLOUDTRAIL_LAKE. The run lists the files under
+--landing/--lake default to $CLOUDTRAIL_LANDING/$CLOUDTRAIL_LAKE. A --landing s3://BUCKET[/PREFIX] is read
+through its delivery notifications when --queue-url (or $CLOUDTRAIL_QUEUE_URL) names their SQS queue, else by
+listing it from --since on; its objects are fetched into <lake>/landing/ first (jobs/bucket.py), and --dry-run
+prints the files and bytes per account and day such a listing would fetch. A folder landing: the run lists the files under
 <landing>/AWSLogs/ that the ledger has not taken (jobs/ledger.py; every delivery folder once per
 --full-listing-interval, else those within the horizon, changed ones and new ones), reads them
 (Trigger.AvailableNow, in rate-limited batches, oldest first), writes <lake>/events/event_date=YYYY-MM-DD/,
@@ -21,14 +24,17 @@ a second one: the verdict is in <lake>/reports/dq/<run id>.json, the exit code d
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import threading
 import time
 from collections.abc import Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from jobs import cli, gate, landing, options
+from jobs.bucket import BucketLanding, is_bucket
 from jobs.dedup import Dedup
 from jobs.ingest.config import IngestConfig
 from jobs.ingest.run import run
@@ -36,6 +42,7 @@ from jobs.ingest.stream import build_session
 from jobs.lake import Lake, LakeLock
 from jobs.ledger import LedgerOptions
 from jobs.quarantine import Replay
+from jobs.queue import queue_url_default
 from jobs.session import JobSession, for_table_reads
 
 log = logging.getLogger("cloudtrail_ingest")
@@ -79,23 +86,36 @@ def parse_args(argv: Sequence[str] | None = None) -> IngestConfig:
     parser.add_argument("--replay-reason", action="append", default=[], help="only those quarantined for this reason (repeatable)")
     cli.add_date_pair(parser, "delivery date of the files replayed", "--replay-from", "--replay-to")
     cli.add_date_pair(parser, "event date the quality gate checks in this application", "--gate-from", "--gate-to")
+    parser.add_argument("--queue-url", default=queue_url_default(), help="an s3:// landing's notification queue [$CLOUDTRAIL_QUEUE_URL]")
+    parser.add_argument("--max-messages", type=cli.positive_int, default=options.MAX_MESSAGES, help="notifications one run takes at most")
+    parser.add_argument("--since", type=cli.iso_date, help="an s3:// landing without a queue: the first delivery date listed")
+    parser.add_argument("--dry-run", action="store_true", help="an s3:// landing: print what a listing would fetch, per account and day")
+    parser.add_argument("--reconcile", action="store_true", help="an s3:// landing: prove completeness against CloudTrail's digests now")
+    parser.add_argument(
+        "--reconcile-interval", type=cli.duration, default=options.RECONCILE_INTERVAL, help="how often a run reconciles by itself"
+    )
+    parser.add_argument("--reconcile-days", type=cli.positive_int, default=options.RECONCILE_DAYS, help="days a reconciliation covers")
     parser.add_argument("--quarantine-threshold", type=float, default=options.QUARANTINE_THRESHOLD, help="the gate's max quarantined share")
     args = parser.parse_args(argv)
     cli.required(parser, args, "landing", "lake")
-    if not landing.exists(args.landing):
+    lake = Lake.at(args.lake)
+    bucket_landing = BucketLanding.at(args.landing, lake.landing_cache) if is_bucket(args.landing) else None
+    if bucket_landing is None and not landing.exists(args.landing):
         parser.error(f"--landing {args.landing} holds no AWSLogs/ folder: is it the root CloudTrail writes AWSLogs/ into?")
     if args.replay_from and args.replay_to and args.replay_from > args.replay_to:
         parser.error(f"--replay-from {args.replay_from} is after --replay-to {args.replay_to}")
     # One limit per run, as Spark's file source takes: an explicit file limit wins.
     max_bytes = None if args.max_files_per_trigger else args.max_bytes_per_trigger
+    # An object is whole when it is notified or listed: nothing in the cache settles.
+    settle = timedelta(0) if bucket_landing is not None else args.settle
     return IngestConfig(
-        landing=Path(args.landing).absolute(),
-        lake=Lake.at(args.lake),
+        landing=bucket_landing.cache if bucket_landing is not None else Path(args.landing).absolute(),
+        lake=lake,
         run_id=cli.run_id(args.run_id),
         lock_wait=args.lock_wait,
         trigger=args.trigger,
         dedup=Dedup(args.dedup_horizon),
-        ledger=LedgerOptions(args.source_retention, args.settle, args.max_files_per_trigger, max_bytes, args.full_listing_interval),
+        ledger=LedgerOptions(args.source_retention, settle, args.max_files_per_trigger, max_bytes, args.full_listing_interval),
         state_partitions=args.state_partitions,
         max_file_age=args.max_file_age,
         table_log_retention=args.table_log_retention,
@@ -103,6 +123,14 @@ def parse_args(argv: Sequence[str] | None = None) -> IngestConfig:
         replay=Replay(tuple(args.replay_reason), args.replay_from, args.replay_to) if args.replay_quarantine else None,
         gate_dates=cli.date_range(parser, args.gate_from, args.gate_to, "--gate-from and --gate-to"),
         quarantine_threshold=args.quarantine_threshold,
+        bucket=bucket_landing,
+        queue_url=args.queue_url if bucket_landing is not None else None,
+        max_messages=args.max_messages,
+        since=args.since,
+        dry_run=args.dry_run,
+        reconcile=args.reconcile,
+        reconcile_interval=args.reconcile_interval,
+        reconcile_days=args.reconcile_days,
     )
 
 
@@ -113,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
 def ingest(config: IngestConfig) -> int:
     """One run under the lake lock, then the gate on what it wrote; the exit code."""
     started = time.monotonic()
+    if config.dry_run:
+        return dry_run(config)
 
     def build() -> Any:
         if config.gate_dates is not None:  # GX takes seconds to import: meanwhile the JVM starts and the batches run
@@ -142,3 +172,17 @@ def _import_gate() -> None:
     from jobs import validate_events
 
     validate_events.import_gx()
+
+
+def dry_run(config: IngestConfig) -> int:
+    """What a listing of an S3 landing from --since on would fetch, per account and delivery day (JSON on stdout)."""
+    if config.bucket is None:
+        log.error("--dry-run estimates an s3:// landing's first run; --landing %s is a folder", config.landing)
+        return cli.USAGE
+    from jobs.bucket import estimate, s3_client
+
+    figures = estimate(config.bucket, config.bucket.listed(s3_client(), config.since))
+    total = {"files": sum(f["files"] for f in figures.values()), "bytes": sum(f["bytes"] for f in figures.values())}
+    print(json.dumps({"landing": config.bucket.url, "since": config.since and config.since.isoformat(), "total": total,
+                      "per_account_and_day": figures}, indent=1))  # fmt: skip
+    return cli.OK

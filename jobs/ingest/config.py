@@ -7,6 +7,7 @@ from datetime import date, timedelta
 from pathlib import Path
 
 from jobs import options
+from jobs.bucket import BucketLanding
 from jobs.dedup import Dedup
 from jobs.lake import Lake
 from jobs.ledger import LedgerOptions
@@ -36,3 +37,14 @@ class IngestConfig:
     # Event dates the quality gate checks in this application after the batches; None: no gate here.
     gate_dates: tuple[date, ...] | None = None
     quarantine_threshold: float = options.QUARANTINE_THRESHOLD
+    # An S3 landing (`landing` is then its cache in the lake), and the queue of its delivery notifications.
+    bucket: BucketLanding | None = None
+    queue_url: str | None = None
+    max_messages: int = options.MAX_MESSAGES
+    # Without a queue: the first delivery date a listing of the bucket fetches (None: every one).
+    since: date | None = None
+    dry_run: bool = False
+    # Reconcile against CloudTrail's digests this run (else when --reconcile-interval has passed since the last).
+    reconcile: bool = False
+    reconcile_interval: timedelta = options.duration(options.RECONCILE_INTERVAL)
+    reconcile_days: int = options.RECONCILE_DAYS

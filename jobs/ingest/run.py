@@ -1,7 +1,9 @@
 """One ingest run, as named steps:
 
 open_checkpoint   finish a rebuild's swap a dead run left; read the checkpoint; refuse one the table outgrew
-plan              list the landing zone against the ledger: this run's manifests (and a replay's files)
+deliveries        an S3 landing: fetch what the queue's notifications (or a listing) name into the landing cache
+plan              list the landing zone (or the notified files) against the ledger: this run's manifests
+deliveries.done   delete the notifications: their files are in the ledger
 stream            sweep, read every manifest not read yet into the tables, sweep (no Spark when nothing is new)
 record_success    the ledger's check time and the last clean batch, for the next run
 report            <lake>/reports/ingest/<run id>.json, whatever happened
@@ -12,12 +14,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 
 from pyspark.sql import SparkSession
 
 from jobs import options, partitions
 from jobs.checkpoint import CheckpointSnapshot, keep_check_times, record_success, restore_last_success
-from jobs.ingest import stream
+from jobs.ingest import deliveries, stream
 from jobs.ingest.config import IngestConfig
 from jobs.lake import TABLES
 from jobs.ledger import Plan, plan_files, success_of, verified_checkpoint
@@ -41,7 +44,11 @@ def run(config: IngestConfig, session: Callable[[], SparkSession]) -> RunReport:
     """One ingest run; `session` is called for the SparkSession only if there is work to do."""
     checkpoint = open_checkpoint(config)
     with reported(config, checkpoint) as report:
-        files = plan(config, checkpoint)
+        fetched = deliveries.take(config, checkpoint)
+        files = plan(config, checkpoint, fetched.notified if fetched else None)
+        if fetched is not None:
+            fetched.done(config)
+            report.deliveries = fetched.summary
         report.ledger = files.summary()
         explain(files)
         if files.taken == 0 and files.pending == 0 and checkpoint.settled:
@@ -51,6 +58,8 @@ def run(config: IngestConfig, session: Callable[[], SparkSession]) -> RunReport:
         else:
             report.swept_files = ingest(session(), config, checkpoint, report)
         record_success(config.lake.checkpoint, success_of(files, last_commit(config.lake.checkpoint).batch_id))
+        if fetched is not None:
+            report.deliveries["delivery_lag"] = deliveries.delivery_lags(files, datetime.now(tz=UTC))
     return report
 
 
@@ -74,9 +83,9 @@ def open_checkpoint(config: IngestConfig) -> CheckpointSnapshot:
     return checkpoint
 
 
-def plan(config: IngestConfig, checkpoint: CheckpointSnapshot) -> Plan:
+def plan(config: IngestConfig, checkpoint: CheckpointSnapshot, notified: list[str] | None) -> Plan:
     replay = replay_entries(config.lake, config.replay) if config.replay else []
-    return plan_files(checkpoint, config.lake.manifests, config.landing, config.ledger, config.dedup, replay)
+    return plan_files(checkpoint, config.lake.manifests, config.landing, config.ledger, config.dedup, replay, notified)
 
 
 def explain(files: Plan) -> None:
@@ -108,7 +117,7 @@ def reported(config: IngestConfig, checkpoint: CheckpointSnapshot) -> Iterator[R
     """The run's report, written when the run ends, succeeded or failed."""
     report = RunReport(
         run_id=config.run_id,
-        landing=str(config.landing),
+        landing=config.bucket.url if config.bucket else str(config.landing),
         lake=str(config.lake.root),
         trigger=config.trigger,
         started_at=now_iso(),

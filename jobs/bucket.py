@@ -1,0 +1,225 @@
+"""An S3 landing: the bucket CloudTrail delivers to, read object by object into the lake's landing cache.
+
+    --landing s3://<bucket>[/<prefix>]   objects <prefix>/AWSLogs/... as CloudTrail names them
+    <lake>/landing/AWSLogs/...           each object fetched, written whole under its key, mtime = its LastModified
+
+Spark reads the cache as it reads a landing folder, so the ledger, the de-duplication on arrival time (an object's
+LastModified), quarantine, rebuild and repair work on it unchanged (docs/design.md, 'An S3 landing'). Which objects
+are fetched comes from the queue's notifications (jobs/queue.py), from a listing of the bucket (a first run, bounded
+by a delivery date), or from the ledger (a rebuild whose local copies are gone).
+
+Clients are boto3's, configured the way boto3 configures itself: the standard credential chain (environment, profile,
+instance role) and the endpoints in AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_S3 and AWS_ENDPOINT_URL_SQS (tests, MinIO).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any
+
+from jobs.landing import FILE_NAME, delivery_date, place
+
+SCHEME = "s3://"
+# Objects fetched at once: a fetch waits on the network, not on the CPU.
+FETCH_THREADS = 16
+CHUNK = 1 << 20
+
+
+def is_bucket(landing: str | Path) -> bool:
+    return str(landing).startswith(SCHEME)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """An object a run could not fetch, named with its bucket and key: gone (404), forbidden (403), or failed."""
+
+    bucket: str
+    key: str
+    reason: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"bucket": self.bucket, "key": self.key, "reason": self.reason}
+
+
+@dataclass
+class Fetched:
+    """What one fetch did: the cache files of the objects asked for (fetched now or already cached as they are),
+    the bytes it downloaded, and what it could not fetch."""
+
+    files: list[str] = field(default_factory=list)
+    downloaded: int = 0
+    downloaded_bytes: int = 0
+    problems: list[Problem] = field(default_factory=list)
+
+    def add(self, other: Fetched) -> None:
+        self.files += [path for path in other.files if path not in self.files]
+        self.downloaded += other.downloaded
+        self.downloaded_bytes += other.downloaded_bytes
+        self.problems += other.problems
+
+
+@dataclass(frozen=True)
+class BucketLanding:
+    bucket: str
+    prefix: str  # "" or ending in "/"
+    cache: Path
+
+    @classmethod
+    def at(cls, url: str, cache: Path) -> BucketLanding:
+        """`s3://bucket[/prefix]`; ValueError for anything else."""
+        if not is_bucket(url):
+            raise ValueError(f"{url} is not an s3:// address")
+        bucket, _, prefix = url[len(SCHEME) :].partition("/")
+        if not bucket or "/" in bucket:
+            raise ValueError(f"{url} names no bucket: s3://BUCKET[/PREFIX]")
+        prefix = prefix.strip("/")
+        return cls(bucket, f"{prefix}/" if prefix else "", cache)
+
+    @property
+    def url(self) -> str:
+        return f"{SCHEME}{self.bucket}/{self.prefix}"
+
+    def relative_key(self, key: str) -> str | None:
+        """A key's place under the prefix (AWSLogs/...), or None for a key this landing does not hold: outside the
+        prefix, not a CloudTrail log file name, or a name that would climb out of the cache ('..', '.', an empty part)."""
+        if not key.startswith(self.prefix):
+            return None
+        rest = key[len(self.prefix) :]
+        parts = rest.split("/")
+        if parts[0] != "AWSLogs" or any(p in ("", ".", "..") or "\0" in p for p in parts):
+            return None
+        return rest if FILE_NAME.fullmatch(parts[-1]) and delivery_date(rest) is not None else None
+
+    def cached(self, key: str) -> Path:
+        relative = self.relative_key(key)
+        if relative is None:
+            raise ValueError(f"s3://{self.bucket}/{key} is not a CloudTrail log file under {self.url}")
+        return self.cache / relative
+
+    def key_of(self, cached: str | Path) -> str:
+        """The object key a cache file holds."""
+        return self.prefix + str(Path(cached).relative_to(self.cache))
+
+    def fetch(self, s3: Any, keys: Iterable[str]) -> Fetched:
+        """Fetch `keys` into the cache (each at most once), oldest name first; an object cached with its size and
+        LastModified is not downloaded again."""
+        fetched = Fetched()
+        unique = sorted(dict.fromkeys(keys))
+        with ThreadPoolExecutor(FETCH_THREADS) as pool:
+            for outcome in pool.map(lambda key: self._fetch_one(s3, key), unique):
+                if isinstance(outcome, Problem):
+                    fetched.problems.append(outcome)
+                    continue
+                path, size = outcome
+                fetched.files.append(str(path))
+                if size is not None:
+                    fetched.downloaded += 1
+                    fetched.downloaded_bytes += size
+        return fetched
+
+    def _fetch_one(self, s3: Any, key: str) -> tuple[Path, int | None] | Problem:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        path = self.cached(key)
+        try:
+            response = s3.get_object(Bucket=self.bucket, Key=key)
+        except ClientError as exc:
+            error = exc.response.get("Error", {})
+            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if status == 404 or error.get("Code") in ("NoSuchKey", "404"):
+                return Problem(self.bucket, key, "gone (404): deleted before it was fetched")
+            if status == 403 or error.get("Code") == "AccessDenied":
+                return Problem(self.bucket, key, "forbidden (403): the role may not read it (s3:GetObject, the key's KMS key)")
+            return Problem(self.bucket, key, f"failed: {error.get('Code', status)}")
+        except BotoCoreError as exc:
+            return Problem(self.bucket, key, f"failed: {exc}"[:300])
+        mtime_ns = _ns(response["LastModified"])
+        body = response["Body"]
+        try:
+            if _same(path, response["ContentLength"], mtime_ns):
+                return path, None  # re-delivered: as cached, and its ctime must not move
+            _write(path, body.iter_chunks(CHUNK), mtime_ns)
+        finally:
+            body.close()
+        return path, response["ContentLength"]
+
+    def is_cached(self, key: str, size: int, mtime_ns: int) -> bool:
+        return _same(self.cached(key), size, mtime_ns)
+
+    def listed(self, s3: Any, since: date | None = None) -> Iterator[tuple[str, int, int]]:
+        """Every CloudTrail log object (key, size, LastModified in ns) under the prefix delivered on or after `since`: a first run's, or a
+        dry run's, listing. Each account and region is listed from `since` on (StartAfter), not from its first day."""
+        paginator = s3.get_paginator("list_objects_v2")
+        for region_prefix in self._region_prefixes(s3):
+            start = f"{region_prefix}{since.strftime('%Y/%m/%d')}" if since else ""
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=region_prefix, StartAfter=start):
+                for item in page.get("Contents", []):
+                    if self.relative_key(item["Key"]) is not None:
+                        yield item["Key"], item["Size"], _ns(item["LastModified"])
+
+    def _region_prefixes(self, s3: Any) -> list[str]:
+        """<prefix>AWSLogs/[<org id>/]<account>/CloudTrail/<region>/, by delimiter listings (no object listed)."""
+
+        def folders(prefix: str) -> list[str]:
+            pages = s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix, Delimiter="/")
+            return [p["Prefix"] for page in pages for p in page.get("CommonPrefixes", [])]
+
+        found: list[str] = []
+        tops = folders(f"{self.prefix}AWSLogs/")
+        for top in tops:
+            below = folders(top)
+            trails = [f"{top}CloudTrail/"] if f"{top}CloudTrail/" in below else [f"{b}CloudTrail/" for b in below]
+            for trail in trails:
+                found += folders(trail)
+        return found
+
+
+def estimate(landing: BucketLanding, objects: Iterable[tuple[str, int, int]]) -> dict[str, dict[str, int]]:
+    """A dry run's figures: files and bytes per account and delivery day."""
+    files: Counter[str] = Counter()
+    size: Counter[str] = Counter()
+    for key, length, _ in objects:
+        relative = landing.relative_key(key) or key
+        where, day = place(os.path.dirname(relative)), delivery_date(relative)
+        name = f"{where[0] if where else '?'} {day.isoformat() if day else '?'}"
+        files[name] += 1
+        size[name] += length
+    return {name: {"files": files[name], "bytes": size[name]} for name in sorted(files)}
+
+
+def _ns(modified: datetime) -> int:
+    """S3's LastModified (whole seconds) as a file time."""
+    return int(modified.timestamp()) * 10**9
+
+
+def _same(path: Path, size: int, mtime_ns: int) -> bool:
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return False
+    return stat.st_size == size and stat.st_mtime_ns == mtime_ns
+
+
+def _write(path: Path, chunks: Iterable[bytes], mtime_ns: int) -> None:
+    """Written whole: a hidden name (the landing walk and Spark pass over it) renamed once complete, its mtime the
+    object's LastModified (when it counts as arrived)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{os.getpid()}.part")
+    with open(partial, "wb") as out:
+        for chunk in chunks:
+            out.write(chunk)
+    os.utime(partial, ns=(mtime_ns, mtime_ns))
+    os.replace(partial, path)
+
+
+def s3_client() -> Any:
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client("s3", config=Config(retries={"mode": "standard", "max_attempts": 3}, max_pool_connections=FETCH_THREADS))

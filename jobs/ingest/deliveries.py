@@ -1,0 +1,96 @@
+"""An S3 landing's step of a run, before the plan: which objects are new, fetched into the landing cache.
+
+With a queue: the notifications waiting (and the inbox's), plus what a due reconciliation finds missing; only those
+files are planned (no walk). Without one: a listing of the bucket from --since on, of objects not cached as they
+are; the cache is then walked as a landing folder. After the plan has written the manifests, `Deliveries.done`
+deletes the messages: a run that dies before that leaves them in the queue, and the ledger takes nothing twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from jobs import reconcile
+from jobs.bucket import Fetched, s3_client
+from jobs.checkpoint import CheckpointSnapshot
+from jobs.ingest.config import IngestConfig
+from jobs.ledger import Plan
+from jobs.queue import Received, receive, sqs_client
+
+log = logging.getLogger("cloudtrail_ingest")
+PROBLEMS_SHOWN = 100
+
+
+@dataclass
+class Deliveries:
+    """The objects one run fetched; `notified`: the cache files to plan instead of a walk (None: walk the cache)."""
+
+    notified: list[str] | None
+    fetched: Fetched
+    received: Received | None = None
+    sqs: Any = None
+    summary: dict[str, Any] = field(default_factory=dict)
+
+    def done(self, config: IngestConfig) -> None:
+        """The plan has ledgered every fetched file: the messages that named them can go."""
+        if self.received is not None:
+            self.received.done(self.sqs, config.queue_url)
+            self.summary["messages"] = dict(self.received.counts)
+
+
+def take(config: IngestConfig, checkpoint: CheckpointSnapshot) -> Deliveries | None:
+    """Fetch what is new in an S3 landing into its cache; None for a folder landing."""
+    landing = config.bucket
+    if landing is None:
+        return None
+    s3 = s3_client()
+    (landing.cache / "AWSLogs").mkdir(parents=True, exist_ok=True)
+    if config.queue_url is None:
+        listed = [(key, size, mtime) for key, size, mtime in landing.listed(s3, config.since) if not landing.is_cached(key, size, mtime)]
+        fetched = landing.fetch(s3, [key for key, _, _ in listed])
+        deliveries = Deliveries(None, fetched, summary={"mode": "listing", "since": config.since and config.since.isoformat()})
+    else:
+        sqs = sqs_client()
+        received = receive(sqs, config.queue_url, config.lake, config.max_messages)
+        ours = [d.key for d in received.deliveries if d.bucket == landing.bucket and landing.relative_key(d.key) is not None]
+        received.counts["outside_landing"] = len(received.deliveries) - len(ours)
+        fetched = landing.fetch(s3, ours)
+        taking = {landing.relative_key(landing.key_of(path)) or "" for path in fetched.files}
+        fetched.add(landing.fetch(s3, _reconciled(config, checkpoint, s3, taking)))
+        deliveries = Deliveries(fetched.files, fetched, received, sqs, {"mode": "notifications"})
+        deliveries.summary["messages"] = dict(received.counts)
+    fetched = deliveries.fetched
+    deliveries.summary.update(
+        objects_fetched=fetched.downloaded,
+        bytes_fetched=fetched.downloaded_bytes,
+        objects_already_cached=len(fetched.files) - fetched.downloaded,
+        problems=len(fetched.problems),
+        problems_shown=[p.to_json() for p in fetched.problems[:PROBLEMS_SHOWN]],
+    )
+    for problem in fetched.problems[:10]:
+        log.warning("s3://%s/%s not fetched: %s", problem.bucket, problem.key, problem.reason)
+    return deliveries
+
+
+def _reconciled(config: IngestConfig, checkpoint: CheckpointSnapshot, s3: Any, taking: set[str]) -> list[str]:
+    """The log keys a reconciliation, when due or asked for, finds delivered and neither in the ledger nor `taking`."""
+    now = datetime.now(tz=UTC)
+    if config.bucket is None or not (config.reconcile or reconcile.due(config.lake, config.reconcile_interval, now)):
+        return []
+    found = reconcile.reconcile(s3, config.bucket, config.lake, checkpoint, taking, config.run_id, config.reconcile_days, now)
+    path = found.write(config.lake)
+    log.info("reconciliation against CloudTrail's digests: %s; report %s", found.summary(), path)
+    return found.missing
+
+
+def delivery_lags(plan: Plan, finished: datetime) -> dict[str, float | None]:
+    """From each taken object's LastModified (its cache file's mtime) to the end of the run that committed its rows."""
+    lags = sorted((finished.timestamp() * 1000 - (e.mtime_ms or 0)) / 1000 for m in plan.written for e in m.entries)
+    if not lags:
+        return {"files": 0, "p50_seconds": None, "p95_seconds": None}
+    p95 = statistics.quantiles(lags, n=20)[-1] if len(lags) > 1 else lags[0]
+    return {"files": len(lags), "p50_seconds": round(statistics.median(lags), 1), "p95_seconds": round(p95, 1)}

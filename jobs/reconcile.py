@@ -1,0 +1,208 @@
+"""Completeness against CloudTrail's own record: its hourly digest files, without listing the log files.
+
+CloudTrail writes, per account, region and hour, a digest naming every log file it delivered in that hour with the
+SHA-256 of its uncompressed content:
+
+    <prefix>AWSLogs/[<org id>/]<account>/CloudTrail-Digest/<region>/YYYY/MM/DD/<account>_CloudTrail-Digest_..._<end>Z.json.gz
+
+A reconciliation reads the digests of the last `days` delivery days that an earlier one has not proven, and checks
+each named log file against the ledger: taken, and the cached copy's content hash equal to the digest's. A file the
+ledger does not hold (its notification never came, or expired in the queue) is fetched and taken by the same run.
+A digest whose every file is taken with matching hashes is proven and recorded (<checkpoint>/reconciled/<date>.txt, jobs/lake.py),
+so the next reconciliation reads only the new ones: its cost is the places (one listing each) and the new digests,
+not the history. The report says per hour: delivered, ingested, missing, hashes that differ.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import logging
+import os
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from jobs.bucket import BucketLanding
+from jobs.checkpoint import CheckpointSnapshot
+from jobs.files import write_whole
+from jobs.lake import Lake
+from jobs.ledger import known_files
+
+log = logging.getLogger("cloudtrail_ingest")
+DIGEST_NAME = re.compile(r"[^/]+_CloudTrail-Digest_[^/]+\.json\.gz")
+DIGEST_FOLDER = "CloudTrail-Digest"
+
+
+@dataclass
+class Reconciliation:
+    """What one reconciliation found, per digest hour (account/region/hour), and the log files it found missing."""
+
+    run_id: str
+    checked_at: str
+    days: list[str]
+    digests_read: int = 0
+    digests_proven_before: int = 0
+    list_calls: int = 0
+    seconds: float = 0.0
+    hours: dict[str, dict[str, int]] = field(default_factory=dict)
+    missing: list[str] = field(default_factory=list)
+    hash_mismatches: list[str] = field(default_factory=list)
+    unreadable_digests: list[str] = field(default_factory=list)
+
+    def summary(self) -> dict[str, int]:
+        return {
+            "hours": len(self.hours),
+            "delivered": sum(h["delivered"] for h in self.hours.values()),
+            "ingested": sum(h["ingested"] for h in self.hours.values()),
+            "missing": len(self.missing),
+            "hash_mismatches": len(self.hash_mismatches),
+            "digests_read": self.digests_read,
+            "list_calls": self.list_calls,
+        }
+
+    def write(self, lake: Lake) -> Path:
+        path = lake.reconcile_report(self.run_id)
+        body = {**self.__dict__, "summary": self.summary()}
+        write_whole(path, json.dumps(body, indent=1, sort_keys=True) + "\n")
+        return path
+
+
+def due(lake: Lake, interval: timedelta, now: datetime) -> bool:
+    """Whether the newest reconciliation is older than `interval` (or there is none)."""
+    newest = last(lake)
+    return newest is None or now - datetime.fromisoformat(newest["checked_at"]) >= interval
+
+
+def last(lake: Lake) -> dict[str, Any] | None:
+    reports = sorted(lake.reconcile_reports.glob("*.json"), key=os.path.getmtime) if lake.reconcile_reports.is_dir() else []
+    for path in reversed(reports):
+        try:
+            report: dict[str, Any] = json.loads(path.read_text())
+            return report
+        except ValueError:
+            continue
+    return None
+
+
+def reconcile(
+    s3: Any, landing: BucketLanding, lake: Lake, checkpoint: CheckpointSnapshot, taking: set[str], run_id: str, days: int, now: datetime
+) -> Reconciliation:
+    """Read the unproven digests of the last `days` delivery days and check them against the ledger and the files this
+    run takes (`taking`, by place in the landing); `missing` lists the log keys to fetch and take now."""
+    started = datetime.now(tz=UTC)
+    window = [now.date() - timedelta(days=n) for n in range(days - 1, -1, -1)]
+    # A log file is delivered before the digest that names it, up to a day earlier.
+    known = set(known_files(checkpoint, lake.manifests, [window[0] - timedelta(days=1), *window])) | taking
+    found = Reconciliation(run_id, now.isoformat(timespec="seconds"), [d.isoformat() for d in window])
+    proven = _Proven(lake.reconciled)
+    for region_prefix in _digest_regions(s3, landing, found):
+        start = f"{region_prefix}{window[0].strftime('%Y/%m/%d')}"
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=landing.bucket, Prefix=region_prefix, StartAfter=start):
+            found.list_calls += 1
+            for item in page.get("Contents", []):
+                key = item["Key"]
+                if not DIGEST_NAME.fullmatch(key.rsplit("/", 1)[-1]):
+                    continue
+                if key in proven.on(key):
+                    found.digests_proven_before += 1
+                    continue
+                if _check(s3, landing, key, known, found):
+                    proven.add(key)
+    proven.save()
+    found.seconds = round((datetime.now(tz=UTC) - started).total_seconds(), 3)
+    return found
+
+
+def _digest_regions(s3: Any, landing: BucketLanding, found: Reconciliation) -> list[str]:
+    """<prefix>AWSLogs/[<org id>/]<account>/CloudTrail-Digest/<region>/, by delimiter listings: one per account."""
+
+    def folders(prefix: str) -> list[str]:
+        names = []
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=landing.bucket, Prefix=prefix, Delimiter="/"):
+            found.list_calls += 1
+            names += [p["Prefix"] for p in page.get("CommonPrefixes", [])]
+        return names
+
+    regions: list[str] = []
+    for top in folders(f"{landing.prefix}AWSLogs/"):
+        below = folders(top)
+        digests = f"{top}{DIGEST_FOLDER}/"
+        trails = [digests] if digests in below else [f"{b}{DIGEST_FOLDER}/" for b in below]
+        for trail in trails:
+            regions += folders(trail)
+    return regions
+
+
+def _check(s3: Any, landing: BucketLanding, key: str, known: set[str], found: Reconciliation) -> bool:
+    """One digest against the ledger; whether every file it names is taken and matches."""
+    try:
+        body = s3.get_object(Bucket=landing.bucket, Key=key)["Body"].read()
+        digest = json.loads(gzip.decompress(body))
+        files = digest.get("logFiles") or []
+        hour = f"{digest['awsAccountId']}/{key.split('/')[-5]}/{digest['digestEndTime'][:13]}"
+    except Exception as exc:  # noqa: BLE001 - a digest is data from outside: whatever it holds is reported, never raised
+        found.unreadable_digests.append(f"{key}: {type(exc).__name__}: {exc}"[:300])
+        return False
+    found.digests_read += 1
+    figures = found.hours.setdefault(hour, {"delivered": 0, "ingested": 0, "missing": 0, "hash_mismatches": 0})
+    complete = True
+    for item in files:
+        log_key = str(item.get("s3Object", ""))
+        relative = landing.relative_key(log_key)
+        if item.get("s3Bucket") != landing.bucket or relative is None:
+            continue
+        figures["delivered"] += 1
+        if relative not in known:
+            figures["missing"] += 1
+            found.missing.append(log_key)
+            complete = False
+            continue
+        figures["ingested"] += 1
+        cached = landing.cache / relative
+        if cached.exists() and _content_hash(cached) != item.get("hashValue"):
+            figures["hash_mismatches"] += 1
+            found.hash_mismatches.append(log_key)
+            complete = False
+    return complete
+
+
+def _content_hash(path: Path) -> str:
+    """SHA-256 of a log file's uncompressed content, as a digest's hashValue gives it."""
+    digest = hashlib.sha256()
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rb") as file:
+        for chunk in iter(lambda: file.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+class _Proven:
+    """Digests proven complete, one text file per digest delivery date: never read again."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self._days: dict[str, set[str]] = {}
+        self._added: set[str] = set()
+
+    @staticmethod
+    def _day(key: str) -> str:
+        return "-".join(key.split("/")[-4:-1])
+
+    def on(self, key: str) -> set[str]:
+        day = self._day(key)
+        if day not in self._days:
+            path = self.folder / f"{day}.txt"
+            self._days[day] = set(path.read_text().splitlines()) if path.exists() else set()
+        return self._days[day]
+
+    def add(self, key: str) -> None:
+        self.on(key).add(key)
+        self._added.add(self._day(key))
+
+    def save(self) -> None:
+        for day in self._added:
+            write_whole(self.folder / f"{day}.txt", "".join(f"{key}\n" for key in sorted(self._days[day])))

@@ -1,0 +1,126 @@
+"""A real S3 + SQS HTTP API on loopback (moto's server), and a trail that delivers to it as CloudTrail does.
+
+boto3, aiobotocore and the Amazon provider reach it the way they reach AWS: AWS_ENDPOINT_URL and dummy keys in the
+environment (set by the `aws` fixture, read by every client the product makes).
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import logging
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from urllib.parse import quote_plus
+
+import boto3
+
+ACCOUNT, REGION = "111122223333", "us-east-1"
+
+
+def start_server() -> tuple[Any, str]:
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # a line per request otherwise
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    return server, f"http://{host}:{port}"
+
+
+ENVIRONMENT = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": REGION}
+
+
+def log_key(prefix: str, delivered: datetime, file_id: str, account: str = ACCOUNT, region: str = REGION) -> str:
+    stamp = delivered.strftime("%Y%m%dT%H%MZ")
+    return f"{prefix}AWSLogs/{account}/CloudTrail/{region}/{delivered:%Y/%m/%d}/{account}_CloudTrail_{region}_{stamp}_{file_id}.json.gz"
+
+
+@dataclass
+class Trail:
+    """A bucket (under a prefix) and the queue its notifications go to."""
+
+    bucket: str
+    prefix: str
+    queue_url: str
+    s3: Any = field(repr=False)
+    sqs: Any = field(repr=False)
+
+    @classmethod
+    def create(cls, prefix: str = "trail/") -> Trail:
+        s3, sqs = boto3.client("s3"), boto3.client("sqs")
+        name = f"cloudtrail-{uuid.uuid4().hex[:12]}"
+        s3.create_bucket(Bucket=name)
+        queue_url = sqs.create_queue(QueueName=name)["QueueUrl"]
+        return cls(name, prefix, queue_url, s3, sqs)
+
+    @property
+    def url(self) -> str:
+        return f"s3://{self.bucket}/{self.prefix}"
+
+    def deliver(self, records: list[dict[str, Any]], delivered: datetime, file_id: str | None = None) -> str:
+        """Write one log file (Records, gzipped); its key."""
+        key = log_key(self.prefix, delivered, file_id or uuid.uuid4().hex[:16])
+        self.s3.put_object(Bucket=self.bucket, Key=key, Body=gzip.compress(json.dumps({"Records": records}).encode(), mtime=0))
+        return key
+
+    def digest(self, keys: list[str], end: datetime) -> str:
+        """CloudTrail's hourly digest naming `keys`, with the SHA-256 of each one's uncompressed content."""
+        files = []
+        for key in keys:
+            body = gzip.decompress(self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read())
+            files.append({"s3Bucket": self.bucket, "s3Object": key, "hashValue": hashlib.sha256(body).hexdigest()})
+        name = f"{ACCOUNT}_CloudTrail-Digest_{REGION}_trail_{REGION}_{end:%Y%m%dT%H%M%SZ}.json.gz"
+        key = f"{self.prefix}AWSLogs/{ACCOUNT}/CloudTrail-Digest/{REGION}/{end:%Y/%m/%d}/{name}"
+        digest = {"awsAccountId": ACCOUNT, "digestEndTime": end.strftime("%Y-%m-%dT%H:%M:%SZ"), "digestS3Object": key, "logFiles": files}
+        self.s3.put_object(Bucket=self.bucket, Key=key, Body=gzip.compress(json.dumps(digest).encode()))
+        return key
+
+    def notify(self, body: str) -> None:
+        self.sqs.send_message(QueueUrl=self.queue_url, MessageBody=body)
+
+    def notify_many(self, bodies: list[str]) -> None:
+        for start in range(0, len(bodies), 10):
+            entries = [{"Id": str(i), "MessageBody": b} for i, b in enumerate(bodies[start : start + 10])]
+            self.sqs.send_message_batch(QueueUrl=self.queue_url, Entries=entries)
+
+    def waiting(self) -> int:
+        attributes = self.sqs.get_queue_attributes(
+            QueueUrl=self.queue_url, AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+        )["Attributes"]
+        return int(attributes["ApproximateNumberOfMessages"]) + int(attributes["ApproximateNumberOfMessagesNotVisible"])
+
+    def oracle(self) -> list[str]:
+        """Every eventID in the bucket's log files, once: what the table must hold."""
+        ids: set[str] = set()
+        for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=f"{self.prefix}AWSLogs/"):
+            for item in page.get("Contents", []):
+                if "_CloudTrail_" in item["Key"]:
+                    body = self.s3.get_object(Bucket=self.bucket, Key=item["Key"])["Body"].read()
+                    ids.update(r["eventID"] for r in json.loads(gzip.decompress(body))["Records"])
+        return sorted(ids)
+
+
+# The notification shapes a queue receives, for one or more keys of one bucket.
+def cloudtrail_sns(bucket: str, keys: list[str], wrapped: bool = True) -> str:
+    message = json.dumps({"s3Bucket": bucket, "s3ObjectKey": keys})
+    return json.dumps({"Type": "Notification", "MessageId": uuid.uuid4().hex, "Message": message}) if wrapped else message
+
+
+def s3_event(bucket: str, keys: list[str], wrapped: bool = False) -> str:
+    records = [
+        {"eventSource": "aws:s3", "eventName": "ObjectCreated:Put", "s3": {"bucket": {"name": bucket}, "object": {"key": quote_plus(key)}}}
+        for key in keys
+    ]
+    message = json.dumps({"Records": records})
+    return json.dumps({"Type": "Notification", "Message": message}) if wrapped else message
+
+
+def eventbridge(bucket: str, key: str) -> str:
+    return json.dumps({"source": "aws.s3", "detail-type": "Object Created", "detail": {"bucket": {"name": bucket}, "object": {"key": key}}})
+
+
+S3_TEST_EVENT = json.dumps({"Service": "Amazon S3", "Event": "s3:TestEvent", "Bucket": "b"})

@@ -1,0 +1,208 @@
+"""An S3 landing read through its delivery notifications, against a real S3 + SQS API on loopback (moto's server).
+
+After each scenario the events table equals the oracle computed from the bucket's objects, read through Spark's
+commit log and through a directory reader (DuckDB), each event once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from jobs import notifications, queue
+from jobs.bucket import BucketLanding
+from jobs.lake import Lake
+from tests.aws import S3_TEST_EVENT, cloudtrail_sns, eventbridge, log_key, s3_event
+from tests.helpers import command, duckdb_rows, events_of, ingest, succeeded, table_rows
+
+NOW = datetime.now(tz=UTC).replace(microsecond=0)
+
+
+def ids(rows: list[tuple[str, str]]) -> list[str]:
+    return [event_id for event_id, _ in rows]
+
+
+def assert_table_is_oracle(spark, lake, trail) -> None:
+    oracle = trail.oracle()
+    assert ids(table_rows(spark, lake)) == oracle
+    assert ids(duckdb_rows(lake)) == oracle
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    "body, keys, ignored",
+    [
+        (cloudtrail_sns("b", ["AWSLogs/1/CloudTrail/r/2024/03/01/1_CloudTrail_r_20240301T0000Z_a.json.gz"]), 1, 0),
+        (cloudtrail_sns("b", ["AWSLogs/1/CloudTrail/r/2024/03/01/1_CloudTrail_r_20240301T0000Z_a.json.gz"], wrapped=False), 1, 0),
+        (s3_event("b", ["AWSLogs/1/CloudTrail/r/2024/03/01/1_CloudTrail_r_20240301T0000Z_a b+c%é.json.gz"]), 1, 0),
+        (s3_event("b", ["AWSLogs/1/CloudTrail/r/2024/03/01/1_CloudTrail_r_20240301T0000Z_a.json.gz"], wrapped=True), 1, 0),
+        (eventbridge("b", "AWSLogs/1/CloudTrail/r/2024/03/01/1_CloudTrail_r_20240301T0000Z_a b.json.gz"), 1, 0),
+        (cloudtrail_sns("b", ["AWSLogs/1/CloudTrail-Digest/r/2024/03/01/1_CloudTrail-Digest_r_t_r_20240301T010000Z.json.gz"]), 0, 1),
+        (s3_event("b", ["AWSLogs/1/elasticloadbalancing/r/2024/03/01/x.log.gz"]), 0, 1),
+        (S3_TEST_EVENT, 0, 0),
+    ],
+    ids=["sns-wrapped", "sns-raw", "s3-event-encoded", "s3-event-via-sns", "eventbridge", "digest", "other-service", "test-event"],
+)
+def test_each_notification_shape_names_its_log_files(body, keys, ignored):
+    parsed = notifications.parse(body)
+    assert parsed.reason is None
+    assert (len(parsed.deliveries), parsed.ignored) == (keys, ignored)
+
+
+@pytest.mark.unit
+def test_an_encoded_key_is_decoded_and_a_raw_one_is_not():
+    key = "AWSLogs/1/CloudTrail/r/2024/03/01/1_CloudTrail_r_20240301T0000Z_a b+c%25é.json.gz"
+    assert notifications.parse(s3_event("b", [key])).deliveries[0].key == key
+    assert notifications.parse(eventbridge("b", key)).deliveries[0].key == key
+    assert notifications.parse(cloudtrail_sns("b", [key])).deliveries[0].key == key
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("body", ["", "not json", "[1, 2]", '{"s3Bucket": 7, "s3ObjectKey": ["k"]}', '{"Records": [{"s3": {}}]}', "{}"])
+def test_a_body_that_cannot_be_read_gets_a_reason(body):
+    parsed = notifications.parse(body)
+    assert parsed.reason and not parsed.deliveries
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    "key",
+    [
+        "trail/AWSLogs/../../etc/1_CloudTrail_r_20240301T0000Z_a.json.gz",
+        "trail/AWSLogs/1/CloudTrail/r/2024/03/01/../../../../../../x_CloudTrail_y.json.gz",
+        "trail/AWSLogs//1/CloudTrail/r/2024/03/01/1_CloudTrail_r_20240301T0000Z_a.json.gz",
+        "other/AWSLogs/1/CloudTrail/r/2024/03/01/1_CloudTrail_r_20240301T0000Z_a.json.gz",
+        "trail/AWSLogs/1/CloudTrail/r/2024/03/01/1_CloudTrail-Digest_r_t_r_20240301T010000Z.json.gz",
+    ],
+)
+def test_a_key_outside_the_landing_never_reaches_the_cache(tmp_path, key):
+    landing = BucketLanding.at("s3://bucket/trail", tmp_path)
+    assert landing.relative_key(key) is None
+    with pytest.raises(ValueError):
+        landing.cached(key)
+
+
+def test_notifications_of_every_shape_duplicated_and_out_of_order_give_each_event_once(spark, trail, lake):
+    odd = ["a b", "c+d", "e%20f", "ünï"]
+    keys = [trail.deliver(events_of(5, NOW - timedelta(hours=1), f"e{n}"), NOW, f"{n}-{name}") for n, name in enumerate(odd)]
+    keys.append(trail.deliver(events_of(5, NOW - timedelta(hours=1), "e4"), NOW - timedelta(minutes=20), "4"))
+    gone = log_key(trail.prefix, NOW, "gone")
+    trail.notify_many(
+        [
+            s3_event(trail.bucket, [keys[0]]),
+            cloudtrail_sns(trail.bucket, [keys[1], keys[2]]),
+            eventbridge(trail.bucket, keys[3]),
+            cloudtrail_sns(trail.bucket, [keys[4]], wrapped=False),
+            s3_event(trail.bucket, [keys[0]], wrapped=True),  # a re-delivery, and keys[4] notified last though oldest
+            cloudtrail_sns(trail.bucket, [gone]),
+            S3_TEST_EVENT,
+            "{not json",
+            cloudtrail_sns(trail.bucket, [keys[0].replace("CloudTrail/", "CloudTrail-Digest/")]),
+        ]
+    )
+    report = ingest(spark, trail.url, lake, queue_url=trail.queue_url)
+    assert_table_is_oracle(spark, lake, trail)
+    messages = report.deliveries["messages"]
+    assert messages["messages"] == 9 and messages["deleted"] == 9 and messages["kept_unparseable"] == 1
+    assert report.deliveries["objects_fetched"] == 5
+    (problem,) = report.deliveries["problems_shown"]
+    assert problem == {"bucket": trail.bucket, "key": gone, "reason": "gone (404): deleted before it was fetched"}
+    assert report.deliveries["delivery_lag"]["files"] == 5
+    assert trail.waiting() == 0
+    (kept,) = queue.kept(Lake.at(lake))
+    assert kept["body"] == "{not json" and kept["reason"].startswith("not JSON")
+
+    # Every message again, later: nothing is read twice.
+    trail.notify_many([s3_event(trail.bucket, keys), cloudtrail_sns(trail.bucket, keys)])
+    again = ingest(spark, trail.url, lake, queue_url=trail.queue_url)
+    assert again.ledger["new_files"] == 0 and not again.batches
+    assert_table_is_oracle(spark, lake, trail)
+
+
+def test_a_run_that_dies_before_deleting_its_messages_takes_nothing_twice(spark, trail, lake, monkeypatch):
+    keys = [trail.deliver(events_of(3, NOW - timedelta(hours=2), f"k{n}"), NOW, str(n)) for n in range(3)]
+    trail.notify_many([s3_event(trail.bucket, [key]) for key in keys])
+
+    def killed(self, sqs, queue_url):
+        raise KeyboardInterrupt("killed while deleting messages")
+
+    monkeypatch.setattr(queue.Received, "done", killed)
+    monkeypatch.setattr(queue, "VISIBILITY_SECONDS", 1)  # the received messages come back at once
+    with pytest.raises(KeyboardInterrupt):
+        ingest(spark, trail.url, lake, queue_url=trail.queue_url)
+    monkeypatch.undo()
+    assert trail.waiting() == 3
+    time.sleep(1.5)  # their visibility runs out
+    report = ingest(spark, trail.url, lake, queue_url=trail.queue_url)
+    assert report.deliveries["messages"]["deleted"] == 3
+    assert trail.waiting() == 0
+    assert_table_is_oracle(spark, lake, trail)
+
+
+def test_a_lost_notification_is_found_by_the_reconciliation(spark, trail, lake):
+    notified = trail.deliver(events_of(4, NOW - timedelta(hours=1), "n"), NOW, "notified")
+    lost = trail.deliver(events_of(4, NOW - timedelta(hours=1), "lost"), NOW, "lost")
+    trail.digest([notified, lost], NOW)
+    trail.notify(cloudtrail_sns(trail.bucket, [notified]))
+    report = ingest(spark, trail.url, lake, queue_url=trail.queue_url, reconcile_interval="10 days")  # due: none yet
+    assert_table_is_oracle(spark, lake, trail)
+    (path,) = Lake.at(lake).reconcile_reports.glob("*.json")
+    found = json.loads(path.read_text())
+    assert found["missing"] == [lost] and found["summary"]["delivered"] == 2 and found["summary"]["hash_mismatches"] == 0
+    assert report.ledger["new_files"] == 2
+
+    # The next reconciliation reads the first digest again (it was not proven) and a new one: every file is ingested,
+    # every hash equal; the one after that reads no digest (both proven).
+    trail.digest([notified, lost], NOW + timedelta(minutes=1))
+    for digests_read, delivered in ((2, 4), (0, 0)):
+        ingest(spark, trail.url, lake, queue_url=trail.queue_url, reconcile=True)
+        newest = max(Lake.at(lake).reconcile_reports.glob("*.json"), key=lambda p: p.stat().st_mtime_ns)
+        summary = json.loads(newest.read_text())["summary"]
+        assert summary["digests_read"] == digests_read
+        assert (summary["delivered"], summary["ingested"], summary["missing"], summary["hash_mismatches"]) == (delivered, delivered, 0, 0)
+    assert_table_is_oracle(spark, lake, trail)
+
+
+def test_a_first_run_lists_the_bucket_from_a_delivery_date_and_a_dry_run_estimates_it(spark, trail, lake):
+    old = NOW - timedelta(days=10)
+    trail.deliver(events_of(2, old, "old"), old, "old")
+    trail.deliver(events_of(3, NOW - timedelta(hours=1), "new"), NOW, "new")
+    since = (NOW - timedelta(days=1)).date().isoformat()
+    dry_run = command("jobs.cloudtrail_ingest", "--landing", trail.url, "--lake", lake, "--since", since, "--dry-run")
+    estimate = json.loads(succeeded_stdout(dry_run))
+    assert estimate["total"]["files"] == 1 and not Lake.at(lake).events.exists()
+    report = ingest(spark, trail.url, lake, since=since)
+    assert report.deliveries["objects_fetched"] == 1
+    assert ids(table_rows(spark, lake)) == [f"new-{i}" for i in range(3)]
+
+
+def succeeded_stdout(result) -> str:
+    succeeded(result)
+    return result.stdout
+
+
+def test_the_watchers_asset_event_reaches_a_run_through_the_inbox(spark, trail, lake):
+    """The SQS trigger of the event-driven DAG deletes what it receives: the run takes the keys from the asset event,
+    kept in the lake until their files are ledgered, so a run that fails loses none."""
+    from airflow.providers.common.messaging.triggers.msg_queue import MessageQueueTrigger
+
+    key = trail.deliver(events_of(3, NOW - timedelta(hours=1), "w"), NOW, "watched")
+    trail.notify(cloudtrail_sns(trail.bucket, [key]))
+    trigger = MessageQueueTrigger(scheme="sqs", sqs_queue=trail.queue_url, aws_conn_id=None, wait_time_seconds=0, waiter_delay=1)
+
+    async def first_event():
+        async for event in trigger.trigger.run():
+            return event
+
+    event = asyncio.run(asyncio.wait_for(first_event(), 30))
+    assert trail.waiting() == 0  # the watcher deleted it
+    bodies = queue.bodies_of([{"extra": {"from_trigger": True, "payload": event.payload}}])
+    queue.write_inbox(Lake.at(lake), "asset-event-1", bodies)
+    report = ingest(spark, trail.url, lake, queue_url=trail.queue_url)
+    assert report.deliveries["objects_fetched"] == 1
+    assert not list(Lake.at(lake).inbox.glob("*.json"))
+    assert_table_is_oracle(spark, lake, trail)
