@@ -6,7 +6,7 @@ partitioned Parquet table, then checks the table before anyone downstream uses i
 
 | task | what it does |
 | --- | --- |
-| `plan` | checks the run parameters (fails before Spark starts when one is wrong); a dry run goes to `rebuild_dry_run` |
+| `plan` | checks the run parameters (fails before Spark starts when one is wrong); keeps the notifications that woke it |
 | `rebuild_dry_run` | with `dry_run`: lists per date the files and bytes a rebuild would read (XCom); writes nothing |
 | `ingest` | `spark-submit jobs/cloudtrail_ingest.py`: new files, exactly once; then the gate on them, same application |
 | `rebuild` | with `mode=rebuild`: `spark-submit jobs/rebuild.py`, the interval's event dates from the landing files, swapped in whole |
@@ -27,6 +27,9 @@ sure the files delivered then are in the table and re-validates those dates' par
 with `mode=rebuild` (Backfill dialog -> Run Parameters) each run also rebuilds the event
 dates its data interval ends (a daily backfill: one date per run), to repair a damaged
 partition or apply a parser fix. A rebuild that fails the gate leaves the old partitions.
+With `CLOUDTRAIL_LANDING=s3://...` and `CLOUDTRAIL_QUEUE_URL` the DAG also runs whenever the queue
+announces deliveries (an `AssetWatcher` in the triggerer; the cron schedule stays as the fallback),
+and the ingest takes the new objects from the notifications instead of listing anything.
 Reports: `<lake>/reports/`. See README.md for configuration.
 """
 
@@ -46,7 +49,7 @@ events_asset = settings.events_asset
 
 with DAG(
     dag_id=INGEST_DAG_ID,
-    schedule=settings.schedule,
+    schedule=settings.ingest_schedule,
     start_date=datetime(2024, 1, 1),
     catchup=False,
     max_active_runs=1,
@@ -62,6 +65,12 @@ with DAG(
         start: a dry run only lists; every other run ingests first, so a rebuild sees a settled ledger."""
         context = get_current_context()
         planned = plan_run(context["params"], settings, context["run_id"], *run_interval(context))
+        if settings.queue_url:  # woken by deliveries: their notifications, kept in the lake before anything can fail
+            from jobs import queue
+            from jobs.lake import Lake
+
+            kept = queue.keep_asset_events(Lake.at(planned["lake"]), context["triggering_asset_events"])
+            print(f"notifications kept in the lake's inbox for this run: {kept}")
         for key, value in planned.items():
             context["ti"].xcom_push(key=key, value=value)
         return "rebuild_dry_run" if planned["dry_run"] else "ingest"

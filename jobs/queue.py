@@ -14,8 +14,9 @@ from __future__ import annotations
 import json
 import logging
 import os
+import uuid
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -113,6 +114,18 @@ def take_inbox(lake: Lake) -> Received:
             received.take(f"{path.stem}-{index}", body if isinstance(body, str) else json.dumps(body), lake)
         received.inbox_files.append(path)
     return received
+
+
+def keep_asset_events(lake: Lake, triggering: Mapping[Any, Iterable[Any]]) -> int:
+    """The event-driven DAG's run: the notifications of the asset events that woke it, into the inbox; how many."""
+    kept_bodies = 0
+    for events in triggering.values():
+        for event in events:
+            bodies = bodies_of([event])
+            if bodies:
+                write_inbox(lake, f"asset-event-{getattr(event, 'id', None) or uuid.uuid4().hex}", bodies)
+                kept_bodies += len(bodies)
+    return kept_bodies
 
 
 def bodies_of(events: Iterable[Any]) -> list[str]:

@@ -236,3 +236,36 @@ def table_rows_via_files(lake: Path) -> list:
     import duckdb
 
     return duckdb.connect().execute(f"select eventID from read_parquet('{lake}/events/*/*.parquet')").fetchall()
+
+
+def test_with_a_queue_the_ingest_runs_when_cloudtrail_delivers_and_on_its_cron_as_the_fallback(monkeypatch):
+    from airflow.dag_processing.dagbag import DagBag
+    from airflow.serialization.serialized_objects import DagSerialization
+
+    from cloudtrail_airflow.params import InvalidRunParams, dag_params, plan_run
+    from cloudtrail_airflow.settings import load_settings
+
+    queue_url = "https://sqs.us-east-1.amazonaws.com/111122223333/cloudtrail-deliveries"
+    monkeypatch.setenv("CLOUDTRAIL_LANDING", "s3://trail-bucket/org")
+    monkeypatch.setenv("CLOUDTRAIL_QUEUE_URL", queue_url)
+    bag = DagBag(dag_folder=str(ROOT / "dags" / "cloudtrail_ingest.py"))
+    assert bag.import_errors == {}
+    dag = bag.dags["cloudtrail_ingest"]
+    asset = dag.timetable.asset_condition
+    (watcher,) = asset.watchers
+    assert watcher.trigger.scheme == "sqs" and watcher.trigger.kwargs["sqs_queue"] == queue_url
+    assert DagSerialization.to_dict(dag)["dag"]["timetable"]  # the scheduler can store it
+    settings = load_settings()
+    params = {name: param.value for name, param in dag_params(settings).items()}
+    hour = (datetime(2024, 3, 1, tzinfo=UTC), datetime(2024, 3, 1, 1, tzinfo=UTC))
+    planned = plan_run(params, settings, "run", *hour)
+    args = planned["ingest_args"]
+    assert args[args.index("--landing") + 1] == "s3://trail-bucket/org" and args[args.index("--queue-url") + 1] == queue_url
+    with pytest.raises(InvalidRunParams, match="not the configured bucket"):
+        plan_run(
+            {**params, "landing": "s3://another-bucket/"},
+            settings,
+            "run",
+            datetime(2024, 3, 1, tzinfo=UTC),
+            datetime(2024, 3, 1, tzinfo=UTC),
+        )

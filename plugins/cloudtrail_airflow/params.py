@@ -19,6 +19,7 @@ from airflow.sdk import Param
 
 from cloudtrail_airflow.settings import Settings
 from jobs import options
+from jobs.bucket import is_bucket
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +75,7 @@ def dag_params(settings: Settings) -> dict[str, Param]:
             None, type=["null", "string"], format="date", description="Replay only files delivered on or after this date."
         ),
         "replay_to": Param(None, type=["null", "string"], format="date", description="Replay only files delivered on or before this date."),
-        "landing": Param(str(settings.landing), type="string", description=f"Landing root, inside {settings.landing}."),
+        "landing": Param(settings.landing_url, type="string", description=f"Landing root, inside {settings.landing_url}."),
         "lake": Param(str(settings.lake), type="string", description=f"Lake root, inside {settings.lake}."),
         "quarantine_threshold": Param(
             options.QUARANTINE_THRESHOLD, type="number", minimum=0, maximum=1, description="Max share of quarantined records."
@@ -88,6 +89,15 @@ def _inside(path: str, root: Path, name: str) -> str:
     if resolved != root_resolved and root_resolved not in resolved.parents:
         raise InvalidRunParams(f"param {name}={path!r} is outside the configured root {root}")
     return str(resolved)
+
+
+def _landing(landing: str, settings: Settings) -> str:
+    """The run's landing: inside the configured folder, or the configured bucket itself."""
+    if is_bucket(settings.landing_url):
+        if landing.rstrip("/") != settings.landing_url.rstrip("/"):
+            raise InvalidRunParams(f"param landing={landing!r} is not the configured bucket {settings.landing_url}")
+        return settings.landing_url
+    return _inside(landing, settings.landing, "landing")
 
 
 def _date(value: Any, name: str) -> date | None:
@@ -162,7 +172,7 @@ def run_interval(context: Mapping[str, Any]) -> tuple[datetime, datetime]:
 
 def plan_run(params: dict[str, Any], settings: Settings, run_id: str, interval_start: datetime, interval_end: datetime) -> dict[str, Any]:
     """Check the parameters and return the arguments of each Spark application of the run."""
-    landing = _inside(params["landing"], settings.landing, "landing")
+    landing = _landing(params["landing"], settings)
     lake = _inside(params["lake"], settings.lake, "lake")
     validate_from, validate_to = _date(params.get("validate_from"), "validate_from"), _date(params.get("validate_to"), "validate_to")
     if validate_from and validate_to and validate_from > validate_to:
@@ -174,6 +184,7 @@ def plan_run(params: dict[str, Any], settings: Settings, run_id: str, interval_s
     ingest = ["--landing", landing, "--lake", lake, "--run-id", run_id, "--trigger", trigger, "--dedup-horizon", horizon]
     ingest += ["--settle", settings.settle, "--full-listing-interval", settings.full_listing_interval]
     ingest += ["--clock-skew", f"{int(settings.clock_skew.total_seconds())} seconds", *_replay(params)]
+    ingest += ["--queue-url", settings.queue_url] if settings.queue_url else []
     if params.get("max_files_per_trigger"):
         ingest += ["--max-files-per-trigger", str(int(params["max_files_per_trigger"]))]
     elif params.get("max_bytes_per_trigger"):

@@ -7,10 +7,12 @@ import sys
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from airflow.sdk import Asset
 
 from jobs import options
+from jobs.bucket import is_bucket
 from jobs.lake import Lake
 
 INGEST_DAG_ID = "cloudtrail_ingest"
@@ -19,6 +21,7 @@ PROJECT_ROOT = Path(os.environ.get("CLOUDTRAIL_HOME", Path(__file__).resolve().p
 
 @dataclass(frozen=True)
 class Settings:
+    # The folder the lake page walks: the landing, or an S3 landing's cache in the lake.
     landing: Path
     lake: Path
     schedule: str | None
@@ -30,6 +33,10 @@ class Settings:
     clock_skew: timedelta = options.duration(options.CLOCK_SKEW)
     # One slot: the tasks that write the lake queue for it (scheduled, manual and backfill runs alike).
     lake_pool: str = "cloudtrail_lake"
+    # What the ingest reads: `landing`, or s3://BUCKET/PREFIX; and that bucket's notification queue, if any.
+    landing_url: str = ""
+    queue_url: str | None = None
+    aws_conn_id: str = "aws_default"
 
     def job_app(self, job: str) -> str:
         return str(PROJECT_ROOT / "jobs" / f"{job}.py")
@@ -58,15 +65,43 @@ class Settings:
         return Asset(name="cloudtrail_events", uri=self.events_uri)
 
     @property
+    def deliveries_asset(self) -> Asset:
+        """CloudTrail's deliveries, as the queue announces them: an asset event per batch of notifications, raised by a
+        watcher in the triggerer (no worker slot, no Spark while the queue is idle). Its SQS trigger deletes what it
+        receives, so the event carries the messages and the run keeps them in the lake's inbox (jobs/queue.py)."""
+        from airflow.providers.common.messaging.triggers.msg_queue import MessageQueueTrigger
+        from airflow.sdk import AssetWatcher
+
+        trigger = MessageQueueTrigger(
+            scheme="sqs", sqs_queue=self.queue_url, aws_conn_id=self.aws_conn_id, max_messages=10, wait_time_seconds=20, waiter_delay=5
+        )
+        return Asset(name="cloudtrail_deliveries", watchers=[AssetWatcher(name="cloudtrail_queue", trigger=trigger)])
+
+    @property
+    def ingest_schedule(self) -> Any:
+        """The cron schedule; with a queue, also every delivery it announces (the cron stays as the fallback)."""
+        if self.queue_url is None:
+            return self.schedule
+        from airflow.sdk.definitions.timetables.assets import AssetOrTimeSchedule
+        from airflow.sdk.definitions.timetables.trigger import CronTriggerTimetable
+
+        return AssetOrTimeSchedule(timetable=CronTriggerTimetable(self.schedule or "@daily", timezone="UTC"), assets=self.deliveries_asset)
+
+    @property
     def activity_asset(self) -> Asset:
         return Asset(name="cloudtrail_activity", uri=self.activity_uri)
 
 
 def load_settings() -> Settings:
     schedule = os.environ.get("CLOUDTRAIL_SCHEDULE", "@hourly")
+    landing = os.environ.get("CLOUDTRAIL_LANDING", str(PROJECT_ROOT / "data" / "landing"))
+    lake = Path(os.environ.get("CLOUDTRAIL_LAKE", PROJECT_ROOT / "data" / "lake")).absolute()
     return Settings(
-        landing=Path(os.environ.get("CLOUDTRAIL_LANDING", PROJECT_ROOT / "data" / "landing")).absolute(),
-        lake=Path(os.environ.get("CLOUDTRAIL_LAKE", PROJECT_ROOT / "data" / "lake")).absolute(),
+        landing=Lake(lake).landing_cache if is_bucket(landing) else Path(landing).absolute(),
+        lake=lake,
+        landing_url=landing if is_bucket(landing) else str(Path(landing).absolute()),
+        queue_url=(os.environ.get("CLOUDTRAIL_QUEUE_URL") or None) if is_bucket(landing) else None,
+        aws_conn_id=os.environ.get("CLOUDTRAIL_AWS_CONN_ID", "aws_default"),
         schedule=None if schedule.lower() in ("", "none") else schedule,
         python=os.environ.get("CLOUDTRAIL_SPARK_PYTHON", sys.executable),
         driver_memory=os.environ.get("CLOUDTRAIL_DRIVER_MEMORY", "2g"),
