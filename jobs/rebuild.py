@@ -22,6 +22,8 @@ lock, waiting for it (--lock-wait). --dry-run lists per date the files and bytes
 read and an estimate of the time, and writes nothing.
 A date that held rows (in its partition, or written by an ingest run when its partition is lost) and would be
 rebuilt with none is refused, nothing swapped, unless --allow-empty: its landing files were not found.
+With an s3:// --landing the files are read from the lake's landing cache, and those whose local copies are gone
+are fetched from the bucket again first (a dry run lists them as missing, and fetches nothing).
 Report: <lake>/reports/rebuild/<tag>.json. Exit codes (jobs/cli.py): 0 done, 1 the gate failed (nothing
 swapped) or the run failed, 2 bad arguments, an unsettled checkpoint or dates it would empty, 75 the lake stayed busy.
 """
@@ -46,10 +48,12 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs import cli, options, partitions
+from jobs.bucket import BucketLanding, is_bucket, s3_client
+from jobs.checkpoint import CheckpointSnapshot
 from jobs.dedup import Dedup
 from jobs.lake import EVENT_DATE, EVENTS, QUARANTINE, REASON, TABLES, Lake, LakeLock, partition, partition_folders
-from jobs.landing import day_folders, log_files_in, relative
-from jobs.ledger import MANIFEST_DDL, Entry, late_files, read_files, verified_checkpoint
+from jobs.landing import day_folders, delivery_date, log_files_in, relative
+from jobs.ledger import MANIFEST_DDL, Entry, known_files, late_files, read_files, verified_checkpoint
 from jobs.report import PartitionStats, RebuildReport, now_iso, read_reports
 from jobs.schema import EVENTS_SCHEMA, QUARANTINE_SCHEMA
 from jobs.session import spark_session
@@ -80,6 +84,8 @@ class RebuildConfig:
     allow_empty: bool = False
     # The tag of a rebuild to undo instead (--rollback).
     rollback: str | None = None
+    # An S3 landing (`landing` is then its cache in the lake): files whose local copies are gone are fetched again.
+    bucket: BucketLanding | None = None
 
     @property
     def layout(self) -> Lake:
@@ -129,8 +135,11 @@ def parse_args(argv: list[str] | None = None) -> RebuildConfig:
     if args.rollback:
         return RebuildConfig(landing="", lake=os.path.abspath(args.lake), dates=(), run_id=args.rollback, rollback=args.rollback)
     cli.required(parser, args, "landing", "from_date", "to_date")
+    cache = Lake.at(args.lake).landing_cache
+    bucket = BucketLanding.at(args.landing, cache) if is_bucket(args.landing) else None
     return RebuildConfig(
-        landing=os.path.abspath(args.landing),
+        landing=str(cache) if bucket else os.path.abspath(args.landing),
+        bucket=bucket,
         lake=os.path.abspath(args.lake),
         dates=cli.date_range(parser, args.from_date, args.to_date, "--from-date and --to-date") or (),
         run_id=cli.run_id(args.run_id),
@@ -161,8 +170,10 @@ def plan(config: RebuildConfig) -> list[DatePlan]:
             f"an ingest run on {lake.root} has not finished (batch {checkpoint.planned_batch_id} is planned, not settled): "
             "run an incremental ingest first, so the rebuild knows which files the stream has read"
         )
-    read = read_files(checkpoint, lake.manifests, config.landing, config.source_retention)
     horizon_days = math.ceil(config.dedup.horizon / timedelta(days=1))
+    if config.bucket is not None and not config.dry_run:
+        refetch(config, checkpoint, horizon_days)
+    read = read_files(checkpoint, lake.manifests, config.landing, config.source_retention)
     folders: dict[date, list[str]] = {}  # every account's and region's folders of a delivery date
     for delivered_on, folder in day_folders(config.landing):
         folders.setdefault(delivered_on, []).append(folder)
@@ -176,6 +187,24 @@ def plan(config: RebuildConfig) -> list[DatePlan]:
         files = tuple(sorted((read[key] for key in wanted if key in read), key=lambda e: e.path))
         plans.append(DatePlan(day, files, tuple(sorted(path for path in named if relative(path) not in read))))
     return plans
+
+
+def refetch(config: RebuildConfig, checkpoint: CheckpointSnapshot, horizon_days: int) -> None:
+    """An S3 landing: fetch again the files of the dates' delivery days the ledger took, and those the partitions name,
+    whose copies in the cache are gone (cleaned, or a lake restored without it)."""
+    assert config.bucket is not None
+    lake, cache = config.layout, Path(config.landing)
+    days = {d for day in config.dates for d in options.date_range(day - timedelta(days=1), day + timedelta(days=horizon_days))}
+    wanted = {key for key in known_files(checkpoint, lake.manifests, sorted(days)) if delivery_date(key) in days}
+    late = late_files(lake.late_files)
+    for day in config.dates:
+        wanted |= {relative(path) for path in source_files(partition(lake.events, day)) | {local_path(p) for p in late.get(day, ())}}
+    missing = sorted(key for key in wanted if key.startswith("AWSLogs/") and not (cache / key).exists())
+    if missing:
+        fetched = config.bucket.fetch(s3_client(), [config.bucket.prefix + key for key in missing])
+        log.info("fetched %d files again from %s (their local copies were gone)", fetched.downloaded, config.bucket.url)
+        for problem in fetched.problems[:10]:
+            log.warning("s3://%s/%s not fetched: %s", problem.bucket, problem.key, problem.reason)
 
 
 def dry_run_summary(plans: list[DatePlan]) -> dict[str, Any]:
