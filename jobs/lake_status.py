@@ -174,6 +174,43 @@ def backlog(lake: Lake, landing: Path) -> Backlog:
 
 
 @dataclass(frozen=True)
+class Deliveries:
+    """An S3 landing's notifications: the queue now, what was kept as unreadable, the last reconciliation, and how long
+    the last run's files took from delivery (LastModified) to committed rows."""
+
+    queue: dict[str, int] | None
+    queue_error: str | None
+    inbox: int
+    kept: int
+    kept_reasons: list[str]
+    reconciliation: dict[str, Any] | None
+    delivery_lag: dict[str, Any] | None
+
+
+def deliveries(lake: Lake, queue_url: str | None, runs: list[dict[str, Any]]) -> Deliveries:
+    from jobs import queue, reconcile
+
+    depth, error = None, None
+    if queue_url:
+        try:
+            depth = queue.depth(queue.sqs_client(timeout_seconds=2), queue_url)
+        except Exception as exc:  # noqa: BLE001 - the page shows why the queue cannot be asked, never fails on it
+            error = f"{type(exc).__name__}: {exc}"[:300]
+    kept = queue.kept(lake)
+    newest = reconcile.last(lake)
+    lag = next((run["deliveries"]["delivery_lag"] for run in reversed(runs) if (run.get("deliveries") or {}).get("delivery_lag")), None)
+    return Deliveries(
+        depth,
+        error,
+        len(list(lake.inbox.glob("*.json"))) if lake.inbox.is_dir() else 0,
+        len(kept),
+        [f"{k.get('message_id')}: {k.get('reason')}" for k in kept[-5:]],
+        {"checked_at": newest["checked_at"], **newest["summary"]} if newest else None,
+        lag,
+    )
+
+
+@dataclass(frozen=True)
 class DayRows:
     event_date: str
     rows: int

@@ -150,10 +150,14 @@ def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:200] or "message"
 
 
-def sqs_client() -> Any:
+def sqs_client(timeout_seconds: float | None = None) -> Any:
     import boto3
+    from botocore.config import Config
 
-    return boto3.client("sqs")
+    if timeout_seconds is None:
+        return boto3.client("sqs")
+    quick = Config(connect_timeout=timeout_seconds, read_timeout=timeout_seconds, retries={"max_attempts": 1})
+    return boto3.client("sqs", config=quick)
 
 
 def queue_url_default() -> str | None:

@@ -14,7 +14,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from jobs import notifications, queue
+from cloudtrail_airflow.lake_view import _deliveries
+from jobs import lake_status, notifications, queue
 from jobs.bucket import BucketLanding
 from jobs.lake import Lake
 from tests.aws import S3_TEST_EVENT, cloudtrail_sns, eventbridge, log_key, s3_event
@@ -116,6 +117,11 @@ def test_notifications_of_every_shape_duplicated_and_out_of_order_give_each_even
     assert trail.waiting() == 0
     (kept,) = queue.kept(Lake.at(lake))
     assert kept["body"] == "{not json" and kept["reason"].startswith("not JSON")
+    # The lake page's read model and section: the queue now, what was kept, the delivery lag.
+    found = lake_status.deliveries(Lake.at(lake), trail.queue_url, lake_status.ingest_runs(Lake.at(lake)))
+    assert found.queue == {"waiting": 0, "in_flight": 0, "delayed": 0} and found.kept == 1 and found.delivery_lag["files"] == 5
+    section = _deliveries(found)
+    assert "0 notifications waiting" in section and "Kept as unreadable: 1 notifications" in section and "p95" in section
 
     # Every message again, later: nothing is read twice.
     trail.notify_many([s3_event(trail.bucket, keys), cloudtrail_sns(trail.bucket, keys)])

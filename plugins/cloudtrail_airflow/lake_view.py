@@ -291,6 +291,31 @@ def _settings() -> tuple[Settings, Lake]:
     return settings, Lake.at(settings.lake)
 
 
+def _deliveries(found: status.Deliveries) -> str:
+    queue = found.queue
+    lines = [
+        f"Queue: {queue['waiting']:,} notifications waiting, {queue['in_flight']:,} being taken, {queue['delayed']:,} delayed."
+        if queue is not None
+        else f"Queue: cannot be asked ({escape(found.queue_error or 'no queue configured')}).",
+        f"Inbox: {found.inbox:,} asset events' notifications not yet ledgered.",
+        f"Kept as unreadable: {found.kept:,} notifications (under notifications/kept/ in the lake).",
+    ]
+    lines += [f"&nbsp;&nbsp;{escape(reason)}" for reason in found.kept_reasons]
+    if found.reconciliation:
+        r = found.reconciliation
+        lines.append(
+            f"Last reconciliation against CloudTrail's digests, {escape(str(r['checked_at']))}: {r['hours']:,} hours, "
+            f"{r['delivered']:,} files delivered, {r['ingested']:,} ingested, {r['missing']:,} missing (taken then), "
+            f"{r['hash_mismatches']:,} whose content hash differs."
+        )
+    else:
+        lines.append("No reconciliation yet: the first run on the queue makes one (then every --reconcile-interval).")
+    if found.delivery_lag and found.delivery_lag.get("files"):
+        lag = found.delivery_lag
+        lines.append(f"Delivery to queryable, last run: p50 {lag['p50_seconds']} s, p95 {lag['p95_seconds']} s ({lag['files']} files)")
+    return "".join(f"<p>{line}</p>" for line in lines)
+
+
 def _backlog(waiting: status.Backlog) -> str:
     return f"<p>Backlog: {waiting.files:,} landing files ({waiting.bytes / 1e6:.1f} MB) not taken by a run yet.</p>"
 
@@ -304,11 +329,17 @@ def lake_page(request: Request, file: str = "") -> HTMLResponse:
     summary = "\n".join(status.run_summary(last, status.gate_of(gates, last["run_id"]))) if last else "no run yet"
     threshold, skew, now = settings.freshness_threshold, settings.clock_skew, datetime.now(tz=UTC)
     places = status.freshness(lake, settings.landing, threshold, runs, now, skew)
+    bucket = settings.landing_url.startswith("s3://")
+
+    def delivered() -> status.Deliveries:
+        return status.deliveries(lake, settings.queue_url, runs)
+
     sections = [
-        f"<p class='muted'>lake {escape(str(lake.root))}, landing {escape(str(settings.landing))}</p>",
+        f"<p class='muted'>lake {escape(str(lake.root))}, landing {escape(settings.landing_url)}</p>",
         _problems(status.problems(lake)),
         _readable(lambda: _backlog(status.backlog(lake, settings.landing))),
         _section("run", "Last run", f"<pre>{escape(summary)}</pre>"),
+        *([_section("deliveries", "Deliveries (S3 notifications)", _readable(lambda: _deliveries(delivered())))] if bucket else []),
         _section("freshness", "Freshness", _freshness(places, threshold, skew, now)),
         _section("rows", "Rows per event date (last 30 dates)", _chart(status.daily_rows(lake, runs))),
         _section("ocsf", "OCSF API Activity rows per event day (last 30 days)", _readable(lambda: _ocsf(status.ocsf_rows(lake)))),
