@@ -30,7 +30,7 @@ STACK_HOME ?= $(CURDIR)/.stack
 STACK_ENV ?= $(CURDIR)/.env
 PG_BIN := /usr/lib/postgresql/15/bin
 
-.PHONY: help setup debian-deps browser-deps demo run status test test-fast test-stack stack-up stack-status stack-down lint bench bench-history bench-cost bench-ui bench-stack chaos fuzz torture metadata-growth test-next-pyspark bench-next-pyspark clean
+.PHONY: help setup debian-deps browser-deps demo run status test test-fast test-stack stack-up stack-status stack-down lint bench bench-history bench-s3 bench-cost bench-ui bench-stack chaos test-s3-burst fuzz torture metadata-growth test-next-pyspark bench-next-pyspark clean
 
 help:
 	@echo "make setup           - create .venv with the pinned dependencies, runtime and dev (needs Java 17+)"
@@ -49,6 +49,8 @@ help:
 	@echo "make torture         - \$$TORTURE_EXAMPLES (200) random operator sequences of up to \$$TORTURE_STEPS (12) steps, the table against the oracle after each"
 	@echo "make bench           - the product against plain Spark and DuckDB (writes BENCHMARKS.md), then bench-history"
 	@echo "make bench-history   - one run's cost against a year of history under 2, 20 and 100 accounts x 17 regions"
+	@echo "make bench-s3        - an S3 landing on moto's server: one run's cost at 2, 100 and 1,000 accounts x 17 regions, the reconciliation's, the fetch against boto3's transfer manager"
+	@echo "make test-s3-burst   - a burst of \$$S3_BURST (10,000) notifications taken in one run, the table against the oracle"
 	@echo "make bench-cost      - CPU-seconds to ingest one day (17 regions x 288 files): hourly runs, an always-on stream, one daily run"
 	@echo "make bench-ui        - how fast the Airflow UI's lake page answers on a year of daily runs"
 	@echo "make bench-stack     - wall time of a quiet and a one-file DAG run on the native stack, against a bare spark-submit"
@@ -154,6 +156,9 @@ stack-down: setup
 chaos: setup
 	$(PY) -m tests.chaos --kills 20 --seed $${SEED:-1}
 
+test-s3-burst: setup
+	S3_BURST=$${S3_BURST:-10000} $(PY) -m pytest -q tests/test_s3_landing.py -k burst
+
 fuzz: setup
 	FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-300} $(PY) -m pytest -q tests/test_fuzz.py
 
@@ -165,6 +170,10 @@ torture: setup build/jobs.zip
 bench: setup build/jobs.zip
 	$(PY) -m bench.benchmark
 	$(PY) -m bench.history
+	$(PY) -m bench.s3
+
+bench-s3: setup
+	$(PY) -m bench.s3
 
 bench-history: setup
 	$(PY) -m bench.history

@@ -28,6 +28,8 @@ from jobs.landing import FILE_NAME, delivery_date, place
 SCHEME = "s3://"
 # Objects fetched at once: a fetch waits on the network, not on the CPU.
 FETCH_THREADS = 16
+# The reason of an object deleted before it was fetched: nothing to retry (the others are retried).
+GONE = "gone (404)"
 CHUNK = 1 << 20
 
 
@@ -133,7 +135,7 @@ class BucketLanding:
             error = exc.response.get("Error", {})
             status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
             if status == 404 or error.get("Code") in ("NoSuchKey", "404"):
-                return Problem(self.bucket, key, "gone (404): deleted before it was fetched")
+                return Problem(self.bucket, key, f"{GONE}: deleted before it was fetched")
             if status == 403 or error.get("Code") == "AccessDenied":
                 return Problem(self.bucket, key, "forbidden (403): the role may not read it (s3:GetObject, the key's KMS key)")
             return Problem(self.bucket, key, f"failed: {error.get('Code', status)}")

@@ -42,6 +42,8 @@ CLOCK_SKEW = "15 minutes"
 # An S3 landing's queue: messages one run takes at most; how often a run proves completeness against CloudTrail's
 # digests (jobs/reconcile.py), and over how many delivery days back.
 MAX_MESSAGES = 20_000
+# How long a received notification stays hidden from other receivers: longer than a run takes to ledger its files.
+VISIBILITY_SECONDS = 900
 RECONCILE_INTERVAL = "1 day"
 RECONCILE_DAYS = 5
 # Run modes: ingest what is new, or rebuild the event dates of the run's data interval from the landing files.

@@ -28,9 +28,8 @@ from jobs.notifications import Delivery, parse
 
 log = logging.getLogger("cloudtrail_ingest")
 RECEIVE_BATCH = 10  # SQS's most per call
-# How long a received message stays hidden from other consumers: longer than a run takes to ledger its files.
-VISIBILITY_SECONDS = 900
 MAX_MESSAGES = options.MAX_MESSAGES
+VISIBILITY_SECONDS = options.VISIBILITY_SECONDS
 
 
 @dataclass
@@ -38,12 +37,17 @@ class Received:
     """The messages one run took (from the queue and the inbox), and what they name."""
 
     receipts: list[str] = field(default_factory=list)  # queue messages to delete once done
+    # The object keys each queue message names, by its receipt.
+    named: dict[str, list[str]] = field(default_factory=dict)
     inbox_files: list[Path] = field(default_factory=list)
     deliveries: list[Delivery] = field(default_factory=list)
     counts: Counter[str] = field(default_factory=Counter)
 
-    def take(self, message_id: str, body: str, lake: Lake) -> None:
+    def take(self, message_id: str, body: str, lake: Lake, receipt: str | None = None) -> None:
         notification = parse(body)
+        if receipt is not None:
+            self.receipts.append(receipt)
+            self.named[receipt] = [d.key for d in notification.deliveries]
         self.counts["messages"] += 1
         if notification.reason is not None:
             keep(lake, message_id, body, notification.reason)
@@ -53,11 +57,16 @@ class Received:
         self.counts["files_named"] += len(notification.deliveries)
         self.counts["ignored_objects"] += notification.ignored
 
-    def done(self, sqs: Any, queue_url: str | None) -> None:
-        """Delete the messages and inbox entries: their files are in the ledger. A message whose receipt expired (its
-        visibility ran out, another receive took it) stays and comes back: it names files the ledger has."""
-        for start in range(0, len(self.receipts), RECEIVE_BATCH):
-            entries = [{"Id": str(i), "ReceiptHandle": h} for i, h in enumerate(self.receipts[start : start + RECEIVE_BATCH])]
+    def done(self, sqs: Any, queue_url: str | None, retry: Iterable[str] = ()) -> None:
+        """Delete the messages and inbox entries: their files are in the ledger. A message naming a key in `retry` (its
+        object was forbidden, or its fetch failed) stays, to come back after its visibility timeout: once per timeout,
+        then to the queue's dead-letter queue. A message whose receipt expired (another receive took it) stays too and
+        comes back naming files the ledger has."""
+        again = set(retry)
+        finished = [receipt for receipt in self.receipts if again.isdisjoint(self.named.get(receipt, ()))]
+        self.counts["left_for_retry"] += len(self.receipts) - len(finished)
+        for start in range(0, len(finished), RECEIVE_BATCH):
+            entries = [{"Id": str(i), "ReceiptHandle": h} for i, h in enumerate(finished[start : start + RECEIVE_BATCH])]
             failed = sqs.delete_message_batch(QueueUrl=queue_url, Entries=entries).get("Failed", [])
             self.counts["delete_failed"] += len(failed)
             self.counts["deleted"] += len(entries) - len(failed)
@@ -65,18 +74,18 @@ class Received:
             path.unlink(missing_ok=True)
 
 
-def receive(sqs: Any, queue_url: str, lake: Lake, limit: int = MAX_MESSAGES) -> Received:
-    """Every message waiting in the queue, up to `limit`, and the inbox's."""
+def receive(sqs: Any, queue_url: str, lake: Lake, limit: int = MAX_MESSAGES, visibility_seconds: int = VISIBILITY_SECONDS) -> Received:
+    """Every message waiting in the queue, up to `limit`, each hidden from other receivers for `visibility_seconds`,
+    and the inbox's."""
     received = take_inbox(lake)
     while len(received.receipts) < limit:
         messages = sqs.receive_message(
-            QueueUrl=queue_url, MaxNumberOfMessages=RECEIVE_BATCH, WaitTimeSeconds=0, VisibilityTimeout=VISIBILITY_SECONDS
+            QueueUrl=queue_url, MaxNumberOfMessages=RECEIVE_BATCH, WaitTimeSeconds=0, VisibilityTimeout=visibility_seconds
         ).get("Messages", [])
         if not messages:
             break
         for message in messages:
-            received.receipts.append(message["ReceiptHandle"])
-            received.take(message["MessageId"], message.get("Body", ""), lake)
+            received.take(message["MessageId"], message.get("Body", ""), lake, message["ReceiptHandle"])
     return received
 
 

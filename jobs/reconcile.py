@@ -10,7 +10,8 @@ each named log file against the ledger: taken, and the cached copy's content has
 ledger does not hold (its notification never came, or expired in the queue) is fetched and taken by the same run.
 A digest whose every file is taken with matching hashes is proven and recorded (<checkpoint>/reconciled/<date>.txt, jobs/lake.py),
 so the next reconciliation reads only the new ones: its cost is the places (one listing each) and the new digests,
-not the history. The report says per hour: delivered, ingested, missing, hashes that differ.
+not the history. The report says per hour: delivered, ingested, missing, hashes that differ. A place the ledger
+knows whose trail writes no digests (log file validation off) has its delivery folders of the window listed instead.
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ class Reconciliation:
     missing: list[str] = field(default_factory=list)
     hash_mismatches: list[str] = field(default_factory=list)
     unreadable_digests: list[str] = field(default_factory=list)
+    # Places the ledger knows whose trail writes no digests: listed from the window's first day instead.
+    undigested_places: int = 0
 
     def summary(self) -> dict[str, int]:
         return {
@@ -61,6 +64,7 @@ class Reconciliation:
             "missing": len(self.missing),
             "hash_mismatches": len(self.hash_mismatches),
             "digests_read": self.digests_read,
+            "undigested_places": self.undigested_places,
             "list_calls": self.list_calls,
         }
 
@@ -99,7 +103,8 @@ def reconcile(
     known = set(known_files(checkpoint, lake.manifests, [window[0] - timedelta(days=1), *window])) | taking
     found = Reconciliation(run_id, now.isoformat(timespec="seconds"), [d.isoformat() for d in window])
     proven = _Proven(lake.reconciled)
-    for region_prefix in _digest_regions(s3, landing, found):
+    digested = _digest_regions(s3, landing, found)
+    for region_prefix in digested:
         start = f"{region_prefix}{window[0].strftime('%Y/%m/%d')}"
         for page in s3.get_paginator("list_objects_v2").paginate(Bucket=landing.bucket, Prefix=region_prefix, StartAfter=start):
             found.list_calls += 1
@@ -113,8 +118,33 @@ def reconcile(
                 if _check(s3, landing, key, known, found):
                     proven.add(key)
     proven.save()
+    _list_undigested(s3, landing, known, set(digested), window[0].strftime("%Y/%m/%d"), found)
     found.seconds = round((datetime.now(tz=UTC) - started).total_seconds(), 3)
     return found
+
+
+def _list_undigested(s3: Any, landing: BucketLanding, known: set[str], digested: set[str], first_day: str, found: Reconciliation) -> None:
+    """The places the ledger knows that have no digests (a trail without log file validation): their delivery folders
+    from the window's first day on are listed instead, one listing per place, and what the ledger lacks is missing."""
+    places = set()
+    for key in known:
+        parts = key.split("/")
+        if "CloudTrail" in parts[:-1]:
+            at = parts.index("CloudTrail")
+            places.add("/".join(parts[: at + 2]) + "/")
+    for place in sorted(places):
+        if f"{landing.prefix}{place}".replace("/CloudTrail/", f"/{DIGEST_FOLDER}/", 1) in digested:
+            continue
+        found.undigested_places += 1
+        pages = s3.get_paginator("list_objects_v2").paginate(
+            Bucket=landing.bucket, Prefix=f"{landing.prefix}{place}", StartAfter=f"{landing.prefix}{place}{first_day}"
+        )
+        for page in pages:
+            found.list_calls += 1
+            for item in page.get("Contents", []):
+                relative = landing.relative_key(item["Key"])
+                if relative is not None and relative not in known:
+                    found.missing.append(item["Key"])
 
 
 def _digest_regions(s3: Any, landing: BucketLanding, found: Reconciliation) -> list[str]:

@@ -8,6 +8,8 @@ PHASE is where, in the N-th batch this process runs (0-based), the kill lands:
   between_outputs   quarantine is committed, events not yet
   committing_state  both outputs are committed, Spark's commit log for the batch is not
   random:SECONDS    after that many seconds, wherever the run is
+  fetching          an S3 landing: once N objects are fetched, before the plan (N counts objects, not batches)
+  deleting          an S3 landing: the plan has ledgered every file, N of the messages are deleted
 The job code is not changed: this wraps its own functions. Used by tests/test_chaos.py and
 `make chaos`.
 """
@@ -21,8 +23,10 @@ import threading
 import time
 from pathlib import Path
 
+from jobs.bucket import BucketLanding
 from jobs.ingest import cli
 from jobs.ingest.batch_writer import BatchWriter
+from jobs.queue import Received
 from jobs.sinks import ParquetSink
 
 
@@ -55,6 +59,8 @@ def main() -> int:
         threading.Timer(float(phase.split(":")[1]), die).start()
         return cli.main(job_args)
 
+    if phase in ("fetching", "deleting"):
+        return _kill_in_deliveries(phase, target, job_args)
     calls = {"batches": 0}
     original_call = BatchWriter.__call__
     original_commit = ParquetSink.commit
@@ -79,6 +85,28 @@ def main() -> int:
 
     BatchWriter.__call__ = call  # type: ignore[method-assign]
     ParquetSink.commit = commit  # type: ignore[method-assign]
+    return cli.main(job_args)
+
+
+def _kill_in_deliveries(phase: str, target: int, job_args: list[str]) -> int:
+    fetched, lock = [0], threading.Lock()
+    original_fetch, original_done = BucketLanding._fetch_one, Received.done
+
+    def fetch_one(self, s3, key):  # type: ignore[no-untyped-def]
+        outcome = original_fetch(self, s3, key)
+        with lock:
+            fetched[0] += 1
+            if phase == "fetching" and fetched[0] >= target:
+                die()
+        return outcome
+
+    def done(self, sqs, queue_url):  # type: ignore[no-untyped-def]
+        self.receipts = self.receipts[:target]
+        original_done(self, sqs, queue_url)
+        die()
+
+    BucketLanding._fetch_one = fetch_one  # type: ignore[method-assign]
+    Received.done = done  # type: ignore[method-assign]
     return cli.main(job_args)
 
 

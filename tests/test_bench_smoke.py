@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import benchmark, cost, history, lake_page, pyspark_versions
+from bench import benchmark, cost, history, lake_page, pyspark_versions, s3
 
 
 def test_benchmark_harness_runs_each_system_on_a_tiny_zone():
@@ -77,3 +77,13 @@ def test_the_pyspark_table_gives_the_other_versions_speed_and_the_peer_ratios_un
     assert rows[2] == "| 1,000 | product | 40.0, 44.0 | 30.0, 34.0 | 1.31x |  |  |"  # 42 s against 32 s
     assert rows[3] == "| 1,000 | C | 33.0 | 32.0 | 1.03x | 0.79x | 1.00x |"  # C's seconds over the product's, per version
     assert rows[4] == "| 1,000 | A | 21.0 | 16.0 | 1.31x | 0.50x | 0.50x |"
+
+
+def test_s3_harness_measures_each_target_on_tiny_buckets():
+    subprocess.run([sys.executable, "-m", "bench.s3", "--smoke"], check=True, cwd=benchmark.ROOT, capture_output=True)
+    results = json.loads(s3.results_path(smoke=True).read_text())
+    assert [run["places"] for run in results["per_run"]] == [17, 34]
+    assert all(run["one_notification_s"] > 0 and run["empty_queue_listings"] == 0 for run in results["per_run"])
+    assert all(cost["calls"] > 0 for run in results["per_run"] for cost in run["reconciliation"])
+    assert results["backlog"]["fetch_mb_s"] > 0 and results["backlog"]["transfer_manager_mb_s"] > 0
+    assert set(results["verdicts"]) == {"one_notification", "empty_queue", "fetch_against_transfer_manager"}

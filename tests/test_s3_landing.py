@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
+import subprocess
+import sys
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -138,9 +141,8 @@ def test_a_run_that_dies_before_deleting_its_messages_takes_nothing_twice(spark,
         raise KeyboardInterrupt("killed while deleting messages")
 
     monkeypatch.setattr(queue.Received, "done", killed)
-    monkeypatch.setattr(queue, "VISIBILITY_SECONDS", 1)  # the received messages come back at once
     with pytest.raises(KeyboardInterrupt):
-        ingest(spark, trail.url, lake, queue_url=trail.queue_url)
+        ingest(spark, trail.url, lake, queue_url=trail.queue_url, visibility_timeout=1)  # the messages come back at once
     monkeypatch.undo()
     assert trail.waiting() == 3
     time.sleep(1.5)  # their visibility runs out
@@ -172,6 +174,17 @@ def test_a_lost_notification_is_found_by_the_reconciliation(spark, trail, lake):
         assert summary["digests_read"] == digests_read
         assert (summary["delivered"], summary["ingested"], summary["missing"], summary["hash_mismatches"]) == (delivered, delivered, 0, 0)
     assert_table_is_oracle(spark, lake, trail)
+
+
+def test_without_digests_the_reconciliation_lists_the_places_delivery_folders_of_its_window(spark, trail, lake):
+    notified = trail.deliver(events_of(2, NOW - timedelta(hours=1), "u"), NOW, "notified")
+    lost = trail.deliver(events_of(2, NOW - timedelta(hours=1), "ulost"), NOW, "lost")
+    trail.notify(cloudtrail_sns(trail.bucket, [notified]))
+    ingest(spark, trail.url, lake, queue_url=trail.queue_url, reconcile=True)
+    assert_table_is_oracle(spark, lake, trail)
+    (path,) = Lake.at(lake).reconcile_reports.glob("*.json")
+    found = json.loads(path.read_text())
+    assert found["missing"] == [lost] and found["summary"]["undigested_places"] == 1 and found["summary"]["digests_read"] == 0
 
 
 def test_a_first_run_lists_the_bucket_from_a_delivery_date_and_a_dry_run_estimates_it(spark, trail, lake):
@@ -228,3 +241,94 @@ def test_a_rebuild_whose_local_copies_are_gone_reads_the_objects_again(spark, tr
     (report,) = Lake.at(lake).reports.glob("rebuild/*.json")
     rebuilt = json.loads(report.read_text())["partitions"]
     assert sum(p["files_read"] for p in rebuilt.values()) == 3 and sum(p["rows_kept_from_unreadable_files"] for p in rebuilt.values()) == 0
+
+
+@pytest.mark.parametrize("phase, at", [("fetching", 8), ("deleting", 10)])
+def test_a_run_killed_while_fetching_or_deleting_messages_loses_and_repeats_nothing(spark, trail, lake, phase, at):
+    keys = [trail.deliver(events_of(20, NOW - timedelta(hours=2), f"{phase}{n}"), NOW, f"{phase}-{n}") for n in range(30)]
+    trail.notify_many([cloudtrail_sns(trail.bucket, [key]) for key in keys])
+    job = ["--landing", trail.url, "--lake", str(lake), "--queue-url", trail.queue_url, "--visibility-timeout", "2"]
+    job += ["--reconcile-interval", "3650 days"]
+    killed = subprocess.run(
+        [sys.executable, "-m", "tests.fault_runner", phase, str(at), "--", *job, "--run-id", "killed"],
+        start_new_session=True, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert killed.returncode == -9, killed.stderr[-3000:]
+    time.sleep(2.5)  # the messages the killed run received and did not delete come back
+    report = ingest(spark, trail.url, lake, queue_url=trail.queue_url, reconcile_interval="3650 days")
+    assert_table_is_oracle(spark, lake, trail)
+    assert trail.waiting() == 0
+    if phase == "deleting":  # every file was in the ledger: the 20 messages not deleted come back and name nothing new
+        assert report.ledger["new_files"] == 0 and report.deliveries["messages"]["deleted"] == 20
+    else:  # the 8 objects fetched before the kill are not downloaded again
+        assert report.ledger["new_files"] == 30 and report.deliveries["objects_already_cached"] >= 8
+
+
+def test_a_message_whose_visibility_runs_out_while_its_file_is_fetched_adds_nothing_twice(spark, trail, lake, monkeypatch):
+    key = trail.deliver(events_of(5, NOW - timedelta(hours=1), "v"), NOW, "slow")
+    trail.notify(cloudtrail_sns(trail.bucket, [key]))
+    other: list[dict] = []
+    fetch_one = BucketLanding._fetch_one
+
+    def slow(self, s3, wanted):  # the visibility (1 s) runs out, and another consumer receives the message meanwhile
+        time.sleep(1.5)
+        other.extend(trail.sqs.receive_message(QueueUrl=trail.queue_url, VisibilityTimeout=1).get("Messages", []))
+        return fetch_one(self, s3, wanted)
+
+    monkeypatch.setattr(BucketLanding, "_fetch_one", slow)
+    ingest(spark, trail.url, lake, queue_url=trail.queue_url, visibility_timeout=1)
+    monkeypatch.undo()
+    assert len(other) == 1, "the message was received again while the run fetched its file"
+    time.sleep(1.5)
+    again = ingest(spark, trail.url, lake, queue_url=trail.queue_url)
+    assert again.ledger["new_files"] == 0
+    assert_table_is_oracle(spark, lake, trail)
+
+
+def test_a_burst_of_notifications_is_taken_in_one_run(spark, trail, lake):
+    """$S3_BURST notifications (2,000 in make test, 10,000 in make test-s3-burst) for 200 objects: each named by
+    several messages of the four shapes, out of order."""
+    burst = int(os.environ.get("S3_BURST", "2000"))
+    keys = [trail.deliver(events_of(2, NOW - timedelta(hours=1), f"b{n}"), NOW, f"burst-{n}") for n in range(200)]
+    shapes = [
+        lambda key: cloudtrail_sns(trail.bucket, [key]),
+        lambda key: s3_event(trail.bucket, [key]),
+        lambda key: eventbridge(trail.bucket, key),
+        lambda key: cloudtrail_sns(trail.bucket, [key], wrapped=False),
+    ]
+    bodies = [shapes[n % 4](keys[(n * 7919) % len(keys)]) for n in range(burst)]
+    trail.notify_many(bodies)
+    report = ingest(spark, trail.url, lake, queue_url=trail.queue_url, max_messages=burst)
+    assert report.deliveries["messages"]["messages"] == burst and report.deliveries["messages"]["deleted"] == burst
+    assert report.deliveries["objects_fetched"] == 200 and trail.waiting() == 0
+    assert_table_is_oracle(spark, lake, trail)
+
+
+def test_a_forbidden_object_is_named_and_its_message_comes_back_once_per_visibility_timeout(spark, trail, lake, monkeypatch):
+    """moto does not enforce access: the 403 is S3's answer as botocore raises it, for one key, on the real queue."""
+    from botocore.exceptions import ClientError
+
+    readable = trail.deliver(events_of(3, NOW - timedelta(hours=1), "ok"), NOW, "readable")
+    forbidden = trail.deliver(events_of(3, NOW - timedelta(hours=1), "kms"), NOW, "forbidden")
+    trail.notify_many([cloudtrail_sns(trail.bucket, [readable]), cloudtrail_sns(trail.bucket, [forbidden])])
+    fetch_one = BucketLanding._fetch_one
+    asked: list[str] = []
+
+    def denied(self, s3, key):
+        if key == forbidden:
+            asked.append(key)
+            error = {"Error": {"Code": "AccessDenied"}, "ResponseMetadata": {"HTTPStatusCode": 403}}
+            s3 = type("Denied", (), {"get_object": lambda *_, **__: (_ for _ in ()).throw(ClientError(error, "GetObject"))})()
+        return fetch_one(self, s3, key)
+
+    monkeypatch.setattr(BucketLanding, "_fetch_one", denied)
+    report = ingest(spark, trail.url, lake, queue_url=trail.queue_url, visibility_timeout=1)
+    (problem,) = report.deliveries["problems_shown"]
+    assert problem["bucket"] == trail.bucket and problem["key"] == forbidden and problem["reason"].startswith("forbidden (403)")
+    assert report.deliveries["messages"]["deleted"] == 1 and report.deliveries["messages"]["left_for_retry"] == 1
+    assert asked == [forbidden], "one GET, no retries"
+    monkeypatch.undo()  # the role may read it now
+    time.sleep(1.5)
+    ingest(spark, trail.url, lake, queue_url=trail.queue_url)
+    assert trail.waiting() == 0
+    assert_table_is_oracle(spark, lake, trail)

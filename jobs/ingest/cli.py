@@ -88,6 +88,10 @@ def parse_args(argv: Sequence[str] | None = None) -> IngestConfig:
     cli.add_date_pair(parser, "event date the quality gate checks in this application", "--gate-from", "--gate-to")
     parser.add_argument("--queue-url", default=queue_url_default(), help="an s3:// landing's notification queue [$CLOUDTRAIL_QUEUE_URL]")
     parser.add_argument("--max-messages", type=cli.positive_int, default=options.MAX_MESSAGES, help="notifications one run takes at most")
+    parser.add_argument(
+        "--visibility-timeout", type=cli.positive_int, default=options.VISIBILITY_SECONDS,
+        help="seconds a received notification stays hidden: a run that dies leaves it to come back after this",
+    )  # fmt: skip
     parser.add_argument("--since", type=cli.iso_date, help="an s3:// landing without a queue: the first delivery date listed")
     parser.add_argument("--dry-run", action="store_true", help="an s3:// landing: print what a listing would fetch, per account and day")
     parser.add_argument("--reconcile", action="store_true", help="an s3:// landing: prove completeness against CloudTrail's digests now")
@@ -126,6 +130,7 @@ def parse_args(argv: Sequence[str] | None = None) -> IngestConfig:
         bucket=bucket_landing,
         queue_url=args.queue_url if bucket_landing is not None else None,
         max_messages=args.max_messages,
+        visibility_seconds=args.visibility_timeout,
         since=args.since,
         dry_run=args.dry_run,
         reconcile=args.reconcile,

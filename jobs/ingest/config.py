@@ -41,6 +41,7 @@ class IngestConfig:
     bucket: BucketLanding | None = None
     queue_url: str | None = None
     max_messages: int = options.MAX_MESSAGES
+    visibility_seconds: int = options.VISIBILITY_SECONDS
     # Without a queue: the first delivery date a listing of the bucket fetches (None: every one).
     since: date | None = None
     dry_run: bool = False

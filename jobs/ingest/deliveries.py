@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from jobs import reconcile
-from jobs.bucket import Fetched, s3_client
+from jobs.bucket import GONE, Fetched, s3_client
 from jobs.checkpoint import CheckpointSnapshot
 from jobs.ingest.config import IngestConfig
 from jobs.ledger import Plan
@@ -38,7 +38,8 @@ class Deliveries:
     def done(self, config: IngestConfig) -> None:
         """The plan has ledgered every fetched file: the messages that named them can go."""
         if self.received is not None:
-            self.received.done(self.sqs, config.queue_url)
+            retry = {p.key for p in self.fetched.problems if not p.reason.startswith(GONE)}
+            self.received.done(self.sqs, config.queue_url, retry)
             self.summary["messages"] = dict(self.received.counts)
 
 
@@ -55,7 +56,7 @@ def take(config: IngestConfig, checkpoint: CheckpointSnapshot) -> Deliveries | N
         deliveries = Deliveries(None, fetched, summary={"mode": "listing", "since": config.since and config.since.isoformat()})
     else:
         sqs = sqs_client()
-        received = receive(sqs, config.queue_url, config.lake, config.max_messages)
+        received = receive(sqs, config.queue_url, config.lake, config.max_messages, config.visibility_seconds)
         ours = [d.key for d in received.deliveries if d.bucket == landing.bucket and landing.relative_key(d.key) is not None]
         received.counts["outside_landing"] = len(received.deliveries) - len(ours)
         fetched = landing.fetch(s3, ours)

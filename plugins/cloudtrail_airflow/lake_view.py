@@ -280,7 +280,10 @@ OCSF_LAYOUT = "/".join([OCSF_API_ACTIVITY, *(f"{column}=" for column in PARTITIO
 def _ocsf(days: list[status.OcsfDay]) -> str:
     """The OCSF table's rows per event day, with its region and account folders and files."""
     if not days:
-        return "<p>no rows yet: the <code>cloudtrail_activity</code> DAG builds them (<code>python -m jobs.ocsf</code>)</p>"
+        return (
+            "<p>no rows yet: the <code>cloudtrail_activity</code> DAG builds them after each ingest run, once it is unpaused "
+            "(every DAG starts paused), or <code>python -m jobs.ocsf</code></p>"
+        )
     rows = [[escape(d.event_day), f"{d.rows:,}", f"{d.places:,}", f"{d.files:,}"] for d in days]
     note = f"<p class='muted'>OCSF 1.1.0 API Activity (class 6003), <code>{escape(OCSF_LAYOUT)}</code></p>"
     return note + _table(["event day", "rows", "region and account folders", "files"], rows, numeric=frozenset({1, 2, 3}))
