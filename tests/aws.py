@@ -10,6 +10,7 @@ import gzip
 import hashlib
 import json
 import logging
+import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -24,11 +25,27 @@ ACCOUNT, REGION = "111122223333", "us-east-1"
 def start_server() -> tuple[Any, str]:
     from moto.server import ThreadedMotoServer
 
+    _quick_sqs_clock()
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # a line per request otherwise
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
     return server, f"http://{host}:{port}"
+
+
+def _quick_sqs_clock() -> None:
+    """moto's SQS tests each message's visibility on every call, about 30 times a call, through a clock that builds
+    datetimes (6 us a reading): receiving 2,000 waiting messages took 203 s, quadratic in the queue. The same clock,
+    read from time.time(): the queue's behaviour is unchanged, its cost per message a hundred times lower."""
+    from moto.sqs import models
+
+    exact = models.unix_time
+
+    def unix_time(dt: Any = None) -> float:
+        return time.time() if dt is None else exact(dt)
+
+    models.unix_time = unix_time
+    models.unix_time_millis = lambda dt=None: unix_time(dt) * 1000.0
 
 
 ENVIRONMENT = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": REGION}

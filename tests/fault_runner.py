@@ -100,9 +100,9 @@ def _kill_in_deliveries(phase: str, target: int, job_args: list[str]) -> int:
                 die()
         return outcome
 
-    def done(self, sqs, queue_url):  # type: ignore[no-untyped-def]
+    def done(self, sqs, queue_url, retry=()):  # type: ignore[no-untyped-def]
         self.receipts = self.receipts[:target]
-        original_done(self, sqs, queue_url)
+        original_done(self, sqs, queue_url, retry)
         die()
 
     BucketLanding._fetch_one = fetch_one  # type: ignore[method-assign]

@@ -137,7 +137,7 @@ def test_a_run_that_dies_before_deleting_its_messages_takes_nothing_twice(spark,
     keys = [trail.deliver(events_of(3, NOW - timedelta(hours=2), f"k{n}"), NOW, str(n)) for n in range(3)]
     trail.notify_many([s3_event(trail.bucket, [key]) for key in keys])
 
-    def killed(self, sqs, queue_url):
+    def killed(self, sqs, queue_url, retry=()):
         raise KeyboardInterrupt("killed while deleting messages")
 
     monkeypatch.setattr(queue.Received, "done", killed)

@@ -61,7 +61,8 @@ def take(config: IngestConfig, checkpoint: CheckpointSnapshot) -> Deliveries | N
         received.counts["outside_landing"] = len(received.deliveries) - len(ours)
         fetched = landing.fetch(s3, ours)
         taking = {landing.relative_key(landing.key_of(path)) or "" for path in fetched.files}
-        fetched.add(landing.fetch(s3, _reconciled(config, checkpoint, s3, taking)))
+        asked = set(ours)  # a key this run tried already (a forbidden one) is not asked for twice
+        fetched.add(landing.fetch(s3, [key for key in _reconciled(config, checkpoint, s3, taking) if key not in asked]))
         deliveries = Deliveries(fetched.files, fetched, received, sqs, {"mode": "notifications"})
         deliveries.summary["messages"] = dict(received.counts)
     fetched = deliveries.fetched
