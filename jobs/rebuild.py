@@ -54,7 +54,7 @@ from jobs.dedup import Dedup
 from jobs.lake import EVENT_DATE, EVENTS, QUARANTINE, REASON, TABLES, Lake, LakeLock, partition, partition_folders
 from jobs.landing import day_folders, delivery_date, log_files_in, relative
 from jobs.ledger import MANIFEST_DDL, Entry, known_files, late_files, read_files, verified_checkpoint
-from jobs.report import PartitionStats, RebuildReport, now_iso, read_reports
+from jobs.report import PartitionStats, RebuildReport, now_iso, written_batches
 from jobs.schema import EVENTS_SCHEMA, QUARANTINE_SCHEMA
 from jobs.session import spark_session
 from jobs.spark_logs import CheckpointError, local_path, source_file
@@ -294,9 +294,8 @@ class EmptiedDates(RuntimeError):
 def rows_ingested(lake: Lake) -> Counter[str]:
     """Per event date, the rows the ingest runs wrote into it (their reports): what a date held, its partition lost or not."""
     written: Counter[str] = Counter()
-    for body in read_reports(lake.ingest_reports):
-        for batch in body.get("batches") or []:
-            written.update(batch.get("rows_written_per_event_date") or {})
+    for _, batch in written_batches(lake):
+        written.update(batch.get("rows_written_per_event_date") or {})
     return written
 
 

@@ -51,7 +51,7 @@ from jobs.files import write_whole
 from jobs.lake import EVENTS, QUARANTINE, RETIRED, TABLES, Lake, LakeLock, in_table
 from jobs.landing import day_folders, log_files_in, relative
 from jobs.ledger import Entry, RetiredIndex, fingerprint, missing_manifests, read_manifest, read_manifests
-from jobs.report import read_reports
+from jobs.report import written_batches
 from jobs.spark_logs import (
     WRITTEN_BY_BATCH,
     CheckpointError,
@@ -264,14 +264,11 @@ def plan(lake: Lake, planned: int | None) -> dict[str, TableRepair]:
 def later_runs(lake: Lake, through: int) -> tuple[frozenset[str], frozenset[str]]:
     """The ingest runs that wrote batches after `through` (their reports list the batches they wrote), and those of them
     that also wrote batches up to it."""
-    later, both = set(), set()
-    for body in read_reports(lake.ingest_reports):
-        written = [batch["batch_id"] for batch in body.get("batches") or [] if not batch.get("already_committed")]
-        if any(batch_id > through for batch_id in written):
-            later.add(body["run_id"])
-            if any(batch_id <= through for batch_id in written):
-                both.add(body["run_id"])
-    return frozenset(later), frozenset(both)
+    batches: dict[str, list[int]] = {}
+    for run_id, batch in written_batches(lake):
+        batches.setdefault(run_id, []).append(batch["batch_id"])
+    later = {run_id for run_id, ids in batches.items() if max(ids) > through}
+    return frozenset(later), frozenset(run_id for run_id in later if min(batches[run_id]) <= through)
 
 
 def mixed_files(table: Path, runs: frozenset[str], both: frozenset[str]) -> tuple[dict[Path, int], frozenset[str]]:

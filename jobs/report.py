@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -184,6 +184,15 @@ def read_report(path: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return body if isinstance(body, dict) else None
+
+
+def written_batches(lake: Lake) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every batch an ingest run wrote (not one it found committed already), with the run's id: the runs' reports are
+    the record of which run wrote which batch and which rows, for a rebuild and a repair alike."""
+    for body in read_reports(lake.ingest_reports):
+        for batch in body.get("batches") or []:
+            if not batch.get("already_committed"):
+                yield body["run_id"], batch
 
 
 def read_reports(folder: Path) -> list[dict[str, Any]]:

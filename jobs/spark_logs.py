@@ -30,6 +30,11 @@ class CheckpointError(RuntimeError):
     """The checkpoint cannot be used as it is; the message says how to recover."""
 
 
+def source_log_folder(checkpoint: Path) -> Path:
+    """The checkpoint's log of what its file source read: the manifests (or, before the ledger, landing files)."""
+    return checkpoint / "sources" / "0"
+
+
 def batch_files(log: Path) -> list[tuple[int, Path]]:
     """A log's batch files (compactions included), by batch id."""
     batches = []
@@ -174,8 +179,9 @@ def source_log_gaps(checkpoint: Path, through: int | None) -> list[int]:
     compaction, so one missing was deleted, and the manifests it named would be taken for new."""
     if through is None:
         return []
-    present = {batch_id for batch_id, _ in batch_files(checkpoint / "sources" / "0")}
-    compactions = [batch_id for batch_id, path in batch_files(checkpoint / "sources" / "0") if path.name.endswith(".compact")]
+    files = batch_files(source_log_folder(checkpoint))
+    present = {batch_id for batch_id, _ in files}
+    compactions = [batch_id for batch_id, path in files if path.name.endswith(".compact")]
     return [offset for offset in range(max(compactions, default=-1) + 1, through + 1) if offset not in present]
 
 
@@ -213,7 +219,8 @@ def sink_batch(table: Path) -> int | None:
 
 
 # A state version's files in a partition's folder: a RocksDB snapshot, or the changelog and delta files of others.
-STATE_VERSION = re.compile(r"^(\d+)\.(zip|changelog|delta|snapshot)$")
+STATE_KINDS = ("zip", "changelog", "delta", "snapshot")
+STATE_VERSION = re.compile(rf"^(\d+)\.({'|'.join(STATE_KINDS)})$")
 
 
 def missing_for_rollback(checkpoint: Path, through: int) -> list[str]:
@@ -221,7 +228,7 @@ def missing_for_rollback(checkpoint: Path, through: int) -> list[str]:
     offset and commit entries, and in every state partition the version the next batch loads (it keeps 3)."""
     missing = [str(checkpoint / log / str(through)) for log in ("commits", "offsets") if not (checkpoint / log / str(through)).exists()]
     for folder in _state_partitions(checkpoint):
-        if not any((folder / f"{through + 1}.{kind}").exists() for kind in ("zip", "changelog", "delta", "snapshot")):
+        if not any((folder / f"{through + 1}.{kind}").exists() for kind in STATE_KINDS):
             missing.append(str(folder / f"{through + 1}.zip"))
     return missing
 
@@ -256,7 +263,7 @@ def drop_orphan_checksums(checkpoint: Path, tables: list[Path]) -> list[Path]:
     """Delete each checksum (`.<name>.crc`) of the checkpoint's logs and the tables' sink logs whose file is gone (deleted
     by hand or by a copy tool): Hadoop will not write the file again beside it, and Spark reports that as another query
     using the checkpoint. Alone it checks nothing. Call it under the lake lock; the checksums deleted."""
-    logs = [checkpoint / "commits", checkpoint / "offsets", checkpoint / "sources" / "0", *map(sink_log, tables)]
+    logs = [checkpoint / "commits", checkpoint / "offsets", source_log_folder(checkpoint), *map(sink_log, tables)]
     dropped = []
     for log in logs:
         for crc in log.glob(".*.crc") if log.is_dir() else ():
@@ -321,7 +328,7 @@ def read_source_log(checkpoint: Path, folder: Path | None = None) -> SourceLog:
     """What Spark restores the file source's list of read files from. With `folder` (the folder the source reads),
     an entry that names a file of it where the lake stood before it was copied or moved names it where it is now:
     what every reader of the ledger asks (relocate_source_log rewrites the log itself before a stream reads it)."""
-    batches = batch_files(checkpoint / "sources" / "0")
+    batches = batch_files(source_log_folder(checkpoint))
     compactions = [(batch_id, path) for batch_id, path in batches if path.name.endswith(".compact")]
     if not compactions:
         return SourceLog(later=tuple(entry for _, path in batches for entry in _read_entries(path, folder)[1]))
@@ -342,7 +349,7 @@ def relocate_source_log(checkpoint: Path, folder: Path) -> int:
     if not any(moved(Path(entry.path), folder) for entry in read_source_log(checkpoint).entries):
         return 0
     rewritten = 0
-    for _, path in batch_files(checkpoint / "sources" / "0"):
+    for _, path in batch_files(source_log_folder(checkpoint)):
         version, entries = _read_entries(path)
         lines = []
         for entry in entries:
