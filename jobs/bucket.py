@@ -147,6 +147,8 @@ class BucketLanding:
             if _same(path, response["ContentLength"], mtime_ns):
                 return path, None  # re-delivered: as cached, and its ctime must not move
             _write(path, body.iter_chunks(CHUNK), mtime_ns)
+        except BotoCoreError as exc:  # the connection broke mid-object: nothing written, the message comes back
+            return Problem(self.bucket, key, f"failed while read: {exc}"[:300])
         finally:
             body.close()
         return path, response["ContentLength"]
@@ -155,8 +157,9 @@ class BucketLanding:
         return _same(self.cached(key), size, mtime_ns)
 
     def listed(self, s3: Any, since: date | None = None) -> Iterator[tuple[str, int, int]]:
-        """Every CloudTrail log object (key, size, LastModified in ns) under the prefix delivered on or after `since`: a first run's, or a
-        dry run's, listing. Each account and region is listed from `since` on (StartAfter), not from its first day."""
+        """Every CloudTrail log object (key, size, LastModified in ns) under the prefix delivered on or after `since`:
+        a first run's, or a dry run's, listing. Each account and region is listed from `since` on (StartAfter), not
+        from its first day."""
         paginator = s3.get_paginator("list_objects_v2")
         for region_prefix in self._region_prefixes(s3):
             start = f"{region_prefix}{since.strftime('%Y/%m/%d')}" if since else ""
@@ -213,11 +216,14 @@ def _write(path: Path, chunks: Iterable[bytes], mtime_ns: int) -> None:
     object's LastModified (when it counts as arrived)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f".{path.name}.{os.getpid()}.part")
-    with open(partial, "wb") as out:
-        for chunk in chunks:
-            out.write(chunk)
-    os.utime(partial, ns=(mtime_ns, mtime_ns))
-    os.replace(partial, path)
+    try:
+        with open(partial, "wb") as out:
+            for chunk in chunks:
+                out.write(chunk)
+        os.utime(partial, ns=(mtime_ns, mtime_ns))
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)  # a download cut short (a full disk, a reset connection) leaves nothing
 
 
 def s3_client() -> Any:
