@@ -50,7 +50,15 @@ subprocess.run([sys.executable, "-m", "tools.package", os.environ["CLOUDTRAIL_JA
 
 # The files that take longest, longest first. `make test` runs two workers (pytest -n 2 --dist worksteal):
 # each starts on its half of the tests in collection order, so these start at once and end with the rest.
-LONGEST_FIRST = ("test_chaos.py", "test_bench_smoke.py", "test_dag.py", "test_downstream.py", "test_cluster.py", "test_rebuild.py")
+LONGEST_FIRST = (
+    "test_chaos.py",
+    "test_bench_smoke.py",
+    "test_dag.py",
+    "test_downstream.py",
+    "test_cluster.py",
+    "test_rebuild.py",
+    "test_s3_landing.py",
+)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
