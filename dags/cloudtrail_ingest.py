@@ -66,10 +66,10 @@ with DAG(
         context = get_current_context()
         planned = plan_run(context["params"], settings, context["run_id"], *run_interval(context))
         if settings.queue_url:  # woken by deliveries: their notifications, kept in the lake before anything can fail
-            from jobs import queue
+            from jobs import sqs
             from jobs.lake import Lake
 
-            kept = queue.keep_asset_events(Lake.at(planned["lake"]), context["triggering_asset_events"])
+            kept = sqs.keep_asset_events(Lake.at(planned["lake"]), context["triggering_asset_events"])
             print(f"notifications kept in the lake's inbox for this run: {kept}")
         for key, value in planned.items():
             context["ti"].xcom_push(key=key, value=value)

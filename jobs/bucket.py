@@ -5,7 +5,7 @@
 
 Spark reads the cache as it reads a landing folder, so the ledger, the de-duplication on arrival time (an object's
 LastModified), quarantine, rebuild and repair work on it unchanged (docs/design.md, 'An S3 landing'). Which objects
-are fetched comes from the queue's notifications (jobs/queue.py), from a listing of the bucket (a first run, bounded
+are fetched comes from the queue's notifications (jobs/sqs.py), from a listing of the bucket (a first run, bounded
 by a delivery date), or from the ledger (a rebuild whose local copies are gone).
 
 Clients are boto3's, configured the way boto3 configures itself: the standard credential chain (environment, profile,

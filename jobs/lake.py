@@ -24,7 +24,7 @@ Every path under the lake root is named here and nowhere else:
                                            partitions a rebuild replaced (<tag>: its run id)
     <lake>/landing/AWSLogs/...             an S3 landing's objects, fetched (jobs/bucket.py): what Spark reads
     <lake>/notifications/inbox/<event>.json  notifications the event-driven DAG's watcher took, until ledgered
-    <lake>/notifications/kept/<message>.json  notifications that cannot be read, with the reason (jobs/queue.py)
+    <lake>/notifications/kept/<message>.json  notifications that cannot be read, with the reason (jobs/sqs.py)
     <lake>/reports/ingest/<run id>.json    run reports
     <lake>/reports/reconcile/<run id>.json  what a reconciliation against CloudTrail's digests found
     <lake>/reports/rebuild/<run id>.json   rebuild reports

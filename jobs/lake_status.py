@@ -188,15 +188,15 @@ class Deliveries:
 
 
 def deliveries(lake: Lake, queue_url: str | None, runs: list[dict[str, Any]]) -> Deliveries:
-    from jobs import queue, reconcile
+    from jobs import reconcile, sqs
 
     depth, error = None, None
     if queue_url:
         try:
-            depth = queue.depth(queue.sqs_client(timeout_seconds=2), queue_url)
+            depth = sqs.depth(sqs.sqs_client(timeout_seconds=2), queue_url)
         except Exception as exc:  # noqa: BLE001 - the page shows why the queue cannot be asked, never fails on it
             error = f"{type(exc).__name__}: {exc}"[:300]
-    kept = queue.kept(lake)
+    kept = sqs.kept(lake)
     newest = reconcile.last(lake)
     lag = next((run["deliveries"]["delivery_lag"] for run in reversed(runs) if (run.get("deliveries") or {}).get("delivery_lag")), None)
     return Deliveries(

@@ -26,8 +26,8 @@ from pathlib import Path
 from jobs.bucket import BucketLanding
 from jobs.ingest import cli
 from jobs.ingest.batch_writer import BatchWriter
-from jobs.queue import Received
 from jobs.sinks import ParquetSink
+from jobs.sqs import Received
 
 
 def die() -> None:

@@ -207,3 +207,11 @@ def test_last_success_has_one_writer():
     assert named == ["jobs/checkpoint.py", "jobs/lake.py"]
     writers = [path.relative_to(ROOT).as_posix() for path in ROOT.glob("jobs/**/*.py") if "last_success.json" in path.read_text()]
     assert set(writers) <= {"jobs/checkpoint.py", "jobs/lake.py"}, writers
+
+
+@pytest.mark.unit
+def test_no_job_module_shadows_a_standard_module():
+    """spark-submit runs jobs/<job>.py with jobs/ first on sys.path: a jobs/queue.py was imported for the standard
+    `queue` (py4j's), and every job submitted by the DAG failed with "module 'queue' has no attribute 'Queue'"."""
+    names = {path.stem for path in (ROOT / "jobs").glob("*.py")} | {path.name for path in (ROOT / "jobs").iterdir() if path.is_dir()}
+    assert names & sys.stdlib_module_names == set()

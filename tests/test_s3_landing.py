@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from cloudtrail_airflow.lake_view import _deliveries
-from jobs import lake_status, notifications, queue
+from jobs import lake_status, notifications, sqs
 from jobs.bucket import BucketLanding
 from jobs.lake import Lake
 from tests.aws import S3_TEST_EVENT, cloudtrail_sns, eventbridge, log_key, s3_event
@@ -118,7 +118,7 @@ def test_notifications_of_every_shape_duplicated_and_out_of_order_give_each_even
     assert problem == {"bucket": trail.bucket, "key": gone, "reason": "gone (404): deleted before it was fetched"}
     assert report.deliveries["delivery_lag"]["files"] == 5
     assert trail.waiting() == 0
-    (kept,) = queue.kept(Lake.at(lake))
+    (kept,) = sqs.kept(Lake.at(lake))
     assert kept["body"] == "{not json" and kept["reason"].startswith("not JSON")
     # The lake page's read model and section: the queue now, what was kept, the delivery lag.
     found = lake_status.deliveries(Lake.at(lake), trail.queue_url, lake_status.ingest_runs(Lake.at(lake)))
@@ -140,7 +140,7 @@ def test_a_run_that_dies_before_deleting_its_messages_takes_nothing_twice(spark,
     def killed(self, sqs, queue_url, retry=()):
         raise KeyboardInterrupt("killed while deleting messages")
 
-    monkeypatch.setattr(queue.Received, "done", killed)
+    monkeypatch.setattr(sqs.Received, "done", killed)
     with pytest.raises(KeyboardInterrupt):
         ingest(spark, trail.url, lake, queue_url=trail.queue_url, visibility_timeout=1)  # the messages come back at once
     monkeypatch.undo()
@@ -220,8 +220,8 @@ def test_the_watchers_asset_event_reaches_a_run_through_the_inbox(spark, trail, 
 
     event = asyncio.run(asyncio.wait_for(first_event(), 30))
     assert trail.waiting() == 0  # the watcher deleted it
-    bodies = queue.bodies_of([{"extra": {"from_trigger": True, "payload": event.payload}}])
-    queue.write_inbox(Lake.at(lake), "asset-event-1", bodies)
+    bodies = sqs.bodies_of([{"extra": {"from_trigger": True, "payload": event.payload}}])
+    sqs.write_inbox(Lake.at(lake), "asset-event-1", bodies)
     report = ingest(spark, trail.url, lake, queue_url=trail.queue_url)
     assert report.deliveries["objects_fetched"] == 1
     assert not list(Lake.at(lake).inbox.glob("*.json"))

@@ -42,8 +42,8 @@ from jobs.ingest.stream import build_session
 from jobs.lake import Lake, LakeLock
 from jobs.ledger import LedgerOptions
 from jobs.quarantine import Replay
-from jobs.queue import queue_url_default
 from jobs.session import JobSession, for_table_reads
+from jobs.sqs import queue_url_default
 
 log = logging.getLogger("cloudtrail_ingest")
 

@@ -19,7 +19,7 @@ from jobs.bucket import GONE, Fetched, s3_client
 from jobs.checkpoint import CheckpointSnapshot
 from jobs.ingest.config import IngestConfig
 from jobs.ledger import Plan
-from jobs.queue import Received, receive, sqs_client
+from jobs.sqs import Received, receive, sqs_client
 
 log = logging.getLogger("cloudtrail_ingest")
 PROBLEMS_SHOWN = 100

@@ -68,7 +68,7 @@ class Settings:
     def deliveries_asset(self) -> Asset:
         """CloudTrail's deliveries, as the queue announces them: an asset event per batch of notifications, raised by a
         watcher in the triggerer (no worker slot, no Spark while the queue is idle). Its SQS trigger deletes what it
-        receives, so the event carries the messages and the run keeps them in the lake's inbox (jobs/queue.py)."""
+        receives, so the event carries the messages and the run keeps them in the lake's inbox (jobs/sqs.py)."""
         from airflow.providers.common.messaging.triggers.msg_queue import MessageQueueTrigger
         from airflow.sdk import AssetWatcher
 
