@@ -104,10 +104,6 @@ class BucketLanding:
             raise ValueError(f"s3://{self.bucket}/{key} is not a CloudTrail log file under {self.url}")
         return self.cache / relative
 
-    def key_of(self, cached: str | Path) -> str:
-        """The object key a cache file holds."""
-        return self.prefix + str(Path(cached).relative_to(self.cache))
-
     def fetch(self, s3: Any, keys: Iterable[str]) -> Fetched:
         """Fetch `keys` into the cache (each at most once), oldest name first; an object cached with its size and
         LastModified is not downloaded again."""
@@ -161,25 +157,29 @@ class BucketLanding:
         a first run's, or a dry run's, listing. Each account and region is listed from `since` on (StartAfter), not
         from its first day."""
         paginator = s3.get_paginator("list_objects_v2")
-        for region_prefix in self._region_prefixes(s3):
+        for region_prefix in self.region_prefixes(s3):
             start = f"{region_prefix}{since.strftime('%Y/%m/%d')}" if since else ""
             for page in paginator.paginate(Bucket=self.bucket, Prefix=region_prefix, StartAfter=start):
                 for item in page.get("Contents", []):
                     if self.relative_key(item["Key"]) is not None:
                         yield item["Key"], item["Size"], _ns(item["LastModified"])
 
-    def _region_prefixes(self, s3: Any) -> list[str]:
-        """<prefix>AWSLogs/[<org id>/]<account>/CloudTrail/<region>/, by delimiter listings (no object listed)."""
+    def region_prefixes(self, s3: Any, folder: str = "CloudTrail", calls: Counter[str] | None = None) -> list[str]:
+        """<prefix>AWSLogs/[<org id>/]<account>/<folder>/<region>/ (`folder`: CloudTrail, or CloudTrail-Digest), by
+        delimiter listings (no object listed); each listing counted in `calls["list"]` when given."""
 
         def folders(prefix: str) -> list[str]:
-            pages = s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix, Delimiter="/")
-            return [p["Prefix"] for page in pages for p in page.get("CommonPrefixes", [])]
+            names = []
+            for page in s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix, Delimiter="/"):
+                if calls is not None:
+                    calls["list"] += 1
+                names += [p["Prefix"] for p in page.get("CommonPrefixes", [])]
+            return names
 
         found: list[str] = []
-        tops = folders(f"{self.prefix}AWSLogs/")
-        for top in tops:
+        for top in folders(f"{self.prefix}AWSLogs/"):
             below = folders(top)
-            trails = [f"{top}CloudTrail/"] if f"{top}CloudTrail/" in below else [f"{b}CloudTrail/" for b in below]
+            trails = [f"{top}{folder}/"] if f"{top}{folder}/" in below else [f"{b}{folder}/" for b in below]
             for trail in trails:
                 found += folders(trail)
         return found

@@ -22,6 +22,7 @@ import json
 import logging
 import os
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -103,7 +104,9 @@ def reconcile(
     known = set(known_files(checkpoint, lake.manifests, [window[0] - timedelta(days=1), *window])) | taking
     found = Reconciliation(run_id, now.isoformat(timespec="seconds"), [d.isoformat() for d in window])
     proven = _Proven(lake.reconciled)
-    digested = _digest_regions(s3, landing, found)
+    calls: Counter[str] = Counter()
+    digested = landing.region_prefixes(s3, DIGEST_FOLDER, calls)
+    found.list_calls += calls["list"]
     for region_prefix in digested:
         start = f"{region_prefix}{window[0].strftime('%Y/%m/%d')}"
         for page in s3.get_paginator("list_objects_v2").paginate(Bucket=landing.bucket, Prefix=region_prefix, StartAfter=start):
@@ -145,26 +148,6 @@ def _list_undigested(s3: Any, landing: BucketLanding, known: set[str], digested:
                 relative = landing.relative_key(item["Key"])
                 if relative is not None and relative not in known:
                     found.missing.append(item["Key"])
-
-
-def _digest_regions(s3: Any, landing: BucketLanding, found: Reconciliation) -> list[str]:
-    """<prefix>AWSLogs/[<org id>/]<account>/CloudTrail-Digest/<region>/, by delimiter listings: one per account."""
-
-    def folders(prefix: str) -> list[str]:
-        names = []
-        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=landing.bucket, Prefix=prefix, Delimiter="/"):
-            found.list_calls += 1
-            names += [p["Prefix"] for p in page.get("CommonPrefixes", [])]
-        return names
-
-    regions: list[str] = []
-    for top in folders(f"{landing.prefix}AWSLogs/"):
-        below = folders(top)
-        digests = f"{top}{DIGEST_FOLDER}/"
-        trails = [digests] if digests in below else [f"{b}{DIGEST_FOLDER}/" for b in below]
-        for trail in trails:
-            regions += folders(trail)
-    return regions
 
 
 def _check(s3: Any, landing: BucketLanding, key: str, known: set[str], found: Reconciliation) -> bool:

@@ -12,6 +12,7 @@ import logging
 import statistics
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from jobs import reconcile
@@ -60,7 +61,7 @@ def take(config: IngestConfig, checkpoint: CheckpointSnapshot) -> Deliveries | N
         ours = [d.key for d in received.deliveries if d.bucket == landing.bucket and landing.relative_key(d.key) is not None]
         received.counts["outside_landing"] = len(received.deliveries) - len(ours)
         fetched = landing.fetch(s3, ours)
-        taking = {landing.relative_key(landing.key_of(path)) or "" for path in fetched.files}
+        taking = {str(Path(path).relative_to(landing.cache)) for path in fetched.files}
         asked = set(ours)  # a key this run tried already (a forbidden one) is not asked for twice
         fetched.add(landing.fetch(s3, [key for key in _reconciled(config, checkpoint, s3, taking) if key not in asked]))
         deliveries = Deliveries(fetched.files, fetched, received, sqs, {"mode": "notifications"})
