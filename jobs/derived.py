@@ -31,7 +31,7 @@ from pyspark.sql import functions as F
 
 from jobs import cli, options, partitions, validate_events
 from jobs.files import write_whole
-from jobs.lake import EVENT_DATE, Lake, LakeLock, partition, partition_folders, partition_value
+from jobs.lake import EVENT_DATE, PARTITION_COLUMNS, Lake, LakeLock, partition, partition_folders, partition_value
 from jobs.partitions import fingerprint
 from jobs.report import ActivityReport, now_iso
 from jobs.schema import EVENTS_SCHEMA
@@ -136,9 +136,13 @@ def extract(spark: SparkSession, lake: Lake, dates: list[str]) -> DataFrame:
 
 
 def count_rows(staged: dict[str, DataFrame], event_date: Column, dates: list[str], report: ActivityReport) -> None:
+    """Per table and date, the staged rows and the partition folders they fill: the lake page reads these from the
+    reports rather than every folder's Parquet footers (at 1,000 accounts in 17 regions, 17,000 folders a day)."""
     for name, rows in staged.items():
-        counts = {row[0]: row[1] for row in rows.groupBy(event_date.alias("day")).count().collect()}
-        report.rows[name] = {day: counts.get(day, 0) for day in dates}
+        folder = F.struct(*PARTITION_COLUMNS[name])
+        counted = rows.groupBy(event_date.alias("day")).agg(F.count(F.lit(1)), F.count_distinct(folder)).collect()
+        report.rows[name] = {day: 0 for day in dates} | {row[0]: row[1] for row in counted}
+        report.folders[name] = {day: 0 for day in dates} | {row[0]: row[2] for row in counted}
 
 
 def gate(

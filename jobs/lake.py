@@ -241,9 +241,17 @@ class Lake:
     def reports(self) -> Path:
         return self.root / "reports"
 
+    @property
+    def tally(self) -> Path:
+        """The ingest runs' running tallies (jobs/tally.py)."""
+        return self.reports / "tally.json"
+
+    def derived_reports(self, job: str) -> Path:
+        """The reports of the runs of a job that derives tables from the events table (`activity`, `ocsf`)."""
+        return self.reports / job
+
     def derived_report(self, job: str, run_id: str) -> Path:
-        """The report of a run of a job that derives tables from the events table (`activity`, `ocsf`)."""
-        return self.reports / job / _file_name(run_id)
+        return self.derived_reports(job) / _file_name(run_id)
 
     @property
     def ingest_reports(self) -> Path:

@@ -18,17 +18,21 @@ from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from jobs.lake import ACCOUNT_ID, ACTIVITY_JOB, DERIVED_JOBS, EVENT_DATE, EVENT_DAY, REASON, REGION, Lake, partition
-from jobs.landing import day_folders, delivered_at, delivery_date, log_files_in, newest_deliveries
+from jobs.lake import ACTIVITY_JOB, DERIVED_JOBS, EVENT_DATE, OCSF_API_ACTIVITY, OCSF_JOB, REASON, Lake, partition
+from jobs.landing import day_folders, delivered_at, delivery_date, log_files_in, newest_deliveries, newest_of
 from jobs.ledger import late_files, read_manifest, verified_checkpoint
 from jobs.partitions import data_files
 from jobs.report import failure_line, failure_name, read_report, read_reports, verdict_of
 from jobs.spark_logs import CheckpointError, last_commit, local_path, read_source_log, sink_log, source_file, source_offset, state_folder
+from jobs.tally import Tally
 
 # Text of a quarantined record shown on the page; the table holds all of it.
 SAMPLE_CHARS = 200
 # Hits a ledger search shows (each one costs a look into the tables and the file itself).
 LEDGER_HITS = 20
+# The run reports the page and `make status` read: the newest (the last run, the newest delivery figures); what they
+# add up over every run comes from the tally (jobs/tally.py).
+RECENT_RUNS = 50
 # Entries the landing walk passed over that a run summary lists (the run report holds up to 100).
 SKIPPED_SHOWN = 10
 # The ledger counts a file's records (for its duplicates) up to this size: CloudTrail's files are a few MB.
@@ -70,9 +74,17 @@ def problems(lake: Lake) -> list[str]:
     return found
 
 
-def ingest_runs(lake: Lake) -> list[dict[str, Any]]:
-    """The ingest runs' reports, oldest first."""
-    return read_reports(lake.ingest_reports)
+def ingest_runs(lake: Lake, newest: int | None = None) -> list[dict[str, Any]]:
+    """The ingest runs' reports (or the `newest` written), oldest first. What the page adds up over every run comes
+    from their tally (jobs/tally.py): these grow with every run."""
+    return read_reports(lake.ingest_reports, newest)
+
+
+def ingest_run(lake: Lake, run_id: str | None) -> dict[str, Any] | None:
+    """The report of `run_id` (the newest when None)."""
+    if run_id is None:
+        return next(iter(ingest_runs(lake, newest=1)), None)
+    return read_report(lake.ingest_report(run_id))
 
 
 def gate_runs(lake: Lake) -> list[dict[str, Any]]:
@@ -108,29 +120,36 @@ class Freshness:
     stale: bool
 
 
-def freshness(
-    lake: Lake, landing: Path, threshold: timedelta, runs: list[dict[str, Any]], now: datetime, skew: timedelta
-) -> list[Freshness]:
-    """Per account and region at `now`: the newest delivery in the landing zone and the newest plausible eventTime the runs wrote.
+def freshness(lake: Lake, landing: Path | None, threshold: timedelta, runs: Tally, now: datetime, skew: timedelta) -> list[Freshness]:
+    """Per account and region at `now`: the newest delivery in the landing zone and the newest plausible eventTime the
+    runs wrote (`runs`: their tally, jobs/tally.py).
+
+    `landing`: the folder whose newest deliveries are listed; None for an S3 landing, whose newest deliveries are the
+    newest files the runs took: its cache only grows, and what is not taken yet waits in the queue.
 
     Plausible: at or before `now` + `skew`. The ingest counts an event dated after its batch (plus the skew) as
-    future-dated and never reports it as the newest (jobs/cloudtrail_ingest.py); a report from before it did is
+    future-dated and never reports it as the newest (jobs/ingest/batch_writer.py); a report from before it did is
     filtered here the same way. So one forged event cannot hide that a place went quiet. STALE: no event written
     yet, or the newest delivery or the newest plausible event is older than `threshold` at `now`."""
     until = now + skew
     newest_event: dict[tuple[str, str], datetime] = {}
     future: Counter[tuple[str, str]] = Counter()
-    for run in runs:
-        for where, text in run.get("newest_event_times", {}).items():
-            moment, key = _parse_time(text), _account_region(where)
+    for where, figures in runs["places"].items():
+        key = _account_region(where)
+        future[key] += figures.get("future_dated", 0)
+        if "newest_event" in figures:
+            moment = _parse_time(figures["newest_event"])
             if moment > until:
                 future[key] += 1
-            elif key not in newest_event or moment > newest_event[key]:
+            else:
                 newest_event[key] = moment
-        future.update({_account_region(where): count for where, count in run.get("future_dated_events", {}).items()})
-    files = newest_deliveries(landing, until)
+    files: dict[tuple[str, str], str | None]
+    if landing is not None:
+        files = newest_deliveries(landing, until)
+    else:
+        files = dict(newest_of((f["newest_file"] for f in runs["places"].values() if "newest_file" in f), until))
     rows = []
-    for account, region in sorted(files.keys() | newest_event.keys() | future.keys()):
+    for account, region in sorted(files.keys() | newest_event.keys() | {key for key, count in future.items() if count}):
         file = files.get((account, region))
         delivered = delivered_at(file) if file else None
         event = newest_event.get((account, region))
@@ -185,6 +204,9 @@ class Deliveries:
     kept_reasons: list[str]
     reconciliation: dict[str, Any] | None
     delivery_lag: dict[str, Any] | None
+    # The oldest message the newest run that took messages found, and how old it was then: SQS tells a message's age
+    # only to its receiver (the queue's own figure is a CloudWatch metric).
+    oldest_message: tuple[str, float] | None = None
 
 
 def deliveries(lake: Lake, queue_url: str | None, runs: list[dict[str, Any]]) -> Deliveries:
@@ -199,6 +221,8 @@ def deliveries(lake: Lake, queue_url: str | None, runs: list[dict[str, Any]]) ->
     kept = sqs.kept(lake)
     newest = reconcile.last(lake)
     lag = next((run["deliveries"]["delivery_lag"] for run in reversed(runs) if (run.get("deliveries") or {}).get("delivery_lag")), None)
+    aged = ((run["started_at"], run["deliveries"].get("oldest_message_age_seconds")) for run in reversed(runs) if run.get("deliveries"))
+    oldest = next(((at, age) for at, age in aged if age is not None), None)
     return Deliveries(
         depth,
         error,
@@ -207,6 +231,7 @@ def deliveries(lake: Lake, queue_url: str | None, runs: list[dict[str, Any]]) ->
         [f"{k.get('message_id')}: {k.get('reason')}" for k in kept[-5:]],
         {"checked_at": newest["checked_at"], **newest["summary"]} if newest else None,
         lag,
+        oldest,
     )
 
 
@@ -222,16 +247,14 @@ class DayRows:
         return self.late / self.rows if self.rows else 0.0
 
 
-def daily_rows(lake: Lake, runs: list[dict[str, Any]], days: int = 30) -> list[DayRows]:
-    """Rows per event date in the table for its newest `days` dates, and the late events the runs wrote for each."""
+def daily_rows(lake: Lake, runs: Tally, days: int = 30) -> list[DayRows]:
+    """Rows per event date in the table for its newest `days` dates, and the late events the runs wrote for each
+    (`runs`: their tally, jobs/tally.py)."""
     source = _partitions(lake.events, newest=days)
     if source is None:
         return []
     counts = _duckdb().execute(f"select cast({EVENT_DATE} as varchar), count(*) from {source} group by 1 order by 1").fetchall()
-    late: dict[str, int] = {}
-    for run in runs:
-        for day, count in run.get("late_events", {}).get("per_event_date", {}).items():
-            late[day] = late.get(day, 0) + count
+    late: dict[str, int] = runs["late_per_event_date"]
     return [DayRows(day, rows, late.get(day, 0), len(data_files(partition(lake.events, day)))) for day, rows in counts]
 
 
@@ -239,19 +262,20 @@ def daily_rows(lake: Lake, runs: list[dict[str, Any]], days: int = 30) -> list[D
 class OcsfDay:
     event_day: str  # YYYYMMDD, as the table's folders name it
     rows: int
-    places: int  # region and account folders
-    files: int
+    places: int  # region and account folders, one file each
 
 
 def ocsf_rows(lake: Lake, days: int = 30) -> list[OcsfDay]:
-    """Rows of the OCSF table (jobs/ocsf.py) per event day, its newest `days` days."""
-    table, files = lake.ocsf_api_activity, f"{REGION}=*/{ACCOUNT_ID}=*/{EVENT_DAY}=*/*.parquet"
-    if not any(table.glob(files)):
-        return []
-    query = (f"select cast({EVENT_DAY} as varchar) as day, count(*), count(distinct ({REGION}, {ACCOUNT_ID})), "
-             f"count(distinct filename) from read_parquet(?, hive_partitioning = true, hive_types_autocast = false, filename = true) "
-             f"group by day order by day desc limit {int(days)}")  # fmt: skip
-    return [OcsfDay(*row) for row in reversed(_duckdb().execute(query, [f"{table}/{files}"]).fetchall())]
+    """Rows of the OCSF table (jobs/ocsf.py) per event day, its newest `days` days, as the runs that swapped each day's
+    partitions in counted them (their reports): reading the table's footers instead costs a file per region, account
+    and day."""
+    built: dict[str, tuple[int, int]] = {}
+    for run in read_reports(lake.derived_reports(OCSF_JOB)):  # oldest first: a later build of a date replaces it
+        if run.get("status") == "succeeded":
+            rows, folders = run.get("rows", {}).get(OCSF_API_ACTIVITY, {}), run.get("folders", {}).get(OCSF_API_ACTIVITY, {})
+            built.update({day: (count, folders.get(day, 0)) for day, count in rows.items()})
+    shown = sorted((day.replace("-", ""), *figures) for day, figures in built.items() if figures[0])[-days:] if days else []
+    return [OcsfDay(*row) for row in shown]
 
 
 @dataclass(frozen=True)
@@ -537,13 +561,6 @@ def activity_summary(lake: Lake, run_id: str) -> list[str] | None:
             lines.append("  findings by rule   " + (", ".join(f"{rule} {count}" for rule, count in top) or "none"))
         lines.append(f"  gate               {run.get('gate') or 'not run'}")
     return lines or None
-
-
-def find_run(runs: list[dict[str, Any]], run_id: str | None) -> dict[str, Any] | None:
-    """The report of `run_id` (the newest report when None)."""
-    if run_id is None:
-        return runs[-1] if runs else None
-    return next((run for run in reversed(runs) if run.get("run_id") == run_id), None)
 
 
 def gate_of(gates: list[dict[str, Any]], run_id: str) -> dict[str, Any] | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -119,6 +119,19 @@ def exists(landing: str | Path) -> bool:
     return aws_logs(landing).is_dir()
 
 
+def newest_of(paths: Iterable[str], until: datetime) -> dict[tuple[str, str], str]:
+    """Per account and region, the newest of these log files delivered at or before `until` (as newest_deliveries)."""
+    found: dict[tuple[str, str], tuple[str, str, str]] = {}
+    for path in paths:
+        where, name = place(path), os.path.basename(path)
+        if where is None or (delivered_at(name) or until) > until:
+            continue
+        candidate = (_stamp(name) or "", name, path)
+        if where not in found or candidate > found[where]:
+            found[where] = candidate
+    return {where: newest[2] for where, newest in found.items()}
+
+
 def newest_deliveries(landing: str | Path, until: datetime) -> dict[tuple[str, str], str | None]:
     """Per account and region, the newest log file in the landing zone delivered at or before `until` (its day
     folders listed newest first, until one holds such a file); None when it has none. A later time stamp or
@@ -130,10 +143,9 @@ def newest_deliveries(landing: str | Path, until: datetime) -> dict[tuple[str, s
         for day, folder in _days(region_folder, newest_first=True):
             if day > until.date():
                 continue
-            stamps = [((_stamp(e.name) or ""), e.name, e.path) for e in log_files_in(folder)]
-            taken = [stamp for stamp in stamps if (delivered_at(stamp[1]) or until) <= until]
-            if taken:
-                found[(account, region_folder.name)] = max(taken)[2]
+            newest = newest_of((entry.path for entry in log_files_in(folder)), until)
+            if newest:
+                found[(account, region_folder.name)] = next(iter(newest.values()))
                 break
     return found
 

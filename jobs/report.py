@@ -138,6 +138,8 @@ class ActivityReport:
     error: str | None = None
     # The job that built the tables: ACTIVITY_JOB (activity_hourly, findings) or OCSF_JOB (ocsf/api_activity).
     job: str = ACTIVITY_JOB
+    # Per table, per event date: the partition folders those rows fill, one file each (jobs/staging.py).
+    folders: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def write(self, lake: Lake) -> Path:
         return write_json(lake.derived_report(self.job, self.run_id), asdict(self))
@@ -195,19 +197,20 @@ def written_batches(lake: Lake) -> Iterator[tuple[str, dict[str, Any]]]:
                 yield body["run_id"], batch
 
 
-def read_reports(folder: Path) -> list[dict[str, Any]]:
-    """Every report in a reports folder, oldest first (the gates' index sits beside their reports)."""
+def read_reports(folder: Path, newest: int | None = None) -> list[dict[str, Any]]:
+    """Every report in a reports folder (or the `newest` written), oldest first (the gates' index sits beside their
+    reports)."""
     paths = [p for p in folder.glob("*.json") if p.name != VALIDATED] if folder.is_dir() else []
-    found = []
+    written = []
     for path in paths:
         try:
-            written = path.stat().st_mtime_ns
+            written.append((path.stat().st_mtime_ns, path))
         except OSError:
             continue  # replaced as we listed: shown next time
-        body = read_report(path)
-        if body is not None:
-            found.append((written, body))
-    return [body for _, body in sorted(found, key=lambda pair: pair[0])]
+    written.sort()
+    chosen = written if newest is None else written[len(written) - newest :] if newest > 0 else []
+    bodies = (read_report(path) for _, path in chosen)
+    return [body for body in bodies if body is not None]
 
 
 def skipped_gate_report(run_id: str, dates: Iterable[object], reason: str) -> dict[str, Any]:

@@ -42,6 +42,9 @@ class Received:
     inbox_files: list[Path] = field(default_factory=list)
     deliveries: list[Delivery] = field(default_factory=list)
     counts: Counter[str] = field(default_factory=Counter)
+    # When the oldest queue message taken was sent (ms since the epoch): SQS has no call that tells the oldest
+    # message's age without CloudWatch, so the page shows it as the last run found it.
+    oldest_sent_ms: int | None = None
 
     def take(self, message_id: str, body: str, lake: Lake, receipt: str | None = None) -> None:
         notification = parse(body)
@@ -80,12 +83,16 @@ def receive(sqs: Any, queue_url: str, lake: Lake, limit: int = MAX_MESSAGES, vis
     received = take_inbox(lake)
     while len(received.receipts) < limit:
         messages = sqs.receive_message(
-            QueueUrl=queue_url, MaxNumberOfMessages=RECEIVE_BATCH, WaitTimeSeconds=0, VisibilityTimeout=visibility_seconds
-        ).get("Messages", [])
+            QueueUrl=queue_url, MaxNumberOfMessages=RECEIVE_BATCH, WaitTimeSeconds=0, VisibilityTimeout=visibility_seconds,
+            MessageSystemAttributeNames=["SentTimestamp"],
+        ).get("Messages", [])  # fmt: skip
         if not messages:
             break
         for message in messages:
             received.take(message["MessageId"], message.get("Body", ""), lake, message["ReceiptHandle"])
+            sent = int(message.get("Attributes", {}).get("SentTimestamp", 0)) or None
+            if sent is not None and (received.oldest_sent_ms is None or sent < received.oldest_sent_ms):
+                received.oldest_sent_ms = sent
     return received
 
 

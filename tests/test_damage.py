@@ -160,7 +160,8 @@ def status_problems(landing: Path, lake: Path) -> list[str]:
     page = lake_page_text(landing, lake)
     found = lake_status.problems(Lake.at(lake))
     assert all(html.escape(problem) in page for problem in found)
-    shown = "\n".join(status_tool.overview(Lake.at(lake), landing, timedelta(hours=2), timedelta(minutes=15), datetime.now(tz=UTC)))
+    now = datetime.now(tz=UTC)
+    shown = "\n".join(status_tool.overview(Lake.at(lake), str(landing), None, timedelta(hours=2), timedelta(minutes=15), now))
     assert all(problem in shown for problem in found) and ("PROBLEMS" in shown) == bool(found)
     return found
 

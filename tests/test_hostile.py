@@ -17,7 +17,7 @@ from urllib.parse import quote, urlparse
 import pytest
 
 from jobs import lake_status as status
-from jobs import validate_events
+from jobs import tally, validate_events
 from jobs.lake import Lake
 from jobs.landing import delivery_path
 from jobs.report import RunReport
@@ -98,7 +98,7 @@ def test_a_forged_far_future_event_is_counted_and_never_switches_the_freshness_a
     assert body["future_dated_events"] == {place: 1}
     assert body["rows_written_per_event_date"]["9999-12-31"] == 1, "the forged event is kept, as evidence"
 
-    runs, skew, threshold = status.ingest_runs(hostile.lake), timedelta(minutes=15), timedelta(hours=2)
+    runs, skew, threshold = tally.read(hostile.lake), timedelta(minutes=15), timedelta(hours=2)
 
     def places(now: timedelta) -> dict[tuple[str, str], status.Freshness]:
         return {(r.account, r.region): r for r in status.freshness(hostile.lake, hostile.landing, threshold, runs, DAY + now, skew)}
@@ -110,11 +110,11 @@ def test_a_forged_far_future_event_is_counted_and_never_switches_the_freshness_a
 
     # A report written before the ingest counted future-dated events carries the forged time as the newest: not believed either.
     older = {**body, "newest_event_times": {place: FAR_FUTURE}, "future_dated_events": {}}
-    (before,) = [r for r in status.freshness(hostile.lake, hostile.landing, threshold, [older], DAY + timedelta(hours=4), skew)
-                 if r.account == ACCOUNT]  # fmt: skip
+    shown = status.freshness(hostile.lake, hostile.landing, threshold, tally.folded([older]), DAY + timedelta(hours=4), skew)
+    (before,) = [r for r in shown if r.account == ACCOUNT]
     assert before.newest_event is None and before.future_dated == 1 and before.stale
 
-    printed = "\n".join(terminal.overview(hostile.lake, hostile.landing, threshold, skew, DAY + timedelta(hours=4)))
+    printed = "\n".join(terminal.overview(hostile.lake, str(hostile.landing), None, threshold, skew, DAY + timedelta(hours=4)))
     row = next(line for line in printed.splitlines() if line.strip().startswith(f"{ACCOUNT} ") and REGION in line)
     assert row.split()[-2:] == ["1", "STALE"], row
 

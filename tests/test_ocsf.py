@@ -9,6 +9,7 @@ import json
 import logging
 import re
 import shutil
+from collections import Counter
 from datetime import datetime, timedelta
 from functools import cache
 from pathlib import Path
@@ -181,7 +182,11 @@ def test_every_real_sample_event_is_one_valid_api_activity_row_and_nothing_is_dr
                for r, a, d in folders), folders  # fmt: skip
     descriptor = json.loads((lake / "ocsf" / "api_activity" / "_ocsf.json").read_text())
     assert (descriptor["ocsf_version"], descriptor["class_uid"]) == ("1.1.0", 6003)
-    assert sum(day.rows for day in ocsf_rows(Lake.at(lake), days=1000)) == len(ids), "the lake page's rows per event day"
+    shown = ocsf_rows(Lake.at(lake), days=1000)
+    assert sum(day.rows for day in shown) == len(ids), "the lake page's rows per event day"
+    on_disk = Counter(day for _, _, day in folders)
+    assert {f"eventDay={day.event_day}": day.places for day in shown} == on_disk, "and its folders per day, from the reports"
+    assert len(list((lake / "ocsf" / "api_activity").rglob("*.parquet"))) == len(folders), "one file per folder"
 
 
 def test_the_table_follows_the_events_table_date_by_date(spark, landing, lake):

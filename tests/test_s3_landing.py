@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from cloudtrail_airflow.lake_view import _deliveries
-from jobs import lake_status, notifications, sqs
+from jobs import lake_status, notifications, sqs, tally
 from jobs.bucket import BucketLanding
 from jobs.lake import Lake
 from tests.aws import S3_TEST_EVENT, cloudtrail_sns, eventbridge, log_key, s3_event
@@ -117,6 +117,7 @@ def test_notifications_of_every_shape_duplicated_and_out_of_order_give_each_even
     (problem,) = report.deliveries["problems_shown"]
     assert problem == {"bucket": trail.bucket, "key": gone, "reason": "gone (404): deleted before it was fetched"}
     assert report.deliveries["delivery_lag"]["files"] == 5
+    assert 0 <= report.deliveries["oldest_message_age_seconds"] < 120, "the messages were sent just before the run"
     assert trail.waiting() == 0
     (kept,) = sqs.kept(Lake.at(lake))
     assert kept["body"] == "{not json" and kept["reason"].startswith("not JSON")
@@ -125,6 +126,13 @@ def test_notifications_of_every_shape_duplicated_and_out_of_order_give_each_even
     assert found.queue == {"waiting": 0, "in_flight": 0, "delayed": 0} and found.kept == 1 and found.delivery_lag["files"] == 5
     section = _deliveries(found)
     assert "0 notifications waiting" in section and "Kept as unreadable: 1 notifications" in section and "p95" in section
+    assert found.oldest_message == (report.started_at, report.deliveries["oldest_message_age_seconds"])
+    assert "Oldest notification the newest run took" in section
+    # Freshness without walking the cache: the newest file per place the runs took, as a walk of the cache finds it.
+    runs, threshold, skew = tally.read(Lake.at(lake)), timedelta(hours=2), timedelta(minutes=15)
+    from_reports = lake_status.freshness(Lake.at(lake), None, threshold, runs, NOW, skew)
+    walked = lake_status.freshness(Lake.at(lake), Lake.at(lake).landing_cache, threshold, runs, NOW, skew)
+    assert from_reports == walked and [f.newest_file.rsplit("/", 1)[1] for f in from_reports] == [max(keys[:4]).rsplit("/", 1)[1]]
 
     # Every message again, later: nothing is read twice.
     trail.notify_many([s3_event(trail.bucket, keys), cloudtrail_sns(trail.bucket, keys)])

@@ -1,6 +1,7 @@
 """The lake's freshness, backlog and last run, in a terminal (the Airflow UI's lake page shows the same).
 
-python -m tools.status [--lake DIR] [--landing DIR]     freshness, backlog, the last run
+python -m tools.status [--lake DIR] [--landing DIR|s3://BUCKET/PREFIX] [--queue-url URL]
+                                                        freshness, backlog (or the queue), the last run
 python -m tools.status --run latest|RUN_ID              what one ingest run did (the end of `make run`)
 """
 
@@ -12,7 +13,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from jobs import lake_status as status
-from jobs import options
+from jobs import options, tally
+from jobs.bucket import is_bucket
 from jobs.lake import Lake
 
 
@@ -21,28 +23,33 @@ def _printable(name: str) -> str:
 
 
 def run_lines(lake: Lake, run_id: str | None) -> list[str]:
-    run = status.find_run(status.ingest_runs(lake), run_id)
+    run = status.ingest_run(lake, run_id)
     if run is None:
         return [f"no ingest report {'yet' if run_id is None else 'for run ' + run_id} in {lake.ingest_reports}"]
     return status.run_summary(run, status.gate_of(status.gate_runs(lake), run["run_id"]))
 
 
-def overview(lake: Lake, landing: Path, threshold: timedelta, skew: timedelta, now: datetime) -> list[str]:
+def overview(lake: Lake, landing: str, queue_url: str | None, threshold: timedelta, skew: timedelta, now: datetime) -> list[str]:
     lines = [f"lake {lake.root}, landing {landing}"]
     found = status.problems(lake)
     if found:
         lines.append("PROBLEMS: the lake's state is damaged:")
         lines.extend(f"  {problem}" for problem in found)
         return lines + ["last run:", *run_lines(lake, None)]
-    waiting = status.backlog(lake, landing)
-    lines.append(f"backlog: {waiting.files} landing files ({waiting.bytes / 1e6:.1f} MB) not taken by a run yet")
-    if waiting.oldest:
-        lines.append(f"  first of them: {waiting.oldest}")
+    walked = None if is_bucket(landing) else Path(landing)
+    if walked is None:
+        queue = status.deliveries(lake, queue_url, status.ingest_runs(lake, newest=status.RECENT_RUNS)).queue
+        lines.append(f"queue: {queue['waiting']} notifications waiting, {queue['in_flight']} being taken" if queue else "queue: none asked")
+    else:
+        waiting = status.backlog(lake, walked)
+        lines.append(f"backlog: {waiting.files} landing files ({waiting.bytes / 1e6:.1f} MB) not taken by a run yet")
+        if waiting.oldest:
+            lines.append(f"  first of them: {waiting.oldest}")
     lines.append(
         f"freshness at {status.format_time(now)} (STALE: no event written yet, or the newest delivery or event is over {threshold} old; "
         f"future-dated: events dated over {skew} after they were ingested, never taken for the newest):"
     )
-    rows = status.freshness(lake, landing, threshold, status.ingest_runs(lake), now, skew)
+    rows = status.freshness(lake, walked, threshold, tally.read(lake), now, skew)
     # Folder names are data: shown as Python would quote them when they hold anything a terminal would act on.
     names = [(_printable(row.account), _printable(row.region)) for row in rows]
     account, region = (max([len(title), *(len(pair[i]) for pair in names)]) + 2 for i, title in enumerate(("account", "region")))
@@ -65,7 +72,8 @@ def overview(lake: Lake, landing: Path, threshold: timedelta, skew: timedelta, n
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lake", type=Path, default=os.environ.get("CLOUDTRAIL_LAKE"))
-    parser.add_argument("--landing", type=Path, default=os.environ.get("CLOUDTRAIL_LANDING"))
+    parser.add_argument("--landing", default=os.environ.get("CLOUDTRAIL_LANDING"))
+    parser.add_argument("--queue-url", default=os.environ.get("CLOUDTRAIL_QUEUE_URL") or None)
     threshold = os.environ.get("CLOUDTRAIL_FRESHNESS_THRESHOLD", options.FRESHNESS_THRESHOLD)
     parser.add_argument("--threshold", type=options.duration, default=threshold)
     parser.add_argument("--clock-skew", type=options.duration, default=os.environ.get("CLOUDTRAIL_CLOCK_SKEW", options.CLOCK_SKEW))
@@ -77,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.run:
         lines = run_lines(lake, None if args.run == "latest" else args.run)
     else:
-        lines = overview(lake, args.landing.absolute(), args.threshold, args.clock_skew, datetime.now(tz=UTC))
+        landing = args.landing if is_bucket(args.landing) else str(Path(args.landing).absolute())
+        lines = overview(lake, landing, args.queue_url, args.threshold, args.clock_skew, datetime.now(tz=UTC))
     print("\n".join(lines))
     return 0
 

@@ -19,6 +19,7 @@ from jobs import reconcile
 from jobs.bucket import GONE, Fetched, s3_client
 from jobs.checkpoint import CheckpointSnapshot
 from jobs.ingest.config import IngestConfig
+from jobs.landing import newest_of
 from jobs.ledger import Plan
 from jobs.sqs import Received, receive, sqs_client
 
@@ -58,6 +59,8 @@ def take(config: IngestConfig, checkpoint: CheckpointSnapshot) -> Deliveries | N
     else:
         sqs = sqs_client()
         received = receive(sqs, config.queue_url, config.lake, config.max_messages, config.visibility_seconds)
+        oldest = received.oldest_sent_ms
+        age = round(datetime.now(tz=UTC).timestamp() - oldest / 1000, 1) if oldest is not None else None
         ours = [d.key for d in received.deliveries if d.bucket == landing.bucket and landing.relative_key(d.key) is not None]
         received.counts["outside_landing"] = len(received.deliveries) - len(ours)
         fetched = landing.fetch(s3, ours)
@@ -66,6 +69,7 @@ def take(config: IngestConfig, checkpoint: CheckpointSnapshot) -> Deliveries | N
         fetched.add(landing.fetch(s3, [key for key in _reconciled(config, checkpoint, s3, taking) if key not in asked]))
         deliveries = Deliveries(fetched.files, fetched, received, sqs, {"mode": "notifications"})
         deliveries.summary["messages"] = dict(received.counts)
+        deliveries.summary["oldest_message_age_seconds"] = age  # when this run received it
     fetched = deliveries.fetched
     deliveries.summary.update(
         objects_fetched=fetched.downloaded,
@@ -88,6 +92,13 @@ def _reconciled(config: IngestConfig, checkpoint: CheckpointSnapshot, s3: Any, t
     path = found.write(config.lake)
     log.info("reconciliation against CloudTrail's digests: %s; report %s", found.summary(), path)
     return found.missing
+
+
+def newest_per_place(plan: Plan, until: datetime) -> dict[str, str]:
+    """Per "account/region", the newest file this run took (delivered by `until`): the lake page's freshness for a
+    bucket, whose cache it does not walk."""
+    newest = newest_of((e.path for m in plan.written for e in m.entries), until)
+    return {f"{account}/{region}": path for (account, region), path in sorted(newest.items())}
 
 
 def delivery_lags(plan: Plan, finished: datetime) -> dict[str, float | None]:

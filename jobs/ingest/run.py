@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 
 from pyspark.sql import SparkSession
 
-from jobs import options, partitions
+from jobs import options, partitions, tally
 from jobs.checkpoint import CheckpointSnapshot, keep_check_times, record_success, restore_last_success
 from jobs.ingest import deliveries, stream
 from jobs.ingest.config import IngestConfig
@@ -59,7 +59,9 @@ def run(config: IngestConfig, session: Callable[[], SparkSession]) -> RunReport:
             report.swept_files = ingest(session(), config, checkpoint, report)
         record_success(config.lake.checkpoint, success_of(files, last_commit(config.lake.checkpoint).batch_id))
         if fetched is not None:
-            report.deliveries["delivery_lag"] = deliveries.delivery_lags(files, datetime.now(tz=UTC))
+            finished = datetime.now(tz=UTC)
+            report.deliveries["delivery_lag"] = deliveries.delivery_lags(files, finished)
+            report.deliveries["newest_per_place"] = deliveries.newest_per_place(files, finished + config.clock_skew)
     return report
 
 
@@ -135,6 +137,7 @@ def reported(config: IngestConfig, checkpoint: CheckpointSnapshot) -> Iterator[R
         report.watermark_after = after.isoformat() if after else None
         report.finished_at = now_iso()
         path = report.write()
+        tally.record(config.lake, report.to_json())
         totals = report.totals()
         log.info(
             "run %s %s: %d files, %d records, %d rows written, %d duplicates dropped, %d quarantined; report %s",

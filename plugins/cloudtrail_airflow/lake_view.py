@@ -37,6 +37,7 @@ from fastapi.responses import HTMLResponse
 
 from cloudtrail_airflow.settings import INGEST_DAG_ID, Settings, load_settings
 from jobs import lake_status as status
+from jobs import tally
 from jobs.lake import DERIVED_JOBS, OCSF_API_ACTIVITY, PARTITION_COLUMNS, Lake
 from jobs.report import verdict_of
 from jobs.spark_logs import CheckpointError
@@ -284,9 +285,10 @@ def _ocsf(days: list[status.OcsfDay]) -> str:
             "<p>no rows yet: the <code>cloudtrail_activity</code> DAG builds them after each ingest run, once it is unpaused "
             "(every DAG starts paused), or <code>python -m jobs.ocsf</code></p>"
         )
-    rows = [[escape(d.event_day), f"{d.rows:,}", f"{d.places:,}", f"{d.files:,}"] for d in days]
-    note = f"<p class='muted'>OCSF 1.1.0 API Activity (class 6003), <code>{escape(OCSF_LAYOUT)}</code></p>"
-    return note + _table(["event day", "rows", "region and account folders", "files"], rows, numeric=frozenset({1, 2, 3}))
+    rows = [[escape(d.event_day), f"{d.rows:,}", f"{d.places:,}"] for d in days]
+    note = (f"<p class='muted'>OCSF 1.1.0 API Activity (class 6003), <code>{escape(OCSF_LAYOUT)}</code>, one file per folder; "
+            "as the runs that built each day counted them</p>")  # fmt: skip
+    return note + _table(["event day", "rows", "region and account folders"], rows, numeric=frozenset({1, 2}))
 
 
 def _settings() -> tuple[Settings, Lake]:
@@ -301,6 +303,10 @@ def _deliveries(found: status.Deliveries) -> str:
         if queue is not None
         else f"Queue: cannot be asked ({escape(found.queue_error or 'no queue configured')}).",
         f"Inbox: {found.inbox:,} asset events' notifications not yet ledgered.",
+        f"Oldest notification the newest run took (it started {escape(found.oldest_message[0])}): "
+        f"{found.oldest_message[1]:,.0f} s old then."
+        if found.oldest_message
+        else "No run has taken a notification yet.",
         f"Kept as unreadable: {found.kept:,} notifications (under notifications/kept/ in the lake).",
     ]
     lines += [f"&nbsp;&nbsp;{escape(reason)}" for reason in found.kept_reasons]
@@ -327,12 +333,11 @@ def _backlog(waiting: status.Backlog) -> str:
 def lake_page(request: Request, file: str = "") -> HTMLResponse:
     started = time.perf_counter()
     settings, lake = _settings()
-    runs, gates = status.ingest_runs(lake), status.gate_runs(lake)
-    last = status.find_run(runs, None)
+    runs, gates, tallied = status.ingest_runs(lake, newest=status.RECENT_RUNS), status.gate_runs(lake), tally.read(lake)
+    last = runs[-1] if runs else None
     summary = "\n".join(status.run_summary(last, status.gate_of(gates, last["run_id"]))) if last else "no run yet"
     threshold, skew, now = settings.freshness_threshold, settings.clock_skew, datetime.now(tz=UTC)
-    places = status.freshness(lake, settings.landing, threshold, runs, now, skew)
-    bucket = settings.landing_url.startswith("s3://")
+    places = status.freshness(lake, settings.walked, threshold, tallied, now, skew)
 
     def delivered() -> status.Deliveries:
         return status.deliveries(lake, settings.queue_url, runs)
@@ -340,11 +345,12 @@ def lake_page(request: Request, file: str = "") -> HTMLResponse:
     sections = [
         f"<p class='muted'>lake {escape(str(lake.root))}, landing {escape(settings.landing_url)}</p>",
         _problems(status.problems(lake)),
-        _readable(lambda: _backlog(status.backlog(lake, settings.landing))),
+        *([] if settings.bucket else [_readable(lambda: _backlog(status.backlog(lake, settings.landing)))]),
         _section("run", "Last run", f"<pre>{escape(summary)}</pre>"),
-        *([_section("deliveries", "Deliveries (S3 notifications)", _readable(lambda: _deliveries(delivered())))] if bucket else []),
+        *([_section("deliveries", "Deliveries (S3 notifications)", _readable(lambda: _deliveries(delivered())))]
+          if settings.bucket else []),
         _section("freshness", "Freshness", _freshness(places, threshold, skew, now)),
-        _section("rows", "Rows per event date (last 30 dates)", _chart(status.daily_rows(lake, runs))),
+        _section("rows", "Rows per event date (last 30 dates)", _chart(status.daily_rows(lake, tallied))),
         _section("ocsf", "OCSF API Activity rows per event day (last 30 days)", _readable(lambda: _ocsf(status.ocsf_rows(lake)))),
         _section("ledger", "File ledger", _readable(lambda: _ledger(file, status.ledger(lake, settings.landing, file) if file else []))),
         _section("quarantine", "Quarantine", _quarantine(status.quarantine(lake))),
@@ -358,7 +364,7 @@ def lake_page(request: Request, file: str = "") -> HTMLResponse:
 def run_page(dag_id: str, run_id: str) -> HTMLResponse:
     started = time.perf_counter()
     _, lake = _settings()
-    run = status.find_run(status.ingest_runs(lake), run_id)
+    run = status.ingest_run(lake, run_id)
     if run is None:
         built = status.activity_summary(lake, run_id)
         if built is not None:
@@ -391,13 +397,17 @@ def run_page(dag_id: str, run_id: str) -> HTMLResponse:
 @app.get("/status.json")
 def status_json() -> dict[str, Any]:
     settings, lake = _settings()
-    runs = status.ingest_runs(lake)
-    places = status.freshness(lake, settings.landing, settings.freshness_threshold, runs, datetime.now(tz=UTC), settings.clock_skew)
+    runs, tallied = status.ingest_runs(lake, newest=status.RECENT_RUNS), tally.read(lake)
+    places = status.freshness(lake, settings.walked, settings.freshness_threshold, tallied, datetime.now(tz=UTC), settings.clock_skew)
+    if settings.bucket:
+        waiting = {"deliveries": _fields(lambda: status.deliveries(lake, settings.queue_url, runs))}
+    else:
+        waiting = {"backlog": _fields(lambda: status.backlog(lake, settings.landing))}
     return {
         "problems": status.problems(lake),
-        "backlog": _fields(lambda: status.backlog(lake, settings.landing)),
+        **waiting,
         "freshness": [dataclasses.asdict(row) for row in places],
-        "rows_per_event_date": [dataclasses.asdict(row) for row in status.daily_rows(lake, runs)],
+        "rows_per_event_date": [dataclasses.asdict(row) for row in status.daily_rows(lake, tallied)],
         "ocsf_rows_per_event_day": [dataclasses.asdict(row) for row in status.ocsf_rows(lake)],
         "gate_verdicts": [dataclasses.asdict(v) for v in status.gate_verdicts(status.gate_runs(lake))],
         "checkpoint": _fields(lambda: status.checkpoint_health(lake)),

@@ -38,6 +38,16 @@ class Settings:
     queue_url: str | None = None
     aws_conn_id: str = "aws_default"
 
+    @property
+    def bucket(self) -> bool:
+        return is_bucket(self.landing_url)
+
+    @property
+    def walked(self) -> Path | None:
+        """The landing folder the lake page lists for new deliveries; None for a bucket: its cache only grows, what is
+        new waits in the queue, and the runs' reports say what they took."""
+        return None if self.bucket else self.landing
+
     def job_app(self, job: str) -> str:
         return str(PROJECT_ROOT / "jobs" / f"{job}.py")
 
