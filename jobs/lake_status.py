@@ -30,9 +30,6 @@ from jobs.tally import Tally
 SAMPLE_CHARS = 200
 # Hits a ledger search shows (each one costs a look into the tables and the file itself).
 LEDGER_HITS = 20
-# The run reports the page and `make status` read: the newest (the last run, the newest delivery figures); what they
-# add up over every run comes from the tally (jobs/tally.py).
-RECENT_RUNS = 50
 # Entries the landing walk passed over that a run summary lists (the run report holds up to 100).
 SKIPPED_SHOWN = 10
 # The ledger counts a file's records (for its duplicates) up to this size: CloudTrail's files are a few MB.
@@ -209,7 +206,8 @@ class Deliveries:
     oldest_message: tuple[str, float] | None = None
 
 
-def deliveries(lake: Lake, queue_url: str | None, runs: list[dict[str, Any]]) -> Deliveries:
+def deliveries(lake: Lake, queue_url: str | None, runs: Tally) -> Deliveries:
+    """The queue asked now; the rest from the lake (`runs`: the runs' tally, jobs/tally.py)."""
     from jobs import reconcile, sqs
 
     depth, error = None, None
@@ -220,9 +218,7 @@ def deliveries(lake: Lake, queue_url: str | None, runs: list[dict[str, Any]]) ->
             error = f"{type(exc).__name__}: {exc}"[:300]
     kept = sqs.kept(lake)
     newest = reconcile.last(lake)
-    lag = next((run["deliveries"]["delivery_lag"] for run in reversed(runs) if (run.get("deliveries") or {}).get("delivery_lag")), None)
-    aged = ((run["started_at"], run["deliveries"].get("oldest_message_age_seconds")) for run in reversed(runs) if run.get("deliveries"))
-    oldest = next(((at, age) for at, age in aged if age is not None), None)
+    lag, oldest = runs.get("delivery_lag"), runs.get("oldest_message")
     return Deliveries(
         depth,
         error,
@@ -231,7 +227,7 @@ def deliveries(lake: Lake, queue_url: str | None, runs: list[dict[str, Any]]) ->
         [f"{k.get('message_id')}: {k.get('reason')}" for k in kept[-5:]],
         {"checked_at": newest["checked_at"], **newest["summary"]} if newest else None,
         lag,
-        oldest,
+        (oldest[0], oldest[1]) if oldest else None,
     )
 
 

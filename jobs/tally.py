@@ -3,7 +3,8 @@ report, whose count grows with every run and whose size grows with the places (a
 run's report names 17,000 of them).
 
     <lake>/reports/tally.json   per "account/region": the newest plausible eventTime written, the events written
-                                dated after it (future-dated), the newest file taken; per event date: late events
+                                dated after it (future-dated), the newest file taken; per event date: late events;
+                                an S3 landing's newest delivery lag (of a run that took files) and oldest notification
 
 One writer: the ingest, at the end of each run, folds the run's report in (`record`). A lake whose runs predate the
 tally gets it from every report at its next run; until then a reader folds the reports itself (`read`).
@@ -30,7 +31,8 @@ def empty() -> Tally:
 
 
 def fold(tally: Tally, run: dict[str, Any]) -> Tally:
-    """`tally` with one run's report added: newest times and files kept if newer, counts added."""
+    """`tally` with one run's report added (runs in the order they ended): newest times and files kept if newer,
+    counts added, the delivery figures replaced."""
     places: dict[str, dict[str, Any]] = tally["places"]
     for where, text in (run.get("newest_event_times") or {}).items():
         place = places.setdefault(where, {})
@@ -42,6 +44,11 @@ def fold(tally: Tally, run: dict[str, Any]) -> Tally:
     for where, path in ((run.get("deliveries") or {}).get("newest_per_place") or {}).items():
         place = places.setdefault(where, {})
         place["newest_file"] = max(filter(None, [place.get("newest_file"), path]), key=_delivered)
+    figures = run.get("deliveries") or {}
+    if (figures.get("delivery_lag") or {}).get("files"):
+        tally["delivery_lag"] = {"run_id": run.get("run_id"), **figures["delivery_lag"]}
+    if figures.get("oldest_message_age_seconds") is not None:
+        tally["oldest_message"] = [run.get("started_at"), figures["oldest_message_age_seconds"]]
     late: dict[str, int] = tally["late_per_event_date"]
     for day, count in ((run.get("late_events") or {}).get("per_event_date") or {}).items():
         late[day] = late.get(day, 0) + count

@@ -48,6 +48,8 @@ def test_lake_page_harness_times_every_view_on_a_week_of_reports():
     results = json.loads(lake_page.results_path(smoke=True).read_text())
     assert results["days"] == 7 and results["baseline_ms"] > 0
     assert len(results["cases"]) == 8 and all(case["median_ms"] > 0 for case in results["cases"].values())
+    bucket = results["s3_landing"]
+    assert (bucket["accounts"], bucket["regions"], bucket["days"]) == (2, 17, 2) and bucket["median_ms"] > 0 and "met" in bucket
 
 
 def test_history_harness_times_each_kind_of_run_on_a_small_zone():

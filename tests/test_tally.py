@@ -60,3 +60,13 @@ def test_the_first_run_that_keeps_a_tally_adds_up_every_report_before_it(tmp_pat
     lake.tally.write_text("{cut")
     tally.record(lake, later)
     assert tally.read(lake) == tally.folded([*older, newest]), "a damaged tally is added up again from the reports"
+
+
+def test_the_newest_delivery_figures_are_those_of_the_newest_run_that_had_any():
+    took = {"run_id": "a", "started_at": "t1", "deliveries": {"delivery_lag": {"files": 2, "p50_seconds": 9.0, "p95_seconds": 12.0},
+                                                                "oldest_message_age_seconds": 30.0}}  # fmt: skip
+    idle = {"run_id": "b", "started_at": "t2", "deliveries": {"delivery_lag": {"files": 0, "p50_seconds": None, "p95_seconds": None},
+                                                                "oldest_message_age_seconds": None}}  # fmt: skip
+    tallied = tally.folded([took, idle])
+    assert tallied["delivery_lag"] == {"run_id": "a", "files": 2, "p50_seconds": 9.0, "p95_seconds": 12.0}
+    assert tallied["oldest_message"] == ["t1", 30.0], "an idle run took no message: the figures stay the last run's that did"

@@ -38,7 +38,7 @@ def overview(lake: Lake, landing: str, queue_url: str | None, threshold: timedel
         return lines + ["last run:", *run_lines(lake, None)]
     walked = None if is_bucket(landing) else Path(landing)
     if walked is None:
-        queue = status.deliveries(lake, queue_url, status.ingest_runs(lake, newest=status.RECENT_RUNS)).queue
+        queue = status.deliveries(lake, queue_url, tally.read(lake)).queue
         lines.append(f"queue: {queue['waiting']} notifications waiting, {queue['in_flight']} being taken" if queue else "queue: none asked")
     else:
         waiting = status.backlog(lake, walked)

@@ -303,7 +303,7 @@ def _deliveries(found: status.Deliveries) -> str:
         if queue is not None
         else f"Queue: cannot be asked ({escape(found.queue_error or 'no queue configured')}).",
         f"Inbox: {found.inbox:,} asset events' notifications not yet ledgered.",
-        f"Oldest notification the newest run took (it started {escape(found.oldest_message[0])}): "
+        f"Oldest notification of the newest run that took any (it started {escape(found.oldest_message[0])}): "
         f"{found.oldest_message[1]:,.0f} s old then."
         if found.oldest_message
         else "No run has taken a notification yet.",
@@ -333,14 +333,13 @@ def _backlog(waiting: status.Backlog) -> str:
 def lake_page(request: Request, file: str = "") -> HTMLResponse:
     started = time.perf_counter()
     settings, lake = _settings()
-    runs, gates, tallied = status.ingest_runs(lake, newest=status.RECENT_RUNS), status.gate_runs(lake), tally.read(lake)
-    last = runs[-1] if runs else None
+    last, gates, tallied = status.ingest_run(lake, None), status.gate_runs(lake), tally.read(lake)
     summary = "\n".join(status.run_summary(last, status.gate_of(gates, last["run_id"]))) if last else "no run yet"
     threshold, skew, now = settings.freshness_threshold, settings.clock_skew, datetime.now(tz=UTC)
     places = status.freshness(lake, settings.walked, threshold, tallied, now, skew)
 
     def delivered() -> status.Deliveries:
-        return status.deliveries(lake, settings.queue_url, runs)
+        return status.deliveries(lake, settings.queue_url, tallied)
 
     sections = [
         f"<p class='muted'>lake {escape(str(lake.root))}, landing {escape(settings.landing_url)}</p>",
@@ -397,10 +396,10 @@ def run_page(dag_id: str, run_id: str) -> HTMLResponse:
 @app.get("/status.json")
 def status_json() -> dict[str, Any]:
     settings, lake = _settings()
-    runs, tallied = status.ingest_runs(lake, newest=status.RECENT_RUNS), tally.read(lake)
+    tallied = tally.read(lake)
     places = status.freshness(lake, settings.walked, settings.freshness_threshold, tallied, datetime.now(tz=UTC), settings.clock_skew)
     if settings.bucket:
-        waiting = {"deliveries": _fields(lambda: status.deliveries(lake, settings.queue_url, runs))}
+        waiting = {"deliveries": _fields(lambda: status.deliveries(lake, settings.queue_url, tallied))}
     else:
         waiting = {"backlog": _fields(lambda: status.backlog(lake, settings.landing))}
     return {
