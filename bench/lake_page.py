@@ -38,7 +38,7 @@ import duckdb
 
 from jobs import tally
 from jobs.files import write_whole
-from jobs.lake import OCSF_API_ACTIVITY, OCSF_JOB, Lake, partition
+from jobs.lake import ACCOUNT_ID, EVENT_DAY, OCSF_API_ACTIVITY, OCSF_JOB, REGION, Lake, partition
 from jobs.landing import delivery_path
 from jobs.ledger import Entry
 from jobs.report import ActivityReport, BatchStats, RunReport, write_json
@@ -147,7 +147,7 @@ def build_bucket(root: Path, accounts: int, days: int) -> tuple[Lake, date]:
             source = folder / f"{account}.parquet"  # a file per account: a file takes at most 65,000 links (ext4)
             if not source.exists():
                 shutil.copyfile(folder / "part-0.parquet", source)
-            ocsf = lake.ocsf_api_activity / f"region={region}" / f"accountId={account}" / f"eventDay={day:%Y%m%d}"
+            ocsf = lake.ocsf_api_activity / f"{REGION}={region}" / f"{ACCOUNT_ID}={account}" / f"{EVENT_DAY}={day:%Y%m%d}"
             ocsf.mkdir(parents=True)
             os.link(source, ocsf / "part-0.parquet")
             cached = delivery_path(lake.landing_cache, account, region, datetime(day.year, day.month, day.day, 23, 55, tzinfo=UTC), "x")
