@@ -40,7 +40,7 @@ from jobs import tally
 from jobs.files import write_whole
 from jobs.lake import ACCOUNT_ID, EVENT_DAY, OCSF_API_ACTIVITY, OCSF_JOB, REGION, Lake, partition
 from jobs.landing import delivery_path
-from jobs.ledger import Entry
+from jobs.ledger_files import Entry
 from jobs.report import ActivityReport, BatchStats, RunReport, write_json
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -43,7 +43,7 @@ from jobs.bucket import FETCH_THREADS, BucketLanding
 from jobs.ingest.cli import parse_args
 from jobs.ingest.run import run
 from jobs.lake import Lake
-from jobs.ledger import verified_checkpoint
+from jobs.ledger_files import verified_checkpoint
 from tests.aws import ENVIRONMENT, cloudtrail_sns, log_key, start_server
 from tools.generate_landing import like, real_records
 

@@ -166,23 +166,31 @@ class BucketLanding:
 
     def region_prefixes(self, s3: Any, folder: str = "CloudTrail", calls: Counter[str] | None = None) -> list[str]:
         """<prefix>AWSLogs/[<org id>/]<account>/<folder>/<region>/ (`folder`: CloudTrail, or CloudTrail-Digest), by
-        delimiter listings (no object listed); each listing counted in `calls["list"]` when given."""
+        delimiter listings (no object listed), the accounts' in FETCH_THREADS threads; each listing counted in
+        `calls["list"]` when given."""
 
-        def folders(prefix: str) -> list[str]:
-            names = []
+        def folders(prefix: str) -> tuple[list[str], int]:
+            names, made = [], 0
             for page in s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix, Delimiter="/"):
-                if calls is not None:
-                    calls["list"] += 1
+                made += 1
                 names += [p["Prefix"] for p in page.get("CommonPrefixes", [])]
-            return names
+            return names, made
 
-        found: list[str] = []
-        for top in folders(f"{self.prefix}AWSLogs/"):
-            below = folders(top)
+        def regions(top: str) -> tuple[list[str], int]:
+            below, made = folders(top)
             trails = [f"{top}{folder}/"] if f"{top}{folder}/" in below else [f"{b}{folder}/" for b in below]
+            found: list[str] = []
             for trail in trails:
-                found += folders(trail)
-        return found
+                names, listed = folders(trail)
+                found, made = found + names, made + listed
+            return found, made
+
+        tops, made = folders(f"{self.prefix}AWSLogs/")
+        with ThreadPoolExecutor(FETCH_THREADS) as pool:
+            listed = list(pool.map(regions, tops))
+        if calls is not None:
+            calls["list"] += made + sum(count for _, count in listed)
+        return [prefix for names, _ in listed for prefix in names]
 
 
 def estimate(landing: BucketLanding, objects: Iterable[tuple[str, int, int]]) -> dict[str, dict[str, int]]:

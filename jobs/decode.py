@@ -60,7 +60,7 @@ def landing_file(path: Column) -> Column:
 
 
 def decode_files(manifest: DataFrame) -> DataFrame:
-    """Manifest rows (ledger.MANIFEST_DDL) -> one row per file: source_file, arrival_time,
+    """Manifest rows (ledger_files.MANIFEST_DDL) -> one row per file: source_file, arrival_time,
     file_bytes, content (the text, as bytes), shape, file_error, file_error_detail,
     only_records (a replay's record positions; null: all) and records (each record's text and
     key flags; null when the container must be split the slow way)."""

@@ -20,7 +20,7 @@ from typing import Any
 
 from jobs.lake import ACTIVITY_JOB, DERIVED_JOBS, EVENT_DATE, OCSF_API_ACTIVITY, OCSF_JOB, REASON, Lake, partition
 from jobs.landing import day_folders, delivered_at, delivery_date, log_files_in, newest_deliveries, newest_of
-from jobs.ledger import late_files, read_manifest, verified_checkpoint
+from jobs.ledger_files import late_files, read_manifest, verified_checkpoint
 from jobs.partitions import data_files
 from jobs.report import failure_line, failure_name, read_report, read_reports, verdict_of
 from jobs.spark_logs import CheckpointError, last_commit, local_path, read_source_log, sink_log, source_file, source_offset, state_folder

@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 from jobs.files import write_whole
 from jobs.lake import REASON, Lake
 from jobs.landing import delivery_date
-from jobs.ledger import Entry, read_manifest
+from jobs.ledger_files import Entry, read_manifest
 from jobs.schema import QUARANTINE_SCHEMA
 from jobs.spark_logs import local_path, read_source_log, source_file, source_offset
 from jobs.sweep import move_aside

@@ -53,7 +53,8 @@ from jobs.checkpoint import CheckpointSnapshot
 from jobs.dedup import Dedup
 from jobs.lake import EVENT_DATE, EVENTS, QUARANTINE, REASON, TABLES, Lake, LakeLock, partition, partition_folders
 from jobs.landing import day_folders, delivery_date, log_files_in, relative
-from jobs.ledger import MANIFEST_DDL, Entry, known_files, late_files, read_files, verified_checkpoint
+from jobs.ledger import known_files, read_files
+from jobs.ledger_files import MANIFEST_DDL, Entry, late_files, verified_checkpoint
 from jobs.report import PartitionStats, RebuildReport, now_iso, written_batches
 from jobs.schema import EVENTS_SCHEMA, QUARANTINE_SCHEMA
 from jobs.session import spark_session
@@ -172,7 +173,7 @@ def plan(config: RebuildConfig) -> list[DatePlan]:
         )
     horizon_days = math.ceil(config.dedup.horizon / timedelta(days=1))
     if config.bucket is not None and not config.dry_run:
-        refetch(config, checkpoint, horizon_days)
+        refetch(config, config.bucket, checkpoint, horizon_days)
     read = read_files(checkpoint, lake.manifests, config.landing, config.source_retention)
     folders: dict[date, list[str]] = {}  # every account's and region's folders of a delivery date
     for delivered_on, folder in day_folders(config.landing):
@@ -189,10 +190,9 @@ def plan(config: RebuildConfig) -> list[DatePlan]:
     return plans
 
 
-def refetch(config: RebuildConfig, checkpoint: CheckpointSnapshot, horizon_days: int) -> None:
+def refetch(config: RebuildConfig, bucket: BucketLanding, checkpoint: CheckpointSnapshot, horizon_days: int) -> None:
     """An S3 landing: fetch again the files of the dates' delivery days the ledger took, and those the partitions name,
     whose copies in the cache are gone (cleaned, or a lake restored without it)."""
-    assert config.bucket is not None
     lake, cache = config.layout, Path(config.landing)
     days = {d for day in config.dates for d in options.date_range(day - timedelta(days=1), day + timedelta(days=horizon_days))}
     wanted = {key for key in known_files(checkpoint, lake.manifests, sorted(days)) if delivery_date(key) in days}
@@ -201,8 +201,8 @@ def refetch(config: RebuildConfig, checkpoint: CheckpointSnapshot, horizon_days:
         wanted |= {relative(path) for path in source_files(partition(lake.events, day)) | {local_path(p) for p in late.get(day, ())}}
     missing = sorted(key for key in wanted if key.startswith("AWSLogs/") and not (cache / key).exists())
     if missing:
-        fetched = config.bucket.fetch(s3_client(), [config.bucket.prefix + key for key in missing])
-        log.info("fetched %d files again from %s (their local copies were gone)", fetched.downloaded, config.bucket.url)
+        fetched = bucket.fetch(s3_client(), [bucket.prefix + key for key in missing])
+        log.info("fetched %d files again from %s (their local copies were gone)", fetched.downloaded, bucket.url)
         for problem in fetched.problems[:10]:
             log.warning("s3://%s/%s not fetched: %s", problem.bucket, problem.key, problem.reason)
 

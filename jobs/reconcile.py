@@ -23,12 +23,13 @@ import logging
 import os
 import re
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from jobs.bucket import BucketLanding
+from jobs.bucket import FETCH_THREADS, BucketLanding
 from jobs.checkpoint import CheckpointSnapshot
 from jobs.files import write_whole
 from jobs.lake import Lake
@@ -107,21 +108,18 @@ def reconcile(
     calls: Counter[str] = Counter()
     digested = landing.region_prefixes(s3, DIGEST_FOLDER, calls)
     found.list_calls += calls["list"]
-    for region_prefix in digested:
-        start = f"{region_prefix}{window[0].strftime('%Y/%m/%d')}"
-        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=landing.bucket, Prefix=region_prefix, StartAfter=start):
-            found.list_calls += 1
-            for item in page.get("Contents", []):
-                key = item["Key"]
-                if not DIGEST_NAME.fullmatch(key.rsplit("/", 1)[-1]):
-                    continue
-                if key in proven.on(key):
-                    found.digests_proven_before += 1
-                    continue
-                if _check(s3, landing, key, known, found):
-                    proven.add(key)
+    first_day = window[0].strftime("%Y/%m/%d")
+    with ThreadPoolExecutor(FETCH_THREADS) as pool:
+        listed = list(pool.map(lambda prefix: _digest_keys(s3, landing.bucket, prefix, f"{prefix}{first_day}"), digested))
+        found.list_calls += sum(made for _, made in listed)
+        keys = [key for names, _ in listed for key in names]
+        unproven = [key for key in keys if key not in proven.on(key)]
+        found.digests_proven_before += len(keys) - len(unproven)
+        for key, digest in zip(unproven, pool.map(lambda key: _read_digest(s3, landing.bucket, key), unproven), strict=True):
+            if _check(landing, key, digest, known, found):
+                proven.add(key)
     proven.save()
-    _list_undigested(s3, landing, known, set(digested), window[0].strftime("%Y/%m/%d"), found)
+    _list_undigested(s3, landing, known, set(digested), first_day, found)
     found.seconds = round((datetime.now(tz=UTC) - started).total_seconds(), 3)
     return found
 
@@ -150,16 +148,33 @@ def _list_undigested(s3: Any, landing: BucketLanding, known: set[str], digested:
                     found.missing.append(item["Key"])
 
 
-def _check(s3: Any, landing: BucketLanding, key: str, known: set[str], found: Reconciliation) -> bool:
-    """One digest against the ledger; whether every file it names is taken and matches."""
+def _digest_keys(s3: Any, bucket: str, region_prefix: str, start: str) -> tuple[list[str], int]:
+    """The digest keys of a region's digest folder after `start`, and the listings it took."""
+    keys, made = [], 0
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=region_prefix, StartAfter=start):
+        made += 1
+        keys += [item["Key"] for item in page.get("Contents", []) if DIGEST_NAME.fullmatch(item["Key"].rsplit("/", 1)[-1])]
+    return keys, made
+
+
+def _read_digest(s3: Any, bucket: str, key: str) -> dict[str, Any] | str:
+    """A digest's content, or why it cannot be read: a digest is data from outside, whatever it holds is reported."""
     try:
-        body = s3.get_object(Bucket=landing.bucket, Key=key)["Body"].read()
-        digest = json.loads(gzip.decompress(body))
-        files = digest.get("logFiles") or []
-        hour = f"{digest['awsAccountId']}/{key.split('/')[-5]}/{digest['digestEndTime'][:13]}"
-    except Exception as exc:  # noqa: BLE001 - a digest is data from outside: whatever it holds is reported, never raised
-        found.unreadable_digests.append(f"{key}: {type(exc).__name__}: {exc}"[:300])
+        digest = json.loads(gzip.decompress(s3.get_object(Bucket=bucket, Key=key)["Body"].read()))
+        if not isinstance(digest, dict) or not isinstance(digest.get("logFiles") or [], list):
+            raise ValueError("not a digest: a JSON object with a list of logFiles")
+        digest["hour"] = f"{digest['awsAccountId']}/{key.split('/')[-5]}/{digest['digestEndTime'][:13]}"
+        return digest
+    except Exception as exc:  # noqa: BLE001 - see above: reported, never raised
+        return f"{key}: {type(exc).__name__}: {exc}"[:300]
+
+
+def _check(landing: BucketLanding, key: str, digest: dict[str, Any] | str, known: set[str], found: Reconciliation) -> bool:
+    """One digest (read by _read_digest) against the ledger; whether every file it names is taken and matches."""
+    if isinstance(digest, str):
+        found.unreadable_digests.append(digest)
         return False
+    files, hour = [item for item in digest.get("logFiles") or [] if isinstance(item, dict)], digest["hour"]
     found.digests_read += 1
     figures = found.hours.setdefault(hour, {"delivered": 0, "ingested": 0, "missing": 0, "hash_mismatches": 0})
     complete = True

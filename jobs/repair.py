@@ -50,7 +50,7 @@ from jobs.checkpoint import CheckpointSnapshot, forget_batch
 from jobs.files import write_whole
 from jobs.lake import EVENTS, QUARANTINE, RETIRED, TABLES, Lake, LakeLock, in_table
 from jobs.landing import day_folders, log_files_in, relative
-from jobs.ledger import Entry, RetiredIndex, fingerprint, missing_manifests, read_manifest, read_manifests
+from jobs.ledger_files import Entry, RetiredIndex, fingerprint, missing_manifests, read_manifest, read_manifests
 from jobs.report import written_batches
 from jobs.spark_logs import (
     WRITTEN_BY_BATCH,

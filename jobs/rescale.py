@@ -35,7 +35,7 @@ from jobs import cli, options
 from jobs.dedup import Dedup
 from jobs.files import write_whole
 from jobs.lake import Lake, LakeLock
-from jobs.ledger import verified_checkpoint
+from jobs.ledger_files import verified_checkpoint
 from jobs.session import STREAM_CONF, JobSession, spark_session
 from jobs.spark_logs import CheckpointError, set_state_partitions, state_folder, state_partitions, state_version_files
 from jobs.transforms import drop_copies

@@ -10,14 +10,22 @@ import gzip
 import hashlib
 import json
 import logging
+import os
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote_plus
 
 import boto3
+import duckdb
+
+from tools.airflow_api import Api
+from tools.stack import Stack, write_env_file
 
 ACCOUNT, REGION = "111122223333", "us-east-1"
 
@@ -110,6 +118,11 @@ class Trail:
         )["Attributes"]
         return int(attributes["ApproximateNumberOfMessages"]) + int(attributes["ApproximateNumberOfMessagesNotVisible"])
 
+    def keys(self) -> list[str]:
+        """Every object key under the trail's prefix."""
+        pages = self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=self.prefix)
+        return [item["Key"] for page in pages for item in page.get("Contents", [])]
+
     def oracle(self) -> list[str]:
         """Every eventID in the bucket's log files, once: what the table must hold."""
         ids: set[str] = set()
@@ -141,3 +154,58 @@ def eventbridge(bucket: str, key: str) -> str:
 
 
 S3_TEST_EVENT = json.dumps({"Service": "Amazon S3", "Event": "s3:TestEvent", "Bucket": "b"})
+
+
+def committed_ids(lake: Path) -> set[str]:
+    """The eventIDs of the events table's committed files (its sink log's), read with DuckDB: what a query sees."""
+    from jobs.lake import Lake
+    from jobs.spark_logs import sink_log_files
+
+    events = Lake(lake).events
+    paths = set()
+    for batch in sink_log_files(events) if events.exists() else []:
+        for line in batch.read_text().splitlines()[1:]:  # the first line is the log's version
+            paths.add(json.loads(line)["path"].removeprefix("file://").removeprefix("file:"))
+    existing = sorted(path for path in paths if Path(path).exists())
+    if not existing:
+        return set()
+    return {row[0] for row in duckdb.connect().execute("select eventID from read_parquet(?)", [existing]).fetchall()}
+
+
+@contextmanager
+def s3_stack(home: Path, settings: dict[str, str] | None = None) -> Iterator[tuple[Stack, Trail]]:
+    """The compose stack (tools/stack.py) on an S3 landing and its queue, both on moto's server as "AWS": the ingest DAG
+    unpaused, woken by the queue (`settings`: more .env lines)."""
+    server, endpoint = start_server()
+    aws = {**ENVIRONMENT, "AWS_ENDPOINT_URL": endpoint}
+    saved = {name: os.environ.get(name) for name in aws}
+    os.environ.update(aws)
+    trail = Trail.create()
+    env_file = home / "stack.env"
+    home.mkdir(parents=True, exist_ok=True)
+    write_env_file(env_file, {"CLOUDTRAIL_SCHEDULE": "@daily", "CLOUDTRAIL_LANDING": trail.url, "CLOUDTRAIL_QUEUE_URL": trail.queue_url,
+                              **aws, **(settings or {})})  # fmt: skip
+    stack = Stack(home=home / "stack", env_file=env_file, fixed_ports=False)
+    try:
+        stack.up()
+        Api.of(stack).unpause()
+        yield stack, trail
+    finally:
+        stack.down()
+        server.stop()
+        for name, value in saved.items():
+            os.environ.pop(name, None) if value is None else os.environ.__setitem__(name, value)
+
+
+def queryable_after(stack: Stack, trail: Trail, records: list[dict[str, Any]], file_id: str, timeout: float = 600) -> float:
+    """Deliver one log file and CloudTrail's notification of it; seconds from the object's LastModified until every
+    one of its events is in a committed file of the events table (polled each second)."""
+    key = trail.deliver(records, datetime.now(tz=UTC), file_id)
+    modified = trail.s3.head_object(Bucket=trail.bucket, Key=key)["LastModified"].timestamp()
+    trail.notify(cloudtrail_sns(trail.bucket, [key]))
+    wanted, lake = {record["eventID"] for record in records}, stack.home / "volumes" / "lake"
+    deadline = time.monotonic() + timeout
+    while not wanted <= committed_ids(lake):
+        assert time.monotonic() < deadline, f"{key}: not queryable after {timeout:.0f} s"
+        time.sleep(1)
+    return time.time() - modified

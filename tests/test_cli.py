@@ -215,3 +215,11 @@ def test_no_job_module_shadows_a_standard_module():
     `queue` (py4j's), and every job submitted by the DAG failed with "module 'queue' has no attribute 'Queue'"."""
     names = {path.stem for path in (ROOT / "jobs").glob("*.py")} | {path.name for path in (ROOT / "jobs").iterdir() if path.is_dir()}
     assert names & sys.stdlib_module_names == set()
+
+
+@pytest.mark.unit
+def test_runtime_checks_in_jobs_raise_errors_not_asserts():
+    """`python -O` strips asserts: a check the product relies on is an error it raises (issue #58)."""
+    asserts = [f"{path.relative_to(ROOT)}:{node.lineno}" for path in ROOT.glob("jobs/**/*.py")
+               for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Assert)]  # fmt: skip
+    assert asserts == []

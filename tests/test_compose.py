@@ -37,6 +37,24 @@ def test_no_secret_is_committed_the_file_refuses_to_start_without_them(tmp_path:
         resolve(ROOT / "docker-compose.yml", tmp_path / "empty.env")
 
 
+def test_a_fresh_env_file_fills_the_secrets_compose_requires_and_nothing_else(env_file: Path):
+    """An empty CLOUDTRAIL_LANDING is the landing volume and empty AWS keys the standard chain: a random value there
+    was a landing folder of that name and keys AWS refuses."""
+    written = dict(line.split("=", 1) for line in env_file.read_text().splitlines() if "=" in line and not line.startswith("#"))
+    assert all(written[name] for name in ("POSTGRES_PASSWORD", "AIRFLOW_JWT_SECRET", "AIRFLOW_FERNET_KEY"))
+    empty = (
+        "CLOUDTRAIL_LANDING",
+        "CLOUDTRAIL_QUEUE_URL",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_ENDPOINT_URL",
+    )
+    assert {name: written[name] for name in empty} == dict.fromkeys(empty, "")
+    environment = resolve(ROOT / "docker-compose.yml", env_file)["services"]["airflow-scheduler"]["environment"]
+    assert environment["CLOUDTRAIL_LANDING"] == "/data/landing" and environment["CLOUDTRAIL_QUEUE_URL"] == ""
+
+
 def test_every_airflow_service_shares_what_the_execution_api_needs(env_file: Path):
     services = resolve(ROOT / "docker-compose.yml", env_file)["services"]
     shared = {"AIRFLOW__API_AUTH__JWT_SECRET", "AIRFLOW__CORE__EXECUTION_API_SERVER_URL", "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"}

@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import pytest
 from starlette.requests import Request
 
-from jobs import compact, lake_status, ledger, rebuild, repair
+from jobs import compact, lake_status, ledger, ledger_files, rebuild, repair
 from jobs import landing as landing_zone
 from jobs.ingest.cli import main
 from jobs.lake import Lake
@@ -343,7 +343,7 @@ def test_a_file_that_cannot_be_read_is_passed_over_and_taken_once_it_can(spark, 
             raise PermissionError(13, "Permission denied", path)
         return open(path, *args, **kwargs)
 
-    monkeypatch.setattr(ledger, "open", refusing, raising=False)
+    monkeypatch.setattr(ledger_files, "open", refusing, raising=False)
     monkeypatch.setattr(ledger, "time", later)
     first = ingest(spark, landing, lake)
     assert [(s["path"], s["reason"]) for s in first.ledger["skipped"]] == [  # type: ignore[union-attr]

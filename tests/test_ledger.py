@@ -12,12 +12,13 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from jobs import ledger
+from jobs import ledger, ledger_files
 from jobs.checkpoint import CheckpointSnapshot
 from jobs.dedup import Dedup
 from jobs.lake import Lake
 from jobs.landing import Older, aws_logs, day_folders, delivery_date, delivery_path
-from jobs.ledger import LedgerOptions, plan_files, read_manifests
+from jobs.ledger import LedgerOptions, plan_files
+from jobs.ledger_files import read_manifests
 from jobs.spark_logs import CheckpointError, local_path, read_source_log
 from tests.helpers import DAY, deliver, duckdb_rows, events_of, ingest
 from tools.generate_landing import write_delivery
@@ -178,15 +179,15 @@ def test_a_walk_looks_at_days_before_the_tested_ones_in_their_month_only_when_a_
 @pytest.mark.unit
 def test_a_backlog_is_cut_by_bytes_and_a_small_tail_joins_the_batch_before():
     def cut(sizes: list[int], max_bytes: int = 100) -> list[list[int]]:
-        files = [ledger.Entry(f"f{n}", size, 0) for n, size in enumerate(sizes)]
+        files = [ledger_files.Entry(f"f{n}", size, 0) for n, size in enumerate(sizes)]
         return [[entry.size or 0 for entry in batch] for batch in ledger._batches(files, None, max_bytes)]
 
     assert cut([40, 40, 40, 40, 10]) == [[40, 40], [40, 40, 10]], "a tail under a quarter of the cut joins the batch before"
     assert cut([40, 40, 40, 40, 30]) == [[40, 40], [40, 40], [30]], "a tail of a quarter or more is a batch"
     assert cut([250, 30]) == [[250], [30]] and cut([10]) == [[10]], "a file larger than the cut is a batch of its own"
-    by_files = [ledger.Entry(f"f{n}", 1, 0) for n in range(5)]
+    by_files = [ledger_files.Entry(f"f{n}", 1, 0) for n in range(5)]
     assert [len(batch) for batch in ledger._batches(by_files, 2, None)] == [2, 2, 1], "a file limit is kept exactly"
-    both = [ledger.Entry(f"f{n}", size, 0) for n, size in enumerate([40, 40, 40, 40, 10])]
+    both = [ledger_files.Entry(f"f{n}", size, 0) for n, size in enumerate([40, 40, 40, 40, 10])]
     assert [len(batch) for batch in ledger._batches(both, 2, 100)] == [2, 2, 1], "a small tail never breaks the file limit"
 
 

@@ -7,6 +7,7 @@ commit log and through a directory reader (DuckDB), each event once.
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import os
 import shutil
@@ -21,7 +22,7 @@ from cloudtrail_airflow.lake_view import _deliveries
 from jobs import lake_status, notifications, sqs, tally
 from jobs.bucket import BucketLanding
 from jobs.lake import Lake
-from tests.aws import S3_TEST_EVENT, cloudtrail_sns, eventbridge, log_key, s3_event
+from tests.aws import ACCOUNT, REGION, S3_TEST_EVENT, cloudtrail_sns, eventbridge, log_key, s3_event
 from tests.helpers import command, duckdb_rows, events_of, ingest, succeeded, table_rows
 
 NOW = datetime.now(tz=UTC).replace(microsecond=0)
@@ -181,6 +182,18 @@ def test_a_lost_notification_is_found_by_the_reconciliation(spark, trail, lake):
         summary = json.loads(newest.read_text())["summary"]
         assert summary["digests_read"] == digests_read
         assert (summary["delivered"], summary["ingested"], summary["missing"], summary["hash_mismatches"]) == (delivered, delivered, 0, 0)
+    assert_table_is_oracle(spark, lake, trail)
+
+    # Digests are data from outside: one that is not JSON, one whose logFiles is no list, one listing junk with a file.
+    folder = trail.digest([notified], NOW + timedelta(minutes=2)).rsplit("/", 1)[0]
+    name = f"{ACCOUNT}_CloudTrail-Digest_{REGION}_trail_{REGION}_{NOW:%Y%m%dT%H}%s00Z.json.gz"
+    junk = {"awsAccountId": ACCOUNT, "digestEndTime": f"{NOW:%Y-%m-%dT%H}:59:00Z", "logFiles": 5}
+    listed = {**junk, "logFiles": ["x", 7, {"s3Bucket": trail.bucket, "s3Object": lost, "hashValue": "0" * 64}]}
+    for minute, body in (("57", b"{cut"), ("58", json.dumps(junk).encode()), ("59", json.dumps(listed).encode())):
+        trail.s3.put_object(Bucket=trail.bucket, Key=f"{folder}/{name % minute}", Body=gzip.compress(body))
+    ingest(spark, trail.url, lake, queue_url=trail.queue_url, reconcile=True)
+    newest = json.loads(max(Lake.at(lake).reconcile_reports.glob("*.json"), key=lambda p: p.stat().st_mtime_ns).read_text())
+    assert len(newest["unreadable_digests"]) == 2 and newest["hash_mismatches"] == [lost], "named, never raised"
     assert_table_is_oracle(spark, lake, trail)
 
 

@@ -23,7 +23,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ import pytest
 from jobs import gate
 from jobs.lake import Lake
 from jobs.lake_status import ocsf_rows
+from tests.aws import cloudtrail_sns, committed_ids, queryable_after, s3_stack
 from tests.helpers import DAY, deliver, duckdb_rows, events_of
 from tests.test_downstream import hourly_from_activity, hourly_from_events
 from tools.airflow_api import DAG_ID, Api, sign_in
@@ -274,3 +275,31 @@ def test_make_stack_up_a_backfill_clicked_in_the_ui_and_make_stack_down(tmp_path
             assert "stopped" in make("stack-down", *settings, timeout=300)
     assert {"postgres", "airflow-api", "airflow-scheduler", "spark-master", "spark-worker-2"} <= started.keys()
     assert not any(alive(group) for group in started.values()), "stack-down stopped every service stack-up started"
+
+
+def test_on_an_s3_landing_each_delivery_wakes_the_ingest_through_its_notification(tmp_path: Path):
+    """moto's S3 + SQS server as the stack's AWS (AWS_ENDPOINT_URL and keys from .env): CloudTrail's notification of each
+    delivered file wakes the ingest DAG through the triggerer's SQS watcher, the run fetches the object into the lake's
+    cache and commits its events. A notification sent twice adds nothing. The queue and the inbox end empty."""
+    with s3_stack(tmp_path) as (stack, trail):
+        lake = stack.home / "volumes" / "lake"
+        start = datetime.now(tz=UTC) - timedelta(minutes=30)
+        for n in range(3):
+            queryable_after(stack, trail, events_of(40, start + timedelta(minutes=n), f"s3-{n}"), f"f{n}")
+        (first, *_) = [key for key in trail.keys() if key.endswith("_f0.json.gz")]
+        trail.notify(cloudtrail_sns(trail.bucket, [first]))  # a re-delivered notification
+        api = Api.of(stack)
+        deadline = time.monotonic() + 600
+        while trail.waiting() or any(Lake(lake).inbox.glob("*.json")) or not all_finished(api):
+            assert time.monotonic() < deadline, "the re-delivered notification was not taken"
+            time.sleep(5)
+        runs = api.call("GET", f"{api.dag}/dagRuns?limit=100")["dag_runs"]
+        assert sum(run["run_type"] == "asset_triggered" for run in runs) >= 3, "a run per delivery, woken by its notification"
+        assert all(run["state"] == "success" for run in runs), runs
+        assert sorted(committed_ids(lake)) == trail.oracle(), "each event once, as the bucket's objects hold them"
+        assert len(duckdb_rows(lake)) == 120, "and a directory reader sees the same rows"
+
+
+def all_finished(api: Api) -> bool:
+    runs = api.call("GET", f"{api.dag}/dagRuns?limit=100")["dag_runs"]
+    return all(run["state"] in ("success", "failed") for run in runs)

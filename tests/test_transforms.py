@@ -14,7 +14,7 @@ from jobs.decode import decode_files
 from jobs.dedup import Dedup
 from jobs.ingest.batch_writer import batch_figures
 from jobs.lake import Lake
-from jobs.ledger import MANIFEST_DDL
+from jobs.ledger_files import MANIFEST_DDL
 from jobs.sinks import write_tables
 from jobs.transforms import (
     mark_dedup_key,

@@ -63,7 +63,7 @@ def test_a_clean_ingested_table_passes_with_its_results_in_the_report_and_nothin
     results = json.loads(Lake(lake).gate_report(report.run_id).read_text())
     assert code == 0 and results["verdict"] == "passed" and results["rows_validated"] == 40
     reports = {path.relative_to(Lake(lake).reports).as_posix() for path in Lake(lake).reports.rglob("*") if path.is_file()}
-    assert reports == {f"ingest/{report.run_id}.json", f"dq/{report.run_id}.json", "dq/_validated.json"}, (
+    assert reports == {f"ingest/{report.run_id}.json", "tally.json", f"dq/{report.run_id}.json", "dq/_validated.json"}, (
         "no Data Docs (they load scripts from other hosts and show values as HTML), no GX project: the lake page renders the report"
     )
     checks = [check for suite in results["suites"].values() for check in suite["checks"]]

@@ -69,16 +69,20 @@ def resolve(compose: Path, env_file: Path) -> dict[str, Any]:
     return yaml.safe_load(done.stdout)
 
 
-def write_env_file(target: Path, values: dict[str, str] | None = None, example: Path = ROOT / ".env.example") -> None:
-    """`.env.example` with `values` set and every empty secret filled in with a fresh random value."""
+def write_env_file(
+    target: Path, values: dict[str, str] | None = None, example: Path = ROOT / ".env.example", compose: Path = ROOT / "docker-compose.yml"
+) -> None:
+    """`.env.example` with `values` set and every secret the compose file requires (`${NAME:?...}`) that is empty filled
+    in with a fresh random value. Other empty variables stay empty (an S3 landing's settings, AWS keys: the chain)."""
     lines, unplaced = [], dict(values or {})
+    required = set(re.findall(r"\$\{(\w+):\?", compose.read_text()))
     for line in example.read_text().splitlines():
         name, assigned, value = line.partition("=")
         if line.startswith("#") or not assigned:
             lines.append(line)
             continue
         value = unplaced.pop(name, value)
-        if not value:
+        if not value and name in required:
             value = base64.urlsafe_b64encode(os.urandom(32)).decode() if name.endswith("FERNET_KEY") else secrets.token_urlsafe(24)
         lines.append(f"{name}={value}")
     if unplaced:

@@ -14,7 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 from jobs.ingest.config import IngestConfig
 from jobs.lake import EVENT_DATE, REASON
 from jobs.landing import place
-from jobs.ledger import record_late_files
+from jobs.ledger_files import record_late_files
 from jobs.quarantine import Replacement
 from jobs.report import BatchStats, RunReport
 from jobs.sinks import ParquetSink, write_tables

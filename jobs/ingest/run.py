@@ -23,7 +23,8 @@ from jobs.checkpoint import CheckpointSnapshot, keep_check_times, record_success
 from jobs.ingest import deliveries, stream
 from jobs.ingest.config import IngestConfig
 from jobs.lake import TABLES
-from jobs.ledger import Plan, plan_files, success_of, verified_checkpoint
+from jobs.ledger import Plan, plan_files, success_of
+from jobs.ledger_files import verified_checkpoint
 from jobs.quarantine import replay_entries
 from jobs.report import RunReport, now_iso
 from jobs.spark_logs import (

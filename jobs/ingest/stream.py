@@ -19,7 +19,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from jobs.ingest.batch_writer import BatchWriter
 from jobs.ingest.config import IngestConfig
-from jobs.ledger import MANIFEST_DDL
+from jobs.ledger_files import MANIFEST_DDL
 from jobs.report import RunReport, apply_progress, log_batch
 from jobs.session import STREAM_CONF, spark_session
 from jobs.transforms import deduplicate, mark_late, read_records

@@ -1,0 +1,107 @@
+"""One writer per file on disk (issue #58): every file a lake holds after each operator command has run, and the one
+module of jobs/ that writes it.
+
+Python's writes are seen through an audit hook (`open` for writing, `os.rename`/`os.replace`): the writer is the
+innermost module of jobs/ on the stack, jobs/files.py's helpers aside. Spark writes the tables, its checkpoint and
+its logs from the JVM: those files are the module's that runs the query or the write (SPARK_WRITES). Where an
+operator command edits one of Spark's files (rescale's state partitions in an offsets file, a lost stream metadata
+file, a moved lake's source log), jobs/spark_logs.py does, and the hook sees that module; that such a file also had
+Spark as its writer, the JVM does not tell. A file seen neither way fails the test, as does a file two modules write."""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections import defaultdict
+from datetime import timedelta
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from jobs import activity, compact, ocsf, rebuild, repair, rescale, validate_events
+from tests.helpers import DAY, deliver, events_of, ingest, put_raw
+
+ROOT = Path(__file__).resolve().parents[1]
+JOBS = ROOT / "jobs"
+HELPERS = {JOBS / "files.py"}  # write a file whole for whoever asks: the asker is the writer
+# Files the JVM writes, by pattern (see `pattern`), and the module whose query or write it is.
+SPARK_WRITES = {
+    r"(events|quarantine)/[^/]*=\*/[^/]*": "Spark: jobs/ingest/stream.py's sink, jobs/staging.py's partitions",
+    r"(events|quarantine)/_spark_metadata/[^/]*": "Spark: jobs/ingest/stream.py's sink",
+    r"_checkpoints/ingest/((offsets|commits)/\*|sources/\*/\*|state/.*|metadata|\.metadata\.crc)": "Spark: jobs/ingest/stream.py's query",
+    r"(activity_hourly|findings|ocsf/api_activity)/([^/]*=\*/)+[^/]*": "Spark: jobs/staging.py's partitions",
+}
+
+written: dict[str, set[str]] = defaultdict(set)  # absolute path -> writer modules
+watching: list[Path] = []  # the lake the hook records writes under (none: it records nothing)
+
+
+def writer(frame: FrameType | None) -> str:
+    while frame is not None:
+        path = Path(frame.f_code.co_filename)
+        if path.is_relative_to(JOBS) and path not in HELPERS:
+            return path.relative_to(ROOT).as_posix()
+        frame = frame.f_back
+    return "not jobs/"
+
+
+def audit(event: str, args: tuple[Any, ...]) -> None:
+    if not watching:
+        return
+    if event == "open" and isinstance(args[0], (str, Path)) and (args[1] or "r") != "r" and any(c in str(args[1]) for c in "wax+"):
+        target = args[0]
+    elif event in ("os.rename", "os.replace"):
+        target = args[1]
+    else:
+        return
+    path = Path(str(target)).absolute()
+    if path.is_relative_to(watching[0]):
+        written[str(path)].add(writer(sys._getframe(1)))
+
+
+sys.addaudithook(audit)
+
+
+def pattern(path: Path, lake: Path) -> str:
+    """A lake file's place with what varies from run to run (ids, dates, numbers) as *."""
+    parts = path.relative_to(lake).parts
+    return "/".join(re.sub(r"=.*", "=*", part) if "=" in part else ("*" if re.search(r"\d", part) else part) for part in parts)
+
+
+def test_every_file_of_a_lake_has_one_writer(spark, landing, lake, tmp_path):
+    for day in range(3):
+        deliver(landing, events_of(400, DAY + timedelta(days=day, hours=1), f"w{day}"), DAY + timedelta(days=day, hours=2))
+    put_raw(landing, b"{not json", DAY + timedelta(hours=3))
+    watching.append(lake)
+    try:
+        commands = {
+            "ingest": lambda: ingest(spark, landing, lake, run_id="first") and 0,
+            "gate": lambda: validate_events.main(["--lake", str(lake), "--run-id", "first", "--dates", "2024-03-01"]),
+            "activity": lambda: activity.main(["--lake", str(lake), "--run-id", "downstream"]),
+            "ocsf": lambda: ocsf.main(["--lake", str(lake), "--run-id", "downstream"]),
+            "compact": lambda: compact.main(["--lake", str(lake), "--closed-at", "2024-04-01", "--run-id", "compact"]),
+            "rebuild": lambda: rebuild.main(["--landing", str(landing), "--lake", str(lake), "--from-date", "2024-03-02",
+                                             "--to-date", "2024-03-02"]),
+            "repair": lambda: repair.main(["--lake", str(lake), "--landing", str(landing)]),
+            "rescale": lambda: rescale.main(["--lake", str(lake), "--state-partitions", "3"]),
+            "ingest again": lambda: ingest(spark, landing, lake, run_id="second") and 0,
+        }  # fmt: skip
+        for name, command in commands.items():
+            assert command() == 0, name
+    finally:
+        watching.clear()
+
+    places: dict[str, set[str]] = defaultdict(set)  # a file's place (`pattern`) -> its files' writers
+    wrong = {}
+    for path in sorted(p for p in lake.rglob("*") if p.is_file()):
+        place = pattern(path, lake)
+        spark_writer = next((module for regex, module in SPARK_WRITES.items() if re.fullmatch(regex, place)), None)
+        # A file in a folder moved into place (a replaced partition, an old state) is the mover's.
+        moved = next((written[str(folder)] for folder in path.absolute().parents if str(folder) in written), None)
+        writers = written.get(str(path.absolute())) or moved or {spark_writer or "nobody seen"}
+        places[place] |= writers
+        if len(writers) != 1 or "nobody seen" in writers:
+            wrong[str(path.relative_to(lake))] = sorted(writers)
+    table = "\n".join(f"  {place:<64} {', '.join(sorted(modules))}" for place, modules in sorted(places.items()))
+    print(f"every file of the lake, by place, and its writers:\n{table}")
+    assert not wrong, f"files with other than one writer: {wrong}"
