@@ -119,8 +119,10 @@ class RunReport:
         body.update(self.totals())
         return body
 
-    def write(self) -> Path:
-        return write_json(Lake.at(self.lake).ingest_report(self.run_id), self.to_json())
+    def write(self) -> tuple[Path, dict[str, Any]]:
+        """The report written (to_json, totals included, computed once): its path and body."""
+        body = self.to_json()
+        return write_json(Lake.at(self.lake).ingest_report(self.run_id), body), body
 
 
 @dataclass

@@ -36,9 +36,9 @@ def overview(lake: Lake, landing: str, queue_url: str | None, threshold: timedel
         lines.append("PROBLEMS: the lake's state is damaged:")
         lines.extend(f"  {problem}" for problem in found)
         return lines + ["last run:", *run_lines(lake, None)]
-    walked = None if is_bucket(landing) else Path(landing)
+    walked, tallied = None if is_bucket(landing) else Path(landing), tally.read(lake)
     if walked is None:
-        queue = status.deliveries(lake, queue_url, tally.read(lake)).queue
+        queue = status.deliveries(lake, queue_url, tallied).queue
         lines.append(f"queue: {queue['waiting']} notifications waiting, {queue['in_flight']} being taken" if queue else "queue: none asked")
     else:
         waiting = status.backlog(lake, walked)
@@ -49,7 +49,7 @@ def overview(lake: Lake, landing: str, queue_url: str | None, threshold: timedel
         f"freshness at {status.format_time(now)} (STALE: no event written yet, or the newest delivery or event is over {threshold} old; "
         f"future-dated: events dated over {skew} after they were ingested, never taken for the newest):"
     )
-    rows = status.freshness(lake, walked, threshold, tally.read(lake), now, skew)
+    rows = status.freshness(lake, walked, threshold, tallied, now, skew)
     # Folder names are data: shown as Python would quote them when they hold anything a terminal would act on.
     names = [(_printable(row.account), _printable(row.region)) for row in rows]
     account, region = (max([len(title), *(len(pair[i]) for pair in names)]) + 2 for i, title in enumerate(("account", "region")))

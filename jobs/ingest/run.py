@@ -137,9 +137,8 @@ def reported(config: IngestConfig, checkpoint: CheckpointSnapshot) -> Iterator[R
         after = last_commit(config.lake.checkpoint).watermark
         report.watermark_after = after.isoformat() if after else None
         report.finished_at = now_iso()
-        path = report.write()
-        tally.record(config.lake, report.to_json())
-        totals = report.totals()
+        path, totals = report.write()
+        tally.record(config.lake, totals)
         log.info(
             "run %s %s: %d files, %d records, %d rows written, %d duplicates dropped, %d quarantined; report %s",
             config.run_id, report.status, totals["files_read"], totals["records_read"], totals["rows_written"],
