@@ -37,11 +37,12 @@ from typing import Any
 import duckdb
 
 from jobs import tally
+from jobs.derived_state import record_built
 from jobs.files import write_whole
-from jobs.lake import ACCOUNT_ID, EVENT_DAY, OCSF_API_ACTIVITY, OCSF_JOB, REGION, Lake, partition
+from jobs.lake import ACCOUNT_ID, EVENT_DAY, OCSF, OCSF_API_ACTIVITY, REGION, Lake, partition
 from jobs.landing import delivery_path
 from jobs.ledger_files import Entry
-from jobs.report import ActivityReport, BatchStats, RunReport, write_json
+from jobs.report import BatchStats, RunReport, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 REGIONS = [f"{area}-{n}" for area in ("us-east", "us-west", "eu-west", "eu-central", "ap-south", "ap-northeast") for n in (1, 2, 3)][:17]
@@ -127,7 +128,7 @@ def build(root: Path, days: int, full_days: int) -> tuple[Lake, Path, date]:
 def build_bucket(root: Path, accounts: int, days: int) -> tuple[Lake, date]:
     """An S3 landing's lake at `accounts` x 17 regions x `days`: an ingest run an hour, each taking a file from every
     place (its report naming every place, per batch and in total, as a run's report does), an OCSF folder per region,
-    account and day (one file each, hard links of one Parquet file) and the OCSF runs' reports, an events partition a
+    account and day (one file each, hard links of one Parquet file) and the OCSF job's state, an events partition a
     day, the landing cache with a file per place and day, the ledger's manifests of the source retention, the tally."""
     lake = Lake.at(root / "lake")
     places = [(f"{100000000000 + n:012d}", region) for n in range(accounts) for region in REGIONS]
@@ -153,9 +154,8 @@ def build_bucket(root: Path, accounts: int, days: int) -> tuple[Lake, date]:
             cached = delivery_path(lake.landing_cache, account, region, datetime(day.year, day.month, day.day, 23, 55, tzinfo=UTC), "x")
             cached.parent.mkdir(parents=True, exist_ok=True)
             os.link(source, cached)
-        ActivityReport(f"asset_triggered__{day}", f"{day}T23:59:00+00:00", [str(day)], "succeeded",
-                       {OCSF_API_ACTIVITY: {str(day): 10 * len(places)}}, gate="passed", job=OCSF_JOB,
-                       folders={OCSF_API_ACTIVITY: {str(day): len(places)}}).write(lake)  # fmt: skip
+        record_built(lake.derived_state(OCSF), {str(day): "built"}, {OCSF_API_ACTIVITY: {str(day): 10 * len(places)}},
+                     {OCSF_API_ACTIVITY: {str(day): len(places)}})  # fmt: skip
         for hour in range(24):
             at = datetime(day.year, day.month, day.day, hour, tzinfo=UTC)
             stamp = f"{at:%Y%m%dT%H}00Z"
@@ -290,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
                 for path in folder.glob("*.json"):
                     json.loads(path.read_text())
 
-        from jobs import lake_status
+        from jobs import ledger_search
 
         measured: dict[str, Any] = {}
         # The first call in a fresh API server imports DuckDB and reads every manifest (then kept: they never change).
@@ -299,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
         measured["lake page, first load in the server process"] = {"median_ms": round((time.perf_counter() - started) * 1000, 1)}
 
         def unread_manifests() -> None:
-            lake_status._manifest.cache_clear()
+            ledger_search._manifest.cache_clear()
             get("/")
 
         cases = {

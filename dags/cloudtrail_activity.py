@@ -13,23 +13,26 @@ as OCSF 1.1.0 API Activity, laid out as Amazon Security Lake lays out its source
 | `ocsf` | `spark-submit jobs/ocsf.py`: the same dates of the OCSF table |
 | `publish` | updates the `cloudtrail_activity` Asset |
 
+One task per derived job, in the order `jobs/lake.py`'s `DERIVED` lists them.
+
 Runs whenever `cloudtrail_ingest` publishes the `cloudtrail_events` Asset, and by hand
 ("Trigger DAG w/ config") for a date range. It finds what changed from the events table
 itself, each partition's data files against those it was last built from, so a run that
 follows several ingest runs, a rebuild or a rollback catches up on all of them.
-Reports: `<lake>/reports/activity/`, `<lake>/reports/ocsf/`.
+Reports: `<lake>/reports/<job>/` (`activity`, `ocsf`).
 """
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from airflow.sdk import DAG, get_current_context, task
+from airflow.sdk import DAG, chain, get_current_context, task
 
 from cloudtrail_airflow.callbacks import log_failure
 from cloudtrail_airflow.operators import lake_job
-from cloudtrail_airflow.params import activity_params, plan_activity, plan_ocsf
+from cloudtrail_airflow.params import activity_params, plan_derived
 from cloudtrail_airflow.settings import load_settings
+from jobs.lake import DERIVED
 
 settings = load_settings()
 events_asset = settings.events_asset
@@ -52,15 +55,14 @@ with DAG(
         """Each job's arguments, or a clear error before Spark starts."""
         context = get_current_context()
         params, run_id = context["params"], context["run_id"]
-        return {"activity": plan_activity(params, settings, run_id), "ocsf": plan_ocsf(params, settings, run_id)}
+        return {derived.job: plan_derived(params, settings, run_id) for derived in DERIVED}
 
     planned = plan()
-    update = lake_job(settings, "update", "activity", planned["activity"])
-    ocsf = lake_job(settings, "ocsf", "ocsf", planned["ocsf"])
+    jobs = [lake_job(settings, derived.task, derived.job, planned[derived.job]) for derived in DERIVED]
 
     @task(outlets=[activity_asset])
     def publish() -> str:
         """Mark the downstream tables as updated."""
         return settings.activity_uri
 
-    update >> ocsf >> publish()
+    chain(*jobs, publish())

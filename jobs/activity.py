@@ -29,16 +29,16 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs import cli, downstream
-from jobs.derived import Derivation, DerivedConfig, build, definition_of, gate, refresh
+from jobs.derived import Derivation, DerivedConfig, build, gate, per_date, recipe_of, refresh
 from jobs.downstream import findings, hourly_activity
-from jobs.lake import ACTIVITY_HOURLY, ACTIVITY_JOB, DOWNSTREAM_TABLES, EVENT_DATE, FINDINGS, Lake
-from jobs.report import ActivityReport
+from jobs.lake import ACTIVITY, ACTIVITY_HOURLY, EVENT_DATE, FINDINGS, Lake
+from jobs.report import DerivedReport
 from jobs.rules import load_rules
 from jobs.session import spark_session
 
 
 def parse_args(argv: list[str] | None = None) -> DerivedConfig:
-    return DerivedConfig.parse(ACTIVITY_JOB, __doc__, argv)
+    return DerivedConfig.parse(ACTIVITY.job, __doc__, argv)
 
 
 def transform(events: DataFrame) -> dict[str, DataFrame]:
@@ -50,38 +50,34 @@ def check(lake: Lake, run_id: str, dates: list[str], events: DataFrame, staged: 
     in_table = {str(row[EVENT_DATE]): row["count"] for row in events.groupBy(EVENT_DATE).count().collect()}
     activity = staged[ACTIVITY_HOURLY]
     in_activity = {str(row[0]): row[1] for row in activity.groupBy(EVENT_DATE).agg(F.sum("events")).collect()}
-    figures = pd.DataFrame(
-        [{EVENT_DATE: day, "events_in_table": in_table.get(day, 0), "events_in_activity": in_activity.get(day, 0)} for day in dates]
-    )
+    figures = per_date(dates, events_in_table=in_table, events_in_activity=in_activity)
     frames: dict[str, DataFrame | pd.DataFrame] = {
         "activity_hourly.critical": activity.withColumn("window_date", F.to_date("window_start")),
         "findings.critical": staged[FINDINGS],
         "activity_reconciliation.critical": figures,
     }
-    return gate(ACTIVITY_JOB, lake, run_id, dates, frames, figures, {"rule_ids": [rule.rule_id for rule in load_rules()]})
+    return gate(ACTIVITY.job, lake, run_id, dates, frames, figures, {"rule_ids": [rule.rule_id for rule in load_rules()]})
 
 
-def summarize(staged: dict[str, DataFrame], report: ActivityReport) -> None:
-    report.findings_by_rule = {row["rule_id"]: row["count"] for row in staged[FINDINGS].groupBy("rule_id").count().collect()}
+def summarize(staged: dict[str, DataFrame], report: DerivedReport) -> None:
+    report.counts["findings by rule"] = {row["rule_id"]: row["count"] for row in staged[FINDINGS].groupBy("rule_id").count().collect()}
 
 
-def definition() -> str:
+def recipe() -> str:
     """This module, the downstream transforms and every rule: adding or editing a rule rebuilds every date."""
-    return definition_of([sys.modules[__name__], downstream], [repr(rule) for rule in load_rules()])
+    return recipe_of([sys.modules[__name__], downstream], [repr(rule) for rule in load_rules()])
 
 
-ACTIVITY = Derivation(
-    ACTIVITY_JOB, DOWNSTREAM_TABLES, lambda lake: lake.downstream_state, transform, check, summarize, definition=definition
-)
+DERIVATION = Derivation(ACTIVITY, transform, check, summarize, recipe=recipe)
 
 
-def run(config: DerivedConfig, session: Callable[[], SparkSession]) -> ActivityReport:
-    return refresh(ACTIVITY, config, session)
+def run(config: DerivedConfig, session: Callable[[], SparkSession]) -> DerivedReport:
+    return refresh(DERIVATION, config, session)
 
 
 def main(argv: list[str] | None = None) -> int:
     config = parse_args(argv)
-    return cli.run(lambda: build(ACTIVITY, config, spark_session))
+    return cli.run(lambda: build(DERIVATION, config, spark_session))
 
 
 if __name__ == "__main__":

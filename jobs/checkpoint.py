@@ -1,4 +1,5 @@
-"""The ingest checkpoint, read once per run into a snapshot.
+"""The ingest checkpoint: an ingest run enters here twice, to open it (mended, read once into a snapshot, checked
+against the tables) before the stream and to record its success after it (the commit log read once).
 
 It holds Spark's logs (jobs/spark_logs.py) and one file of this job's own,
 last_success.json: the check time of the last successful run and the last batch it
@@ -9,26 +10,33 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from jobs.files import write_whole
-from jobs.lake import LAST_SUCCESS, MANIFESTS, Lake
+from jobs.lake import LAST_SUCCESS, MANIFESTS, TABLES, Lake
 from jobs.report import read_reports
 from jobs.spark_logs import (
     RESTORE,
+    STREAM_METADATA,
     CheckpointError,
     Commit,
     SourceLog,
+    drop_orphan_checksums,
     last_commit,
     planned_batch_id,
     read_source_log,
+    relocate_source_log,
+    restore_stream_metadata,
     sink_batch,
     source_log_gaps,
     source_offset,
 )
+
+log = logging.getLogger("checkpoint")
 
 
 @dataclass(frozen=True)
@@ -67,9 +75,35 @@ def _write(checkpoint: Path, state: LastSuccess) -> None:
     write_whole(checkpoint / LAST_SUCCESS, json.dumps(body) + "\n")
 
 
-def record_success(checkpoint: Path, state: LastSuccess) -> None:
-    """After a successful run, swept: its check times (jobs/ledger.success_of) and the last clean batch."""
-    _write(checkpoint, state)
+def record_success(lake: Lake, check_times: LastSuccess) -> Commit:
+    """After a successful run, swept: its check times (the ledger's plan hands them back) and the last clean batch,
+    the checkpoint's last commit, which is returned (the commit log's one read after the stream)."""
+    commit = last_commit(lake.checkpoint)
+    _write(lake.checkpoint, dataclasses.replace(check_times, batch_id=commit.batch_id))
+    return commit
+
+
+def open_for_ingest(lake: Lake) -> CheckpointSnapshot:
+    """The checkpoint an ingest run starts from: what can be mended is (a checksum whose file is gone, Spark's stream
+    metadata, a moved lake's log of read manifests, last_success.json from the reports), then it is read once and
+    checked against the tables; a new checkpoint gets its last_success.json before the ledger lets go of a manifest.
+    Refused (CheckpointError) while a rescale of the de-duplication state is unfinished."""
+    if lake.rescaling.exists():
+        raise CheckpointError(
+            f"{lake.rescaling}: a rescale of the de-duplication state did not finish. Run python -m jobs.rescale "
+            "--lake LAKE --state-partitions N again to finish it (README, 'Rescaling the de-duplication state')."
+        )
+    for crc in drop_orphan_checksums(lake.checkpoint, [lake.table(name) for name in TABLES]):
+        log.warning("deleted %s: the file it was the checksum of is gone", crc)
+    if restore_stream_metadata(lake.checkpoint):
+        log.warning("%s was missing or damaged: written again (it holds only the stream's id)", lake.checkpoint / STREAM_METADATA)
+    if relocate_source_log(lake.checkpoint, lake.manifests):
+        log.warning("the lake was moved: Spark's log of read manifests now names them under %s", lake.manifests)
+    if restore_last_success(lake):
+        log.warning("%s was missing or damaged: written again from the newest successful run's report", lake.last_success)
+    snapshot = CheckpointSnapshot.verified(lake)
+    keep_check_times(snapshot)
+    return snapshot
 
 
 def keep_check_times(snapshot: CheckpointSnapshot) -> None:
@@ -108,6 +142,15 @@ class CheckpointSnapshot:
     # The source's log offsets the last committed and the last planned batch read up to.
     committed_offset: int | None
     planned_offset: int | None
+    # The de-duplication watermark the next batch will use (the last commit's); None before the first batch.
+    watermark: datetime | None
+
+    @classmethod
+    def verified(cls, lake: Lake) -> CheckpointSnapshot:
+        """The lake's checkpoint, read and checked against the tables' commit logs (CheckpointError names the mend)."""
+        snapshot = cls.read(lake.checkpoint)
+        snapshot.check_matches([lake.table(name) for name in TABLES])
+        return snapshot
 
     @classmethod
     def read(cls, path: Path) -> CheckpointSnapshot:
@@ -134,12 +177,7 @@ class CheckpointSnapshot:
                     "successful run's report (the ingest does so itself when one is there), or from a backup."
                 )
             last_success = LastSuccess()
-        return cls(path, commit, planned, last_success, read_source_log(path, path / MANIFESTS), *offsets)
-
-    @property
-    def watermark(self) -> datetime | None:
-        """The de-duplication watermark the next batch will use; None before the first batch."""
-        return self.commit.watermark
+        return cls(path, commit, planned, last_success, read_source_log(path, path / MANIFESTS), *offsets, commit.watermark)
 
     @property
     def settled(self) -> bool:

@@ -16,7 +16,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from jobs import options
-from jobs.lake import LakeBusyError, LakeUnusableError
+from jobs.lock import LakeBusyError, LakeUnusableError
 from jobs.spark_logs import CheckpointError
 
 log = logging.getLogger("cloudtrail")

@@ -33,8 +33,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs import cli, options, partitions
-from jobs.lake import EVENTS, Lake, LakeLock, partition, partition_folders, partition_value
+from jobs.lake import EVENTS, Lake, partition, partition_folders, partition_value
 from jobs.ledger_files import verified_checkpoint
+from jobs.lock import LakeLock
 from jobs.schema import EVENTS_DATA_SCHEMA
 from jobs.session import JobSession, spark_session
 from jobs.staging import Staging

@@ -3,17 +3,17 @@ changed since they were last built, and the one way they are rebuilt: stage -> g
 
 A date's rows of a derived table are computed from that date's whole events partition and swapped in
 atomically (jobs/staging.py), so the table is exact whatever order the events arrived in. What each date
-was built from is the events partition's fingerprint (its data files' names and sizes) and the table's definition
-(a hash of the code and data that compute it: the job's modules, its rules), kept per job in <lake>/_checkpoints/:
-any change to the partition (a new batch, a late file, a rebuild, a rollback, a compaction) or to the definition
-(a rule added or edited, the mapping changed) makes the date due again.
+was built from is the events partition's fingerprint (its data files' names and sizes) and the table's recipe
+(a hash of the code and data that compute it: the job's modules, its rules), kept per job in <lake>/_checkpoints/
+with the rows and folders each table's date holds (the lake page's figures): any change to the partition (a new
+batch, a late file, a rebuild, a rollback, a compaction) or to the recipe (a rule added or edited, the mapping
+changed) makes the date due again. Which jobs there are, their tables and their state files: jobs/lake.py's DERIVED.
 """
 
 from __future__ import annotations
 
 import hashlib
 import inspect
-import json
 import logging
 import os
 import shutil
@@ -30,10 +30,11 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs import cli, options, partitions, validate_events
-from jobs.files import write_whole
-from jobs.lake import EVENT_DATE, PARTITION_COLUMNS, Lake, LakeLock, partition, partition_folders, partition_value
+from jobs.derived_state import built_dates, record_built
+from jobs.lake import EVENT_DATE, PARTITION_COLUMNS, Derived, Lake, partition, partition_folders, partition_value
+from jobs.lock import LakeLock
 from jobs.partitions import fingerprint
-from jobs.report import ActivityReport, now_iso
+from jobs.report import DerivedReport, now_iso
 from jobs.schema import EVENTS_SCHEMA
 from jobs.session import JobSession
 from jobs.staging import Staging
@@ -76,55 +77,45 @@ class DerivedConfig:
 
 @dataclass(frozen=True)
 class Derivation:
-    """What one job derives: its tables, where it keeps what each date was built from, and its steps."""
+    """How one derived job (jobs/lake.py's `Derived`: its tables, reports and state) computes and checks its tables."""
 
-    job: str  # the reports' folder: reports/<job>/, reports/dq/<job>/
-    tables: tuple[str, ...]
-    state: Callable[[Lake], Path]
+    derived: Derived
     # A date's events -> each table's rows (pure).
     build: Callable[[DataFrame], dict[str, DataFrame]]
     # The suites on the staged rows: (lake, run id, dates, events, staged, staged rows per table and date) -> the verdict.
     check: Callable[[Lake, str, list[str], DataFrame, dict[str, DataFrame], dict[str, dict[str, int]]], str]
     # Anything the job's report says besides the rows per table and date.
-    summarize: Callable[[dict[str, DataFrame], ActivityReport], None] = lambda staged, report: None
+    summarize: Callable[[dict[str, DataFrame], DerivedReport], None] = lambda staged, report: None
     # A row's event date as YYYY-MM-DD text, in the tables' own columns.
     event_date: Callable[[], Column] = lambda: F.col(EVENT_DATE).cast("string")
     # Done first in every run, under the lock: what the tables need besides their partitions.
     prepare: Callable[[Lake], None] = lambda lake: None
-    # What computes the tables (definition_of): a date built with another definition is due again.
-    definition: Callable[[], str] = lambda: ""
+    # What computes the tables (recipe_of): a date built with another recipe is due again.
+    recipe: Callable[[], str] = lambda: ""
+
+    @property
+    def job(self) -> str:
+        return self.derived.job
 
 
-def definition_of(modules: Iterable[ModuleType], data: Iterable[str] = ()) -> str:
-    """A derived table's definition, as a short hash of its modules' code and the data they read (rules)."""
+def recipe_of(modules: Iterable[ModuleType], data: Iterable[str] = ()) -> str:
+    """A derived table's recipe, as a short hash of its modules' code and the data they read (rules)."""
     digest = hashlib.sha256()
     for text in [*(inspect.getsource(module) for module in modules), *data]:
         digest.update(hashlib.sha256(text.encode()).digest())
     return digest.hexdigest()[:16]
 
 
-def built_stamp(lake: Lake, day: str, definition: str) -> str:
-    """What a date's derived rows are built from: its events partition's fingerprint and the definition."""
-    return f"{fingerprint(partition(lake.events, day))} {definition}"
+def built_stamp(lake: Lake, day: str, recipe: str) -> str:
+    """What a date's derived rows are built from: its events partition's fingerprint and the recipe."""
+    return f"{fingerprint(partition(lake.events, day))} {recipe}"
 
 
-def built_from(state: Path) -> dict[str, str]:
-    """Per event date: what the derived rows of that date were built from (built_stamp; a partition's fingerprint
-    alone before definitions were kept, which no stamp equals: such dates are built once more)."""
-    body: dict[str, str] = json.loads(state.read_text()) if state.exists() else {}
-    return body
-
-
-def record_built(state: Path, prints: dict[str, str]) -> None:
-    """Written whole (rename) after the swaps: a run that dies before it leaves its dates to the next run."""
-    write_whole(state, json.dumps(dict(sorted((built_from(state) | prints).items())), indent=1) + "\n")
-
-
-def changed_dates(lake: Lake, state: Path, definition: str) -> list[str]:
-    """The event dates whose events partition or definition is not the one their derived rows were built from."""
-    built = built_from(state)
+def changed_dates(lake: Lake, state: Path, recipe: str) -> list[str]:
+    """The event dates whose events partition or recipe is not the one their derived rows were built from."""
+    built = built_dates(state)
     dates = {partition_value(folder) for folder in partition_folders(lake.events)} | set(built)
-    return sorted(day for day in dates if built_stamp(lake, day, definition) != built.get(day))
+    return sorted(day for day in dates if day not in built or built_stamp(lake, day, recipe) != built[day].stamp)
 
 
 def extract(spark: SparkSession, lake: Lake, dates: list[str]) -> DataFrame:
@@ -135,14 +126,19 @@ def extract(spark: SparkSession, lake: Lake, dates: list[str]) -> DataFrame:
     return spark.read.schema(EVENTS_SCHEMA).option("basePath", str(lake.events)).parquet(*folders)
 
 
-def count_rows(staged: dict[str, DataFrame], event_date: Column, dates: list[str], report: ActivityReport) -> None:
+def count_rows(staged: dict[str, DataFrame], event_date: Column, dates: list[str], report: DerivedReport) -> None:
     """Per table and date, the staged rows and the partition folders they fill: the lake page reads these from the
-    reports rather than every folder's Parquet footers (at 1,000 accounts in 17 regions, 17,000 folders a day)."""
+    job's state rather than every folder's Parquet footers (at 1,000 accounts in 17 regions, 17,000 folders a day)."""
     for name, rows in staged.items():
         folder = F.struct(*PARTITION_COLUMNS[name])
         counted = rows.groupBy(event_date.alias("day")).agg(F.count(F.lit(1)), F.count_distinct(folder)).collect()
         report.rows[name] = {day: 0 for day in dates} | {row[0]: row[1] for row in counted}
         report.folders[name] = {day: 0 for day in dates} | {row[0]: row[2] for row in counted}
+
+
+def per_date(dates: list[str], **figures: dict[str, int]) -> pd.DataFrame:
+    """Per event date, each named figure (0 where a date has none): a reconciliation suite's frame."""
+    return pd.DataFrame([{EVENT_DATE: day} | {name: counts.get(day, 0) for name, counts in figures.items()} for day in dates])
 
 
 def gate(
@@ -162,24 +158,25 @@ def gate(
     return verdict
 
 
-def refresh(derivation: Derivation, config: DerivedConfig, session: Callable[[], SparkSession]) -> ActivityReport:
+def refresh(derivation: Derivation, config: DerivedConfig, session: Callable[[], SparkSession]) -> DerivedReport:
     """Rebuild the dates given (None: those whose events changed), each table's partitions staged, gated, swapped in."""
     lake, run_id, given = config.layout, config.run_id, config.dates
     started = time.monotonic()
-    report = ActivityReport(run_id=run_id, started_at=now_iso(), job=derivation.job)
+    report = DerivedReport(run_id=run_id, started_at=now_iso(), job=derivation.job)
     try:
         partitions.recover(lake)
         derivation.prepare(lake)
-        for name in derivation.tables:  # old versions of derived partitions: a run later, no reader still reads them
+        tables = tuple(derivation.derived.tables)
+        for name in tables:  # old versions of derived partitions: a run later, no reader still reads them
             shutil.rmtree(lake.replaced_tables(name), ignore_errors=True)
-        state, definition = derivation.state(lake), derivation.definition()
-        if given is not None or changed_dates(lake, state, definition):  # else Spark is not started
+        state, recipe = lake.derived_state(derivation.derived), derivation.recipe()
+        if given is not None or changed_dates(lake, state, recipe):  # else Spark is not started
             spark = session()
             sweep_lake(spark, lake)  # a crashed ingest's files are not part of the events table
             # Listed again: the sweep may have moved a crashed ingest's files out of a partition, changing its fingerprint.
-            dates = [str(day) for day in given] if given is not None else changed_dates(lake, state, definition)
+            dates = [str(day) for day in given] if given is not None else changed_dates(lake, state, recipe)
             report.dates = dates
-            prints = {day: built_stamp(lake, day, definition) for day in dates}  # before reading
+            stamps = {day: built_stamp(lake, day, recipe) for day in dates}  # before reading
             events = extract(spark, lake, dates)
             staging = Staging(lake, run_id)
             # One file per partition: a reader opens each partition's files, and these are a date's rows at most.
@@ -187,10 +184,10 @@ def refresh(derivation: Derivation, config: DerivedConfig, session: Callable[[],
             count_rows(staged, derivation.event_date(), dates, report)
             derivation.summarize(staged, report)
             report.gate = derivation.check(lake, run_id, dates, events, staged, report.rows)
-            if not staging.publish(report.gate == "passed", dict.fromkeys(derivation.tables, dates)):
+            if not staging.publish(report.gate == "passed", dict.fromkeys(tables, dates)):
                 report.status = "gate_failed"
                 return report
-            record_built(state, prints)
+            record_built(state, stamps, report.rows, report.folders)
         report.status = "succeeded"
     except Exception as exc:
         report.status, report.error = "failed", str(exc).splitlines()[0][:2000]

@@ -1,4 +1,4 @@
-"""The lake's layout, and the lock that keeps one writer on it (stdlib only).
+"""The lake's layout (stdlib only; the lock that keeps one writer on it is jobs/lock.py).
 
 Every path under the lake root is named here and nowhere else:
 
@@ -8,8 +8,8 @@ Every path under the lake root is named here and nowhere else:
     <lake>/findings/event_date=YYYY-MM-DD/ events the detection rules (jobs/rules/) match
     <lake>/ocsf/api_activity/region=R/accountId=A/eventDay=YYYYMMDD/  the events as OCSF API Activity (Security Lake's layout)
     <lake>/ocsf/api_activity/_ocsf.json    that table's OCSF version, class and profiles
-    <lake>/_checkpoints/downstream.json    per event date: the events partition's fingerprint the downstream tables were built from
-    <lake>/_checkpoints/ocsf.json          the same, for the OCSF table
+    <lake>/_checkpoints/downstream.json    per event date: what the downstream tables were built from, and their rows
+    <lake>/_checkpoints/ocsf.json          the same, for the OCSF table (each Derived job's `state`)
     <lake>/_checkpoints/ingest/            the stream's checkpoint, and last_success.json
     <lake>/_checkpoints/ingest/manifests/  the file ledger: the landing files each batch reads
     <lake>/_checkpoints/ingest/late_files/ landing files that held late events, by event date
@@ -28,24 +28,18 @@ Every path under the lake root is named here and nowhere else:
     <lake>/reports/ingest/<run id>.json    run reports
     <lake>/reports/reconcile/<run id>.json  what a reconciliation against CloudTrail's digests found
     <lake>/reports/rebuild/<run id>.json   rebuild reports
-    <lake>/reports/activity/<run id>.json  downstream table reports
-    <lake>/reports/ocsf/<run id>.json      OCSF table reports
+    <lake>/reports/<job>/<run id>.json     a derived job's reports (activity, ocsf: DERIVED)
     <lake>/reports/dq/<run id>.json        gate results
-    <lake>/reports/dq/activity/<run id>.json  the downstream tables' gate results
-    <lake>/reports/dq/ocsf/<run id>.json   the OCSF table's gate results
+    <lake>/reports/dq/<job>/<run id>.json  a derived job's gate results
     <lake>/reports/dq/_validated.json      per event date: the partition's files when a gate last passed it
 """
 
 from __future__ import annotations
 
-import fcntl
 import os
 import re
-import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO
 
 # Partition columns, which are also the tables' column names for those values.
 EVENT_DATE = "event_date"
@@ -53,21 +47,36 @@ REASON = "reason"
 # The tables the ingest job writes through Spark's file sink, by folder name.
 EVENTS, QUARANTINE = "events", "quarantine"
 TABLES = (EVENTS, QUARANTINE)
-# The tables jobs/activity.py derives from the events table, partition by partition.
-ACTIVITY_HOURLY, FINDINGS = "activity_hourly", "findings"
-# The jobs that derive tables from the events table (jobs/derived.py), by the name of their reports' folders.
-ACTIVITY_JOB, OCSF_JOB = "activity", "ocsf"
-DERIVED_JOBS = (ACTIVITY_JOB, OCSF_JOB)
-DOWNSTREAM_TABLES = (ACTIVITY_HOURLY, FINDINGS)
-# The OCSF view of the events (jobs/ocsf.py), partitioned as Amazon Security Lake partitions its sources: one folder
-# per region, account and event day (YYYYMMDD, an event date's value in it: `event_day`) under it.
-OCSF_API_ACTIVITY = "ocsf/api_activity"
 REGION, ACCOUNT_ID, EVENT_DAY = "region", "accountId", "eventDay"
+
+
+@dataclass(frozen=True)
+class Derived:
+    """A job that derives tables from the events table event date by event date (jobs/derived.py): its module
+    jobs/<job>.py computes and checks the rows; the lake's paths, the downstream DAG's task, the run form's plan,
+    the lake page's section and the reports come from this definition."""
+
+    job: str  # jobs/<job>.py; reports/<job>/, reports/dq/<job>/
+    task: str  # its task in the cloudtrail_activity DAG
+    title: str  # what the lake page calls its tables
+    tables: dict[str, tuple[str, ...]]  # folder -> partition columns, outermost first (the innermost holds the date)
+    state: str  # _checkpoints/<state>: what each event date was built from, and its rows
+
+
+# What the downstream DAG builds, in the order it builds it. A table computed from the events date by date is a
+# module like jobs/ocsf.py (its transform, its checks), its suites in expectations/, and an entry here.
+ACTIVITY = Derived("activity", "update", "Activity and findings", {"activity_hourly": (EVENT_DATE,), "findings": (EVENT_DATE,)},
+                   "downstream.json")  # fmt: skip
+# The OCSF view of the events, partitioned as Amazon Security Lake partitions its sources: one folder per region,
+# account and event day (YYYYMMDD, an event date's value in it: `event_day`).
+OCSF = Derived("ocsf", "ocsf", "OCSF API Activity", {"ocsf/api_activity": (REGION, ACCOUNT_ID, EVENT_DAY)}, "ocsf.json")
+DERIVED = (ACTIVITY, OCSF)
+ACTIVITY_HOURLY, FINDINGS = ACTIVITY.tables
+(OCSF_API_ACTIVITY,) = OCSF.tables
 # Each table's partition columns, outermost first; the innermost holds the value a run replaces (a date, a reason).
-PARTITION_COLUMNS = {
-    EVENTS: (EVENT_DATE,), QUARANTINE: (REASON,), ACTIVITY_HOURLY: (EVENT_DATE,), FINDINGS: (EVENT_DATE,),
-    OCSF_API_ACTIVITY: (REGION, ACCOUNT_ID, EVENT_DAY),
-}  # fmt: skip
+PARTITION_COLUMNS = {EVENTS: (EVENT_DATE,), QUARANTINE: (REASON,)} | {
+    name: columns for derived in DERIVED for name, columns in derived.tables.items()
+}
 # The tables with one partition column, by it.
 PARTITION_COLUMN = {name: columns[0] for name, columns in PARTITION_COLUMNS.items() if len(columns) == 1}
 # The OCSF table's descriptor, beside its partitions (a name every reader skips).
@@ -146,13 +155,9 @@ class Lake:
         """Per batch, the landing files that held late events and their event dates (a rebuild reads them too)."""
         return self.checkpoint / "late_files"
 
-    @property
-    def downstream_state(self) -> Path:
-        return self.checkpoints / "downstream.json"
-
-    @property
-    def ocsf_state(self) -> Path:
-        return self.checkpoints / "ocsf.json"
+    def derived_state(self, derived: Derived) -> Path:
+        """Per event date, what a derived job's rows were built from, and how many (jobs/derived.py)."""
+        return self.checkpoints / derived.state
 
     @property
     def lock(self) -> Path:
@@ -247,7 +252,7 @@ class Lake:
         return self.reports / "tally.json"
 
     def derived_reports(self, job: str) -> Path:
-        """The reports of the runs of a job that derives tables from the events table (`activity`, `ocsf`)."""
+        """The reports of the runs of a derived job (a `Derived`'s job: `activity`, `ocsf`)."""
         return self.reports / job
 
     def derived_report(self, job: str, run_id: str) -> Path:
@@ -275,7 +280,7 @@ class Lake:
         return self.gate_reports / _file_name(run_id)
 
     def derived_gate_reports(self, job: str) -> Path:
-        """The gate reports of a job that derives tables from the events table (`activity`, `ocsf`)."""
+        """The gate reports of a derived job (a `Derived`'s job: `activity`, `ocsf`)."""
         return self.gate_reports / job
 
     def derived_gate_report(self, job: str, run_id: str) -> Path:
@@ -321,65 +326,3 @@ def partition_folders(table: Path) -> list[Path]:
 def partition_value(folder: Path) -> str:
     """The value a partition folder holds, as text (`event_date=2024-03-01` -> `2024-03-01`)."""
     return folder.name.split("=", 1)[1]
-
-
-class LakeBusyError(RuntimeError):
-    """Another writer holds the lake."""
-
-
-class LakeUnusableError(RuntimeError):
-    """The lake's folder cannot be written: a file, a read-only mount, no permission."""
-
-
-def _try_lock(handle: IO[str]) -> bool:
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return True
-    except BlockingIOError:
-        return False
-
-
-class LakeLock:
-    """One writer per lake: an exclusive flock on the lake's lock file.
-
-    The kernel releases it when the holder dies, even by SIGKILL, so a crashed run never
-    leaves a stale lock behind. `wait_seconds` > 0 waits that long for the holder to finish.
-    The holder writes who it is (`who`: "ingest run manual__...", "rebuild", ...) into the lock
-    file, so a writer that gives up says who held the lake.
-    """
-
-    def __init__(self, lake: Lake, who: str, wait_seconds: float = 0) -> None:
-        self.lake, self.path = lake, lake.lock
-        self.who = who
-        self.wait_seconds = wait_seconds
-        self._file: IO[str] | None = None
-
-    def __enter__(self) -> LakeLock:
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            handle = open(self.path, "a+")  # noqa: SIM115 - held for the life of the run
-        except OSError as exc:
-            raise LakeUnusableError(f"the lake {self.lake.root} cannot be written ({exc.strerror}: {exc.filename}); check --lake") from None
-        deadline = time.monotonic() + self.wait_seconds
-        while not _try_lock(handle):
-            if time.monotonic() >= deadline:
-                handle.seek(0)
-                holder = handle.read().strip() or "another writer"
-                handle.close()
-                raise LakeBusyError(
-                    f"{holder} holds this lake; {self.who} waited {self.wait_seconds:.0f} s for it and refuses to start. "
-                    f"Try again when it has finished (the lock is {self.path})."
-                )
-            time.sleep(1)
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"{self.who} (pid {os.getpid()}, since {datetime.now(tz=UTC).isoformat(timespec='seconds')})\n")
-        handle.flush()
-        self._file = handle
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._file is not None:
-            fcntl.flock(self._file, fcntl.LOCK_UN)
-            self._file.close()
-            self._file = None

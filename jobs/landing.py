@@ -119,17 +119,22 @@ def exists(landing: str | Path) -> bool:
     return aws_logs(landing).is_dir()
 
 
+def delivery_order(path: str) -> tuple[str, str]:
+    """A log file's place among its place's deliveries: by its delivery time stamp, then by name (one minute's files)."""
+    name = os.path.basename(path)
+    return _stamp(name) or "", name
+
+
 def newest_of(paths: Iterable[str], until: datetime) -> dict[tuple[str, str], str]:
     """Per account and region, the newest of these log files delivered at or before `until` (as newest_deliveries)."""
-    found: dict[tuple[str, str], tuple[str, str, str]] = {}
+    found: dict[tuple[str, str], str] = {}
     for path in paths:
-        where, name = place(path), os.path.basename(path)
-        if where is None or (delivered_at(name) or until) > until:
+        where = place(path)
+        if where is None or (delivered_at(path) or until) > until:
             continue
-        candidate = (_stamp(name) or "", name, path)
-        if where not in found or candidate > found[where]:
-            found[where] = candidate
-    return {where: newest[2] for where, newest in found.items()}
+        if where not in found or delivery_order(path) > delivery_order(found[where]):
+            found[where] = path
+    return found
 
 
 def newest_deliveries(landing: str | Path, until: datetime) -> dict[tuple[str, str], str | None]:

@@ -36,6 +36,9 @@ the ledger: a file a manifest names is taken.
 
 Checkpoints written before the ledger list landing files in Spark's source log directly;
 those entries count as taken until they retire.
+
+This module plans a run (plan_files); what the ledger holds, and the files it counts as read or taken for the other
+commands, is jobs/ledger_state.py; its records on disk are jobs/ledger_files.py.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ import functools
 import math
 import os
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -53,19 +56,9 @@ from pathlib import Path
 from jobs import options
 from jobs.checkpoint import CheckpointSnapshot, LastSuccess
 from jobs.dedup import Dedup
-from jobs.lake import RESTAMPED, RETIRED
 from jobs.landing import Older, Skipped, day_folders, delivery_date, log_files_in, relative
-from jobs.ledger_files import (
-    Entry,
-    Manifest,
-    RetiredIndex,
-    fingerprint,
-    read_manifests,
-    read_restamps,
-    write_manifests,
-    write_restamps,
-)
-from jobs.spark_logs import CheckpointError, LogEntry, SourceLog, rewrite_compaction
+from jobs.ledger_files import Entry, Manifest, fingerprint, write_manifests
+from jobs.ledger_state import Ledger, newest_delivery, retired_before_of
 
 # Timestamps on some file systems are coarse; a file is "new" if it changed this close to the check.
 CLOCK_SLACK_NS = 60 * 10**9
@@ -110,13 +103,13 @@ class Plan:
     skipped: tuple[Skipped, ...] = ()
     retired_before: date | None = None
     manifests_dropped: int = 0
-    checked_at_ns: int = 0
-    # Whether this run listed every delivery folder, and the check time of the newest run that did.
+    # Whether this run listed every delivery folder.
     full_listing: bool = True
-    listed_all_at_ns: int = 0
-    # Day folders the next run lists whatever their times: a file there was settling or could not be read, and
-    # neither changes its folder when it is done (a between-listings run would not look there).
-    recheck: tuple[str, ...] = ()
+    # What a successful run records (jobs/checkpoint.record_success, which adds the batch): this listing's check
+    # time, the check time of the newest run that listed every folder, and the day folders the next run lists
+    # whatever their times (a file there was settling or could not be read, and neither changes its folder when it
+    # is done: a between-listings run would not look there).
+    check_times: LastSuccess = LastSuccess()
     # Manifests no batch has read yet, this run's included, and the files and bytes they name.
     pending: int = 0
     backlog_files: int = 0
@@ -125,10 +118,6 @@ class Plan:
     @property
     def settling_due(self) -> str | None:
         return _iso(self.settling_due_ns)
-
-    @property
-    def taken(self) -> int:
-        return self.new_files + self.changed_files + self.stragglers + self.replayed_files
 
     def summary(self) -> dict[str, object]:
         return {
@@ -145,10 +134,10 @@ class Plan:
             "skipped": [{"path": s.path, "reason": s.reason} for s in self.skipped[:SKIPPED_SHOWN]],
             "retired_before": self.retired_before.isoformat() if self.retired_before else None,
             "manifests_written": len(self.written),
-            "checked_at_ns": self.checked_at_ns,
+            "checked_at_ns": self.check_times.checked_at_ns,
             "full_listing": self.full_listing,
-            "listed_all_at_ns": self.listed_all_at_ns,
-            "recheck": list(self.recheck),
+            "listed_all_at_ns": self.check_times.listed_all_at_ns,
+            "recheck": list(self.check_times.recheck),
             "manifests_dropped": self.manifests_dropped,
             "backlog_files": self.backlog_files,
             "backlog_bytes": self.backlog_bytes,
@@ -157,14 +146,6 @@ class Plan:
 
 def _iso(ns: int | None) -> str | None:
     return datetime.fromtimestamp(ns / 1e9, tz=UTC).isoformat(timespec="seconds") if ns is not None else None
-
-
-def _ctime_ns(path: str) -> int | None:
-    """None for a file that is gone (deleted from the landing zone by a lifecycle rule, say)."""
-    try:
-        return os.stat(path).st_ctime_ns
-    except FileNotFoundError:
-        return None
 
 
 def _arrivals(files: list[Entry], floor_ms: int, listed_ms: int) -> list[Entry]:
@@ -192,87 +173,6 @@ def _batches(files: list[Entry], max_files: int | None, max_bytes: int | None) -
     return batches
 
 
-@dataclass
-class _Ledger:
-    """What the checkpoint's ledger holds when a run starts: every file it has taken, by its place in the landing
-    zone (not its absolute path: a zone mounted elsewhere holds the same files)."""
-
-    checkpoint: CheckpointSnapshot
-    folder: Path
-    manifests: list[Manifest]
-    # Spark's log of the manifests batches read (and, in a checkpoint from before the ledger, of landing files).
-    read_by_spark: dict[str, LogEntry]
-    legacy: list[str]
-    taken: dict[str, Entry]
-    restamps: dict[str, Entry]
-    retired: RetiredIndex
-
-    @classmethod
-    def read(cls, checkpoint: CheckpointSnapshot, folder: Path) -> _Ledger:
-        manifests = read_manifests(folder)
-        legacy = [entry.path for entry in checkpoint.sources.entries if os.path.dirname(entry.path) != str(folder)]
-        half_done = checkpoint.planned_offset if checkpoint.planned_batch_id != checkpoint.commit.batch_id else None
-        if any(entry.batch_id == half_done for entry in checkpoint.sources.entries if entry.path in legacy):
-            raise CheckpointError(
-                f"{checkpoint.path} holds a batch the previous version planned and did not finish; this version reads "
-                "manifests, not landing files. Run the previous version once to finish it, then upgrade."
-            )
-        taken = {relative(path): Entry(path, None, None) for path in legacy}
-        taken.update((relative(entry.path), entry) for manifest in manifests for entry in manifest.entries)
-        restamps = read_restamps(checkpoint.path / RESTAMPED)
-        taken.update((key, entry) for key, entry in restamps.items() if key in taken)
-        read_by_spark = {entry.path: entry for entry in checkpoint.sources.entries}
-        return cls(checkpoint, folder, manifests, read_by_spark, legacy, taken, restamps, RetiredIndex(checkpoint.path / RETIRED))
-
-    def floor_ms(self, floor: datetime | None) -> int:
-        """The earliest arrival a file taken now may have: the checkpoint's floor, and every arrival already taken."""
-        taken = [entry.arrival_ms for manifest in self.manifests for entry in manifest.entries if entry.arrival_ms is not None]
-        return max([int(floor.timestamp() * 1000) if floor else 0, *taken])
-
-    def done(self, retired_before: date | None) -> list[Manifest]:
-        """The manifests to let go of: read by a committed batch, every file retired and passed by a successful run's check."""
-        return [m for m in self.manifests if self._finished(str(m.path), [e.path for e in m.entries], retired_before)]
-
-    def _finished(self, path: str, files: list[str], retired_before: date | None) -> bool:
-        logged, committed = self.read_by_spark.get(path), self.checkpoint.committed_offset
-        return (
-            logged is not None
-            and committed is not None
-            and logged.batch_id <= committed
-            and retired_before is not None
-            and all(_retired(file, retired_before, self.checkpoint.last_success.checked_at_ns) for file in files)
-        )
-
-    def keep_restamps(self, restamped: dict[str, Entry], dropped: list[Manifest], files: list[Entry]) -> None:
-        """The restamp record, before the manifests: a restamp never stands for a file this run takes again, or one no
-        manifest holds. Most runs find none: the record is rewritten only when it changes."""
-        kept = {relative(entry.path) for manifest in self.manifests if manifest not in dropped for entry in manifest.entries}
-        kept -= {relative(entry.path) for entry in files}
-        still = {key: entry for key, entry in {**self.restamps, **restamped}.items() if key in kept}
-        if still != self.restamps:
-            write_restamps(self.checkpoint.path / RESTAMPED, still)
-
-    def let_go(self, dropped: list[Manifest], retired_before: date | None) -> None:
-        """Delete the `dropped` manifests, their files written down in the retired index first, and have Spark's log of
-        read files forget them (and a legacy checkpoint's retired landing files)."""
-        retired_legacy = [path for path in self.legacy if self._finished(path, [path], retired_before)]
-        self.retired.add([entry.path for manifest in dropped for entry in manifest.entries] + retired_legacy)  # before they go
-        if self.retired.let_go() is None:  # a ledger from before this record: what is gone now was let go of
-            folder = str(self.folder)
-            self.retired.add_let_go(
-                os.path.basename(p) for p in self.read_by_spark if os.path.dirname(p) == folder and not os.path.exists(p)
-            )
-        if dropped:
-            self.retired.add_let_go(manifest.path.name for manifest in dropped)
-        for manifest in dropped:
-            manifest.path.unlink()
-        _forget(self.checkpoint.sources, {str(manifest.path) for manifest in dropped} | set(retired_legacy))
-
-    def unread(self, written: tuple[Manifest, ...]) -> list[Manifest]:
-        """Manifests no batch has read yet, this run's `written` included."""
-        return [m for m in self.manifests if str(m.path) not in self.read_by_spark] + list(written)
-
-
 @dataclass(frozen=True)
 class _Scope:
     """Which delivery folders a run lists, and the check times it works with."""
@@ -292,7 +192,7 @@ class _Scope:
     settle_ns: int
 
     @classmethod
-    def of(cls, ledger: _Ledger, ledger_options: LedgerOptions, dedup: Dedup, now_ns: int) -> _Scope:
+    def of(cls, ledger: Ledger, ledger_options: LedgerOptions, dedup: Dedup, now_ns: int) -> _Scope:
         """Most runs list the delivery folders within the de-duplication horizon, the other retained ones that changed
         since the last check, and new folders (landing.Older). A full listing, when due, lists every retained folder
         and tests every retired one against the previous full listing: it finds a file added to an existing retired
@@ -301,8 +201,8 @@ class _Scope:
         settle_ns = int(ledger_options.settle.total_seconds() * 1e9)
         # Never backwards (a clock stepped back): files up to the previous check were listed then.
         checked_at_ns = max(now_ns - max(CLOCK_SLACK_NS, settle_ns), previous_check_ns)
-        newest = _newest_delivery(ledger.taken)
-        retired_before = _retired_before(newest, ledger_options.retention)
+        newest = newest_delivery(ledger.taken)
+        retired_before = retired_before_of(newest, ledger_options.retention)
         full = newest is None or now_ns - listed_all_ns >= ledger_options.full_listing_interval.total_seconds() * 1e9
         changed_after_ns = listed_all_ns if full else previous_check_ns
         since, older = retired_before, Older(changed_after_ns)
@@ -317,7 +217,7 @@ class _Scope:
 class _Listing:
     """One listing of the delivery folders in `scope` against the ledger, and what it found."""
 
-    ledger: _Ledger
+    ledger: Ledger
     scope: _Scope
     new: list[Entry] = dataclasses.field(default_factory=list)
     changed: list[Entry] = dataclasses.field(default_factory=list)
@@ -401,7 +301,7 @@ def plan_files(
     or before any file already taken. `replay` files (or records) are taken again, whatever the ledger
     says. Call it under the lake lock, before the stream starts."""
     now_ns = time.time_ns()
-    ledger = _Ledger.read(checkpoint, folder)
+    ledger = Ledger.read(checkpoint, folder)
     scope = _Scope.of(ledger, ledger_options, dedup, now_ns)
     listing = _Listing(ledger, scope)
     # A replay's files are taken as it asks, whatever the listing finds.
@@ -431,86 +331,9 @@ def plan_files(
         skipped=tuple(listing.skipped),
         retired_before=scope.retired_before,
         manifests_dropped=len(dropped),
-        checked_at_ns=scope.checked_at_ns,
         full_listing=scope.full,
-        listed_all_at_ns=scope.listed_all_at_ns,
-        recheck=tuple(sorted(listing.recheck)),
+        check_times=LastSuccess(scope.checked_at_ns, None, scope.listed_all_at_ns, tuple(sorted(listing.recheck))),
         pending=len(unread),
         backlog_files=len(backlog),
         backlog_bytes=sum(e.size or 0 for e in backlog),
     )
-
-
-def _newest_delivery(paths: Iterable[str]) -> date | None:
-    """The newest delivery folder the ledger names."""
-    dates = [d for d in (delivery_date(path) for path in paths) if d is not None]
-    # A folder dated in the future (a skewed clock) must not retire today's folders.
-    return min(max(dates), datetime.now(tz=UTC).date() + timedelta(days=1)) if dates else None
-
-
-def _retired_before(newest: date | None, retention: timedelta) -> date | None:
-    """Delivery folders before this date are retired: `retention` before the newest one the ledger names."""
-    return newest - timedelta(days=retention.days) if newest else None
-
-
-def read_files(checkpoint: CheckpointSnapshot, folder: Path, landing: str, retention: timedelta) -> dict[str, Entry]:
-    """Every landing file a committed batch has read, as it was read (newest read), by its place in the landing
-    zone (`landing.relative`), with its path in the zone as it is mounted now.
-
-    A file in a retired folder that a successful run has passed, or that the ledger let go of, counts as read (its
-    manifest may be gone). A file that changed since its read, and a new one, are not here: the stream reads them
-    next. Call it under the lake lock, on a settled checkpoint."""
-    committed = checkpoint.committed_offset
-    logged = {e.path for e in checkpoint.sources.entries if committed is not None and e.batch_id <= committed}
-    read = {relative(path): Entry(path, None, None) for path in logged if os.path.dirname(path) != str(folder)}
-    for manifest in read_manifests(folder):
-        if str(manifest.path) in logged:
-            read.update((relative(entry.path), entry) for entry in manifest.entries if entry.only_records is None)
-    read.update((key, entry) for key, entry in read_restamps(checkpoint.path / RESTAMPED).items() if key in read)
-    retired_before = _retired_before(_newest_delivery(read), retention)
-    retired_files = RetiredIndex(checkpoint.path / RETIRED)
-    checked_at_ns = checkpoint.last_success.checked_at_ns
-    found: dict[str, Entry] = {}  # not one deleted from the landing zone
-    for day, day_folder in day_folders(landing):
-        for file in log_files_in(day_folder):
-            key, stat = relative(file.path), file.stat()
-            known = read.get(key)
-            if known is None:
-                if (
-                    retired_before is not None
-                    and day < retired_before
-                    and (stat.st_ctime_ns <= checked_at_ns or key in retired_files.on(day))
-                ):
-                    found[key] = Entry.of(file.path, stat=stat)
-            elif known.size is None or (known.size, known.mtime_ms) == (stat.st_size, stat.st_mtime_ns // 1_000_000):
-                found[key] = dataclasses.replace(known, path=file.path)
-            # else changed: the stream reads it again
-    return found
-
-
-def _retired(path: str, retired_before: date, checked_at_ns: int) -> bool:
-    folder_date = delivery_date(path)
-    return folder_date is not None and folder_date < retired_before and (_ctime_ns(path) or 0) <= checked_at_ns
-
-
-def _forget(log: SourceLog, gone: set[str]) -> None:
-    """Rewrite Spark's newest compaction of read files without the entries of `gone`: files it can never list again."""
-    kept = [entry for entry in log.compacted if entry.path not in gone]
-    if log.compact is not None and len(kept) < len(log.compacted):
-        rewrite_compaction(log, kept)
-
-
-def success_of(plan: Plan, batch_id: int | None) -> LastSuccess:
-    """What a successful run, swept, records (jobs/checkpoint.record_success): `plan`'s check times, `batch_id` the
-    last clean batch."""
-    return LastSuccess(plan.checked_at_ns, batch_id, plan.listed_all_at_ns, plan.recheck)
-
-
-def known_files(checkpoint: CheckpointSnapshot, folder: Path, days: Iterable[date]) -> dict[str, Entry]:
-    """Every landing file the ledger has taken, by its place in the landing zone: those its manifests name, and those
-    of retired delivery folders on `days` (their manifests let go of). What a reconciliation checks deliveries against."""
-    ledger = _Ledger.read(checkpoint, folder)
-    known = dict(ledger.taken)
-    for day in days:
-        known.update((key, Entry(key, None, None)) for key in ledger.retired.on(day) if key not in known)
-    return known

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from jobs.checkpoint import CheckpointSnapshot
 from jobs.files import write_whole
-from jobs.lake import LET_GO, RETIRED, TABLES, Lake
+from jobs.lake import LET_GO, RETIRED, Lake
 from jobs.landing import delivery_date, relative
 from jobs.spark_logs import CheckpointError
 
@@ -115,8 +115,7 @@ def missing_manifests(checkpoint: CheckpointSnapshot, folder: Path) -> list[str]
 def verified_checkpoint(lake: Lake) -> CheckpointSnapshot:
     """The checkpoint, checked against the tables' commit logs and the ledger: every command that writes the lake
     starts here, and the lake page shows what it refuses. CheckpointError names what disagrees and the mend."""
-    checkpoint = CheckpointSnapshot.read(lake.checkpoint)
-    checkpoint.check_matches([lake.table(name) for name in TABLES])
+    checkpoint = CheckpointSnapshot.verified(lake)
     check_manifests(checkpoint, lake.manifests)
     return checkpoint
 

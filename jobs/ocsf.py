@@ -30,18 +30,17 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs import cli, ocsf_mapping, schema
-from jobs.dedup import Dedup
-from jobs.derived import Derivation, DerivedConfig, build, definition_of, gate, refresh
+from jobs.dedup import Dedup, first_in_table
+from jobs.derived import Derivation, DerivedConfig, build, gate, per_date, recipe_of, refresh
 from jobs.files import write_whole
-from jobs.lake import EVENT_DATE, EVENT_DAY, OCSF_API_ACTIVITY, OCSF_DESCRIPTOR, OCSF_JOB, PARTITION_COLUMNS, Lake
+from jobs.lake import EVENT_DATE, EVENT_DAY, OCSF, OCSF_API_ACTIVITY, OCSF_DESCRIPTOR, PARTITION_COLUMNS, Lake
 from jobs.ocsf_mapping import CLASS_NAME, CLASS_UID, OCSF_VERSION, PROFILES, api_activity
-from jobs.report import ActivityReport
+from jobs.report import DerivedReport
 from jobs.session import spark_session
-from jobs.transforms import first_in_table
 
 
 def parse_args(argv: list[str] | None = None) -> DerivedConfig:
-    return DerivedConfig.parse(OCSF_JOB, __doc__, argv)
+    return DerivedConfig.parse(OCSF.job, __doc__, argv)
 
 
 def transform(events: DataFrame) -> dict[str, DataFrame]:
@@ -55,9 +54,7 @@ def check(
     staged rows per date, as the run counted them for its report)."""
     rows, in_ocsf = staged[OCSF_API_ACTIVITY], counted[OCSF_API_ACTIVITY]
     in_table = {str(r[0]): r[1] for r in events.groupBy(EVENT_DATE).agg(F.count_distinct("eventID")).collect()}
-    figures = pd.DataFrame(
-        [{EVENT_DATE: day, "events_in_table": in_table.get(day, 0), "rows_in_ocsf": in_ocsf.get(day, 0)} for day in dates]
-    )
+    figures = per_date(dates, events_in_table=in_table, rows_in_ocsf=in_ocsf)
     checked = rows.select(
         "class_uid",
         "time",
@@ -68,7 +65,7 @@ def check(
         EVENT_DAY,
     )
     frames: dict[str, DataFrame | pd.DataFrame] = {"ocsf_api_activity.critical": checked, "ocsf_reconciliation.critical": figures}
-    return gate(OCSF_JOB, lake, run_id, dates, frames, figures)
+    return gate(OCSF.job, lake, run_id, dates, frames, figures)
 
 
 def event_date() -> Column:
@@ -85,24 +82,21 @@ def describe(lake: Lake) -> None:
     write_whole(lake.ocsf_api_activity / OCSF_DESCRIPTOR, json.dumps(body, indent=1) + "\n")
 
 
-def definition() -> str:
+def recipe() -> str:
     """This module, the mapping and the events' schema (what lands in `unmapped`): a change to any rebuilds every date."""
-    return definition_of([sys.modules[__name__], ocsf_mapping, schema])
+    return recipe_of([sys.modules[__name__], ocsf_mapping, schema])
 
 
-OCSF = Derivation(
-    OCSF_JOB, (OCSF_API_ACTIVITY,), lambda lake: lake.ocsf_state, transform, check,
-    event_date=event_date, prepare=describe, definition=definition,
-)  # fmt: skip
+DERIVATION = Derivation(OCSF, transform, check, event_date=event_date, prepare=describe, recipe=recipe)
 
 
-def run(config: DerivedConfig, session: Callable[[], SparkSession]) -> ActivityReport:
-    return refresh(OCSF, config, session)
+def run(config: DerivedConfig, session: Callable[[], SparkSession]) -> DerivedReport:
+    return refresh(DERIVATION, config, session)
 
 
 def main(argv: list[str] | None = None) -> int:
     config = parse_args(argv)
-    return cli.run(lambda: build(OCSF, config, spark_session))
+    return cli.run(lambda: build(DERIVATION, config, spark_session))
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ from jobs.bucket import FETCH_THREADS, BucketLanding
 from jobs.checkpoint import CheckpointSnapshot
 from jobs.files import write_whole
 from jobs.lake import Lake
-from jobs.ledger import known_files
+from jobs.ledger_state import known_files
 
 log = logging.getLogger("cloudtrail_ingest")
 DIGEST_NAME = re.compile(r"[^/]+_CloudTrail-Digest_[^/]+\.json\.gz")

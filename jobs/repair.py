@@ -30,13 +30,9 @@ Exit codes (jobs/cli.py): 0 repaired or nothing to repair, 2 cannot be repaired 
 
 from __future__ import annotations
 
-import dataclasses
-import gzip
 import json
 import logging
 import shutil
-import zlib
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -46,35 +42,19 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from jobs import cli
-from jobs.checkpoint import CheckpointSnapshot, forget_batch
-from jobs.files import write_whole
-from jobs.lake import EVENTS, QUARANTINE, RETIRED, TABLES, Lake, LakeLock, in_table
-from jobs.landing import day_folders, log_files_in, relative
-from jobs.ledger_files import Entry, RetiredIndex, fingerprint, missing_manifests, read_manifest, read_manifests
+from jobs.checkpoint import forget_batch
+from jobs.lake import TABLES, Lake, in_table
+from jobs.landing import relative
+from jobs.ledger_files import read_manifest
+from jobs.lock import LakeLock
+from jobs.repair_ledger import plan_ledger
 from jobs.report import written_batches
-from jobs.spark_logs import (
-    WRITTEN_BY_BATCH,
-    CheckpointError,
-    SinkRollback,
-    last_commit,
-    local_path,
-    missing_for_rollback,
-    planned_batch_id,
-    read_source_log,
-    rollback_checkpoint,
-    sink_batch,
-    sink_rollback,
-    source_offset,
-)
+from jobs.sources import RUN_COLUMN, landing_files
+from jobs.spark_logs import CheckpointError, last_commit, planned_batch_id, read_source_log, sink_batch, source_offset
+from jobs.spark_state import WRITTEN_BY_BATCH, SinkRollback, missing_for_rollback, rollback_checkpoint, sink_rollback
 from jobs.sweep import data_files
 
 log = logging.getLogger("cloudtrail_repair")
-
-# The column that names a row's landing file, per table.
-SOURCE_COLUMN = {QUARANTINE: "source_file"}
-DEFAULT_SOURCE_COLUMN = "_source_file"
-# The column that names the run that wrote a row, in both tables.
-RUN_COLUMN = "_ingest_run_id"
 
 
 @dataclass(frozen=True)
@@ -170,76 +150,6 @@ def behind_summary(behind: CheckpointRepair | None) -> dict[str, object]:
 
 
 @dataclass(frozen=True)
-class LedgerRepair:
-    """Manifests Spark's log names that are gone, and the landing files the tables show were read."""
-
-    lost: list[str]
-    taken: list[Entry]
-
-    def summary(self) -> dict[str, object]:
-        return {"manifests_lost": len(self.lost), "landing_files_found_in_tables": len(self.taken)}
-
-    def apply(self, lake: Lake) -> None:
-        """The files into the newest lost manifest (Spark's log names it, so no batch reads it again); the others let go of."""
-        newest, *older = sorted(self.lost, reverse=True)
-        write_whole(Path(newest), "".join(f"{entry.line()}\n" for entry in self.taken))
-        RetiredIndex(lake.checkpoint / RETIRED).add_let_go(Path(path).name for path in older)
-        log.info("ledger: %d landing files the tables hold written into %s; %d lost manifests let go", len(self.taken), newest, len(older))
-
-
-def plan_ledger(lake: Lake, landing: Path) -> LedgerRepair | None:
-    """The lost manifests, and each landing file the ledger does not hold whose records the tables hold."""
-    checkpoint = CheckpointSnapshot.read(lake.checkpoint)
-    lost = missing_manifests(checkpoint, lake.manifests)
-    if not lost:
-        return None
-    if not checkpoint.settled:
-        raise CheckpointError(
-            f"batch {checkpoint.planned_batch_id} of {lake.checkpoint} was planned and not committed, and manifests are lost: "
-            "which files it read cannot be told. Restore the whole lake from one backup (README, 'Recovering a checkpoint')."
-        )
-    known = {relative(entry.path) for manifest in read_manifests(lake.manifests) for entry in manifest.entries}
-    retired = RetiredIndex(lake.checkpoint / RETIRED)
-    quarantined = {relative(path) for path in landing_files(QUARANTINE, data_files(lake.table(QUARANTINE)))}
-    candidates: dict[str, list[str]] = {}  # path -> its eventIDs
-    taken = []
-    for day, folder in day_folders(landing):
-        for file in log_files_in(folder):
-            key = relative(file.path)
-            if key in known or key in retired.on(day):
-                continue
-            if key in quarantined:
-                taken.append(file.path)
-            else:
-                ids = event_ids(file.path)
-                if ids:
-                    candidates[file.path] = ids
-    held = table_event_ids(lake, {i for ids in candidates.values() for i in ids})
-    taken += [path for path, ids in candidates.items() if held.issuperset(ids)]
-    return LedgerRepair(lost, [dataclasses.replace(Entry.of(path), fingerprint=fingerprint(path)) for path in sorted(taken)])
-
-
-def event_ids(path: str) -> list[str]:
-    """The eventIDs of a landing file's records; none when a record has none or the file cannot be read as a log file
-    (the ingest quarantines it then, so such a file is only taken if the quarantine names it)."""
-    try:
-        with open(path, "rb") as raw:
-            body = json.loads(gzip.decompress(data) if (data := raw.read())[:2] == b"\x1f\x8b" else data)
-        ids = [record["eventID"] for record in body["Records"]]
-    except (OSError, ValueError, KeyError, TypeError, EOFError, zlib.error):
-        return []
-    return ids if all(isinstance(i, str) and i for i in ids) else []
-
-
-def table_event_ids(lake: Lake, wanted: set[str]) -> set[str]:
-    """Which of `wanted` the events table holds (one column read, file by file)."""
-    held: set[str] = set()
-    for path in data_files(lake.table(EVENTS)):
-        held.update(i for i in pq.read_table(path, columns=["eventID"]).column("eventID").to_pylist() if i in wanted)
-    return held
-
-
-@dataclass(frozen=True)
 class TableRepair:
     rollback: SinkRollback
     files: list[Path]  # the data files of the later batches, where they are now
@@ -300,19 +210,6 @@ def later_files(table: Path, rollback: SinkRollback) -> list[Path]:
         if rollback.through < 0 or (marked and int(marked[1]) > rollback.through):
             files.add(path)
     return sorted(path for path in files if path.exists())
-
-
-def landing_files(table: str, files: Iterable[Path], runs: frozenset[str] | None = None) -> set[str]:
-    """The landing files (local paths) that the rows of a table's data `files` came from (with `runs`: their rows
-    those runs wrote)."""
-    column = SOURCE_COLUMN.get(table, DEFAULT_SOURCE_COLUMN)
-    found: set[str] = set()
-    for path in files:
-        rows = pq.read_table(path, columns=[column] if runs is None else [column, RUN_COLUMN])
-        if runs is not None:
-            rows = rows.filter(pc.is_in(rows[RUN_COLUMN], value_set=pa.array(sorted(runs), pa.string())))
-        found.update(local_path(v) for v in rows.column(column).unique().to_pylist() if v)
-    return found
 
 
 def check_landing(found: dict[str, TableRepair], landing: Path) -> None:

@@ -3,11 +3,9 @@ reader (`read_report`, `read_reports`), which the lake page, `make status`, the 
 
     <lake>/reports/ingest/<run id>.json     RunReport: what one ingest run read, wrote, dropped and quarantined
     <lake>/reports/rebuild/<tag>.json       RebuildReport: per rebuilt partition, rows before and after
-    <lake>/reports/activity/<run id>.json   ActivityReport: what one downstream run built
-    <lake>/reports/ocsf/<run id>.json       ActivityReport (job "ocsf"): what one run of the OCSF table built
+    <lake>/reports/<job>/<run id>.json      DerivedReport: what one run of a derived job (jobs/lake.py's DERIVED) built
     <lake>/reports/dq/<run id>.json         a gate's report (gate_report, skipped_gate_report): always a verdict,
-    <lake>/reports/dq/activity/<run id>.json  passed, failed or skipped, and each suite's checks
-    <lake>/reports/dq/ocsf/<run id>.json
+    <lake>/reports/dq/<job>/<run id>.json   passed, failed or skipped, and each suite's checks
 """
 
 from __future__ import annotations
@@ -22,7 +20,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from jobs.files import write_whole
-from jobs.lake import ACTIVITY_JOB, VALIDATED, Lake
+from jobs.lake import ACTIVITY, VALIDATED, Lake
 
 log = logging.getLogger("cloudtrail_ingest")
 
@@ -126,20 +124,21 @@ class RunReport:
 
 
 @dataclass
-class ActivityReport:
+class DerivedReport:
     run_id: str
     started_at: str
     dates: list[str] = field(default_factory=list)
     status: str = "running"
     # Per table, per event date: the rows the new partition holds (0: the partition was removed).
     rows: dict[str, dict[str, int]] = field(default_factory=dict)
-    findings_by_rule: dict[str, int] = field(default_factory=dict)
-    # The downstream suites' verdict on the staged partitions (reports/dq/activity/<run id>.json); failed: nothing swapped.
+    # What else the job counted, by what it counts (activity: "findings by rule"), then by what (a rule id).
+    counts: dict[str, dict[str, int]] = field(default_factory=dict)
+    # The job's suites' verdict on the staged partitions (reports/dq/<job>/<run id>.json); failed: nothing swapped.
     gate: str | None = None
     seconds: float | None = None
     error: str | None = None
-    # The job that built the tables: ACTIVITY_JOB (activity_hourly, findings) or OCSF_JOB (ocsf/api_activity).
-    job: str = ACTIVITY_JOB
+    # The derived job that built the tables (a `Derived`'s job: activity, ocsf).
+    job: str = ACTIVITY.job
     # Per table, per event date: the partition folders those rows fill, one file each (jobs/staging.py).
     folders: dict[str, dict[str, int]] = field(default_factory=dict)
 

@@ -32,13 +32,14 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs import cli, options
-from jobs.dedup import Dedup
+from jobs.dedup import Dedup, drop_copies
 from jobs.files import write_whole
-from jobs.lake import Lake, LakeLock
+from jobs.lake import Lake
 from jobs.ledger_files import verified_checkpoint
+from jobs.lock import LakeLock
 from jobs.session import STREAM_CONF, JobSession, spark_session
-from jobs.spark_logs import CheckpointError, set_state_partitions, state_folder, state_partitions, state_version_files
-from jobs.transforms import drop_copies
+from jobs.spark_logs import CheckpointError, state_folder
+from jobs.spark_state import set_state_partitions, state_partitions, state_version_files
 
 log = logging.getLogger("cloudtrail_rescale")
 

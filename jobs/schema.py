@@ -134,3 +134,15 @@ QUARANTINE_SCHEMA = T.StructType(
 # eventTime is ISO-8601 in UTC ("2023-07-10T11:42:18Z"); fractions and offsets are
 # accepted, a 12-hour "hh" pattern never is.
 EVENT_TIME_FORMAT = "yyyy-MM-dd'T'HH:mm:ss[.SSSSSS]XXX"
+
+# How the records chain (jobs/transforms.py) parses a container's records: typed, in one parse (jobs/decode.py found
+# where each lies and its keys); a container that needs the slow path is split into record texts first.
+TYPED_RECORD = T.StructType(
+    # The table's types, except eventTime, kept as text to check its format, and the flags, kept as text
+    # because CloudTrail writes some as strings ("true"): a boolean field would come out null and cost a second parse.
+    [T.StructField(name, T.StringType() if kind in ("timestamp", "bool") else data_type) for name, data_type, kind in RECORD_FIELDS]
+)
+TYPED_CONTAINER = T.StructType([T.StructField("Records", T.ArrayType(TYPED_RECORD))])
+RECORD_TEXTS = T.StructType([T.StructField("Records", T.ArrayType(T.StringType()))])
+RECORD_TEXT_ARRAY = T.ArrayType(T.StringType())
+RAW_RECORD = T.MapType(T.StringType(), T.StringType())

@@ -81,7 +81,7 @@ class Written:
 
 
 def write_tables(rows: DataFrame, lake: Lake, batch_id: int, events: bool, quarantine: bool) -> Written:
-    """Write a batch's rows (jobs/transforms.table_rows) into both tables' partition folders in one Spark job;
+    """Write a batch's rows (jobs/rows.table_rows) into both tables' partition folders in one Spark job;
     `events`/`quarantine` False: that table has the batch already (its rows are counted, not written)."""
     jvm = classic_jvm(rows.sparkSession)
     result = jvm.cloudtrail.TableWriter.write(

@@ -31,7 +31,8 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from jobs import cli
-from jobs.lake import TABLES, Lake, LakeLock, in_table
+from jobs.lake import TABLES, Lake, in_table
+from jobs.lock import LakeLock
 from jobs.partitions import rebuilt_files
 from jobs.session import spark_session
 from jobs.sinks import ParquetSink

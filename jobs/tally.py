@@ -13,14 +13,12 @@ tally gets it from every report at its next run; until then a reader folds the r
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable
-from datetime import UTC, datetime
 from typing import Any
 
 from jobs.files import write_whole
 from jobs.lake import Lake
-from jobs.landing import delivered_at
+from jobs.landing import delivery_order
 from jobs.report import read_report, read_reports
 
 Tally = dict[str, Any]
@@ -43,7 +41,7 @@ def fold(tally: Tally, run: dict[str, Any]) -> Tally:
         place["future_dated"] = place.get("future_dated", 0) + count
     for where, path in ((run.get("deliveries") or {}).get("newest_per_place") or {}).items():
         place = places.setdefault(where, {})
-        place["newest_file"] = max(filter(None, [place.get("newest_file"), path]), key=_delivered)
+        place["newest_file"] = max(filter(None, [place.get("newest_file"), path]), key=delivery_order)
     figures = run.get("deliveries") or {}
     if (figures.get("delivery_lag") or {}).get("files"):
         tally["delivery_lag"] = {"run_id": run.get("run_id"), **figures["delivery_lag"]}
@@ -53,10 +51,6 @@ def fold(tally: Tally, run: dict[str, Any]) -> Tally:
     for day, count in ((run.get("late_events") or {}).get("per_event_date") or {}).items():
         late[day] = late.get(day, 0) + count
     return tally
-
-
-def _delivered(path: str) -> tuple[datetime, str]:
-    return delivered_at(path) or datetime.min.replace(tzinfo=UTC), os.path.basename(path)
 
 
 def folded(runs: Iterable[dict[str, Any]]) -> Tally:

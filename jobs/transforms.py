@@ -1,25 +1,21 @@
-"""Pure DataFrame -> DataFrame steps of the ingest job (no I/O, no session state).
+"""The records chain: pure DataFrame -> DataFrame steps from landing files to typed records (no I/O, no session state).
 
 landing files --read_records------> one row per record or problem, typed, with its _reason; that is:
                  decode_files        (jobs/decode.py) each file's bytes, checked, its records found
                  parse_containers    one row per record (its JSON text) or per problem
                  normalize_records   typed event columns + _reason (a derived column: one entry of jobs/schema.py's DERIVED_FIELDS)
               --deduplicate--------> each event once within the de-duplication horizon (jobs/dedup.py)
-              --mark_late----------> flags events delivered long after they happened
-              --stamp_ingest_time--> when the batch was ingested
-              --table_rows---------> each row as the events table's or the quarantine's, for the one write
-                                     of both (jobs/sinks.write_tables); a rebuild takes split_quarantine.
+              --table_rows---------> the late flag, then each row as the tables take it (jobs/rows.py)
 The ingest stream, a rebuild and a replay of the quarantine all read records through read_records.
 """
 
 from __future__ import annotations
 
 import operator
-from datetime import UTC, datetime, timedelta
 from functools import reduce
 from typing import cast
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -34,28 +30,18 @@ from jobs.decode import (
     parse_json,
     salvage,
 )
-from jobs.dedup import Dedup
-from jobs.lake import EVENT_DATE, REASON
 from jobs.schema import (
     DERIVED_FIELDS,
     EVENT_TIME_FORMAT,
-    EVENTS_DATA_SCHEMA,
     KNOWN_FIELDS,
-    QUARANTINE_SCHEMA,
+    RAW_RECORD,
     RECORD_FIELDS,
+    RECORD_TEXT_ARRAY,
+    RECORD_TEXTS,
+    TYPED_CONTAINER,
+    TYPED_RECORD,
 )
 
-# A container's records, typed, in one parse (decode.py found where each lies and its keys);
-# a container that needs the slow path is split into record texts first.
-TYPED_RECORD = T.StructType(
-    # The table's types, except eventTime, kept as text to check its format, and the flags, kept as text
-    # because CloudTrail writes some as strings ("true"): a boolean field would come out null and cost a second parse.
-    [T.StructField(name, T.StringType() if kind in ("timestamp", "bool") else data_type) for name, data_type, kind in RECORD_FIELDS]
-)
-TYPED_CONTAINER = T.StructType([T.StructField("Records", T.ArrayType(TYPED_RECORD))])
-RECORD_TEXTS = T.StructType([T.StructField("Records", T.ArrayType(T.StringType()))])
-RECORD_TEXT_ARRAY = T.ArrayType(T.StringType())
-RAW_RECORD = T.MapType(T.StringType(), T.StringType())
 MARKER_FLAGS = reduce(operator.or_, map(key_flag, RECORD_MARKERS))
 
 # File-level quarantine reasons (decode.py adds truncated_gzip, corrupt_gzip, binary,
@@ -259,6 +245,10 @@ def _records(files: DataFrame) -> DataFrame:
     )
 
 
+# A known field whose value does not fit its type: its key, when it misfits, and its raw text.
+Misfit = tuple[str, Column, Column]
+
+
 def _unknown_field(key: Column) -> Column:
     return ~key.isin(KNOWN_FIELDS)
 
@@ -316,10 +306,6 @@ def _parsed(items: DataFrame) -> DataFrame:
     return parsed.withColumn("raw", F.when(typed.isNotNull() & needs_raw, _from_json("record", RAW_RECORD)))
 
 
-# A known field whose value does not fit its type: its key, when it misfits, and its raw text.
-Misfit = tuple[str, Column, Column]
-
-
 def _typed_fields(typed: Column, raw: Column, event_time: Column) -> tuple[dict[str, Column], list[Misfit]]:
     """Every documented field in its type, by name, and the misfits of the fields that can have one."""
     columns: dict[str, Column] = {}
@@ -360,144 +346,3 @@ def read_records(files: DataFrame, run_id: str) -> DataFrame:
     """Landing files (a manifest's rows: path, size, mtime_ms, arrival_ms, only_records) -> one row per record,
     typed, or per problem with its _reason: the chain every reader of the landing zone goes through."""
     return files.transform(decode_files).transform(parse_containers).transform(normalize_records, run_id)
-
-
-def stamp_ingest_time(rows: DataFrame, at: datetime | None = None) -> DataFrame:
-    """_ingest_time: `at`, or the time the query runs.
-
-    The stream stamps its batch's time after the batch is computed, not in normalize_records: Spark
-    writes a timestamp literal into the generated code, and a new one each batch in the parse's
-    stage made Spark compile that whole stage, and the JIT warm it, anew (BENCHMARKS.md)."""
-    return rows.withColumn("_ingest_time", F.lit(at) if at else F.current_timestamp())
-
-
-def raise_arrival_floor(rows: DataFrame, floor: datetime | None) -> DataFrame:
-    """Lift arrival times below `floor` up to it. A file that landed with an old modification
-    time (a copy that preserved mtimes, clock skew) is then neither dropped by the watermark
-    nor given a shorter de-duplication horizon than any other file. See docs/design.md."""
-    if floor is None:
-        return rows
-    return rows.withColumn("_arrival_time", F.greatest(F.col("_arrival_time"), F.lit(floor).cast("timestamp")))
-
-
-def mark_dedup_key(rows: DataFrame, dedup: Dedup) -> DataFrame:
-    """Good rows are de-duplicated on the event's key; quarantined rows get a key of their own (file,
-    position and run), so they are never collapsed into each other, nor into an earlier read of
-    their file (a replay), which they replace."""
-    position = F.coalesce(F.col("_record_index").cast("string"), F.lit("file"))
-    own_key = F.concat(F.lit("!"), F.col("_source_file"), F.lit("#"), position, F.lit("@"), F.col("_ingest_run_id"))
-    return rows.withColumn("_dedup_key", F.when(F.col("_reason").isNull(), F.col(dedup.key)).otherwise(own_key))
-
-
-def deduplicate(rows: DataFrame, dedup: Dedup, committed_watermark: datetime | None) -> DataFrame:
-    """Each event once: a copy arriving within the horizon of the first is dropped.
-
-    The watermark runs on arrival time (`_arrival_time`), not event time, so late events are
-    kept; `committed_watermark` is the one the checkpoint holds (None before the first batch).
-    Works on a stream; on a static frame it drops every copy.
-    """
-    return (
-        rows.transform(raise_arrival_floor, dedup.arrival_floor(committed_watermark))
-        .transform(mark_dedup_key, dedup)
-        .transform(drop_copies, dedup)
-    )
-
-
-def drop_copies(rows: DataFrame, dedup: Dedup) -> DataFrame:
-    """The stateful step: a row whose `_dedup_key` arrived less than the delay before is dropped. The state keeps
-    each key until its arrival plus the delay (jobs/rescale.py writes it anew from those expiries)."""
-    delay_ms = int(dedup.delay.total_seconds() * 1000)
-    return rows.withWatermark("_arrival_time", f"{delay_ms} milliseconds").dropDuplicatesWithinWatermark(["_dedup_key"])
-
-
-def keep_first_copy(events: DataFrame, dedup: Dedup) -> DataFrame:
-    """Each event once, on a static frame (a rebuild): of the rows sharing a key, the
-    first to arrive, then by file and position. Copies share their eventTime, hence their
-    event date, so a rebuild of whole dates sees every copy."""
-    first = Window.partitionBy(dedup.key).orderBy(
-        F.col("_arrival_time").asc_nulls_last(), F.col("_source_file"), F.col("_record_index").asc_nulls_last()
-    )
-    return events.withColumn("_copy", F.row_number().over(first)).where(F.col("_copy") == 1).drop("_copy")
-
-
-def first_in_table(events: DataFrame, dedup: Dedup) -> DataFrame:
-    """Each event once, over rows of the events table: of the rows sharing a key (a copy re-delivered after the
-    horizon), the first ingested, then by file."""
-    first = Window.partitionBy(dedup.key).orderBy(F.col("_ingest_time").asc_nulls_last(), F.col("_source_file"))
-    return events.withColumn("_copy", F.row_number().over(first)).where(F.col("_copy") == 1).drop("_copy")
-
-
-def mark_late(rows: DataFrame, lateness: timedelta) -> DataFrame:
-    """Flag events delivered more than `lateness` after they happened (an event-time
-    watermark of that delay would have dropped them; this job keeps them)."""
-    late = F.col("eventTime") < F.col("_arrival_time") - F.lit(lateness)
-    return rows.withColumn("_late", F.coalesce(late & F.col("_reason").isNull(), F.lit(False)))
-
-
-# CloudTrail began on 13 November 2013; no event it delivers happened before.
-FIRST_EVENT_TIME = datetime(2013, 11, 13, tzinfo=UTC)
-
-
-def implausible_event_time(event_time: Column, seen: Column) -> Column:
-    """An event time CloudTrail cannot have written: before it existed, or more than a day after the
-    record was seen (`seen`: its arrival, or its ingest). Such events are kept, as evidence, and counted."""
-    return (event_time < F.lit(FIRST_EVENT_TIME)) | (event_time > seen + F.lit(timedelta(days=1)))
-
-
-def _quarantine_columns() -> dict[str, Column]:
-    """The quarantine table's columns, from a batch's rows, in table column order."""
-    return {
-        "source_file": F.col("_source_file"),
-        "record_index": F.col("_record_index").cast("int"),
-        "record": F.col("_record_text"),
-        "detail": F.col("_detail"),
-        "_ingest_run_id": F.col("_ingest_run_id"),
-        "_ingest_time": F.col("_ingest_time"),
-        REASON: F.col("_reason"),
-    }
-
-
-def split_quarantine(rows: DataFrame) -> DataFrame:
-    """The rows that go to quarantine, with their reason."""
-    return rows.where(F.col("_reason").isNotNull()).select(*(column.alias(name) for name, column in _quarantine_columns().items()))
-
-
-# A table's data columns: all but its partition column, which the folder holds.
-EVENTS_DATA = EVENTS_DATA_SCHEMA.fieldNames()
-QUARANTINE_DATA = [name for name in QUARANTINE_SCHEMA.fieldNames() if name != REASON]
-
-
-def table_rows(rows: DataFrame, ingested_at: datetime, clock_skew: timedelta) -> DataFrame:
-    """A batch's rows as both tables take them in one write (jobs/sinks.write_tables, in its order): the events
-    table's row or the quarantine's (a struct of its data columns), the partition values, and what the batch's
-    figures count: the source file, the event time, and whether the event is late, implausible, or dated after
-    the batch by more than `clock_skew` (future-dated: counted, never a place's newest event)."""
-    event = F.col("_reason").isNull()
-    quarantine = _quarantine_columns()
-    stamped = rows.transform(stamp_ingest_time, ingested_at)
-    return stamped.select(
-        F.when(event, F.struct(*EVENTS_DATA)).alias("events"),
-        F.when(~event, F.struct(*(quarantine[name].alias(name) for name in QUARANTINE_DATA))).alias("quarantine"),
-        F.col(EVENT_DATE),
-        F.col("_reason").alias(REASON),
-        F.col("_source_file"),
-        F.col("eventTime"),
-        F.col("_late"),
-        implausible_event_time(F.col("eventTime"), F.col("_arrival_time")).alias("implausible"),
-        (F.col("eventTime") > F.lit(ingested_at + clock_skew)).alias("future_dated"),
-        F.lit(True).alias("counted"),
-    )
-
-
-def kept_rows(kept: DataFrame) -> DataFrame:
-    """Quarantine rows a batch keeps from the files its reads replace (jobs/quarantine.py), shaped as table_rows'
-    rows: written with the batch, not counted in its figures."""
-    return kept.select(
-        F.lit(None).cast(EVENTS_DATA_SCHEMA).alias("events"),
-        F.struct(*QUARANTINE_DATA).alias("quarantine"),
-        F.lit(None).cast("date").alias(EVENT_DATE),
-        F.col(REASON),
-        F.col("source_file").alias("_source_file"),
-        F.lit(None).cast("timestamp").alias("eventTime"),
-        *(F.lit(False).alias(flag) for flag in ("_late", "implausible", "future_dated", "counted")),
-    )

@@ -31,9 +31,9 @@ from pyspark.sql import functions as F
 from jobs import cli, gate, options
 from jobs.lake import EVENT_DATE, Lake, partition_folders
 from jobs.report import failure_line, gate_report, read_report, write_json
+from jobs.rows import implausible_event_time
 from jobs.schema import EVENTS_SCHEMA
 from jobs.session import spark_session
-from jobs.transforms import implausible_event_time
 
 log = logging.getLogger("validate_events")
 # GX logs its configuration at INFO, hundreds of lines a gate: its warnings and errors are enough.

@@ -159,14 +159,9 @@ S3_TEST_EVENT = json.dumps({"Service": "Amazon S3", "Event": "s3:TestEvent", "Bu
 def committed_ids(lake: Path) -> set[str]:
     """The eventIDs of the events table's committed files (its sink log's), read with DuckDB: what a query sees."""
     from jobs.lake import Lake
-    from jobs.spark_logs import sink_log_files
+    from jobs.spark_logs import committed_files
 
-    events = Lake(lake).events
-    paths = set()
-    for batch in sink_log_files(events) if events.exists() else []:
-        for line in batch.read_text().splitlines()[1:]:  # the first line is the log's version
-            paths.add(json.loads(line)["path"].removeprefix("file://").removeprefix("file:"))
-    existing = sorted(path for path in paths if Path(path).exists())
+    existing = [str(path) for path in committed_files(Lake(lake).events) if path.exists()]
     if not existing:
         return set()
     return {row[0] for row in duckdb.connect().execute("select eventID from read_parquet(?)", [existing]).fetchall()}

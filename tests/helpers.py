@@ -93,7 +93,7 @@ def succeeded(result: subprocess.CompletedProcess[str]) -> str:
 
 def split_events(rows):
     """A chain's rows that belong in the events table, in table column order (the ingest writes them positionally,
-    jobs/transforms.table_rows): what a test compares with the events table."""
+    jobs/rows.table_rows): what a test compares with the events table."""
     return rows.where(F.col("_reason").isNull()).select(*EVENTS_SCHEMA.fieldNames())
 
 

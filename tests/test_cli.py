@@ -27,13 +27,13 @@ from jobs.lake import (
     REGION,
     VALIDATED,
     Lake,
-    LakeBusyError,
     partition,
     partition_folders,
     partition_value,
 )
 from jobs.landing import aws_logs
 from jobs.ledger import LedgerOptions
+from jobs.lock import LakeBusyError
 from jobs.report import gate_report, read_report, read_reports, skipped_gate_report, verdict_of, write_json
 from jobs.spark_logs import CheckpointError
 from tests.conftest import ROOT

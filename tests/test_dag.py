@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.lake import ACTIVITY_JOB, OCSF_JOB, Lake
+from jobs.lake import ACTIVITY, OCSF, Lake
 from tests.conftest import ROOT
 from tests.helpers import DAY, deliver, event, events_of
 
@@ -77,6 +77,37 @@ def test_the_activity_dag_runs_on_the_events_asset_and_queues_for_the_lake(dagba
     assert dag.get_task("publish").outlets[0].name == "cloudtrail_activity"
 
 
+def test_a_new_derived_table_is_one_definition_the_dag_and_the_lake_page_follow(monkeypatch, tmp_path):
+    """What a maintainer adds for a table computed from the events date by date, besides its module and suites: one
+    entry of jobs/lake.py's DERIVED (here added in place, as an edit of the tuple would). The DAG gets its task, after
+    the others and before the Asset is published, submitting jobs/<job>.py with the run form's arguments; the lake
+    page and status.json get its section from the job's state."""
+    from airflow.dag_processing.dagbag import DagBag
+    from starlette.requests import Request
+
+    from cloudtrail_airflow import lake_view
+    from jobs import lake
+    from jobs.derived_state import record_built
+
+    toy = lake.Derived("toy", "toy_task", "Toy counts", {"toy_hourly": (lake.EVENT_DATE,)}, "toy.json")
+    for module in (lake, lake_view):
+        monkeypatch.setattr(module, "DERIVED", (*lake.DERIVED, toy))
+    dag = DagBag(dag_folder=str(ROOT / "dags" / "cloudtrail_activity.py")).dags["cloudtrail_activity"]
+    task = dag.get_task("toy_task")
+    assert task.upstream_task_ids == {"plan", "ocsf"} and dag.get_task("publish").upstream_task_ids == {"toy_task"}
+    assert task.application.endswith("jobs/toy.py") and task.pool == "cloudtrail_lake"
+
+    root = Path(os.environ["CLOUDTRAIL_LAKE"]) / f"toy-{tmp_path.name}"
+    counts = {"toy_hourly": {"2024-03-01": 7}}, {"toy_hourly": {"2024-03-01": 1}}
+    record_built(Lake(root).derived_state(toy), {"2024-03-01": "built"}, *counts)
+    monkeypatch.setenv("CLOUDTRAIL_LAKE", str(root))
+    shown = lake_view.status_json()["derived_rows_per_event_date"]
+    toy_rows = [{"event_date": "2024-03-01", "rows": {"toy_hourly": 7}, "folders": {"toy_hourly": 1}}]
+    assert shown == {"activity": [], "ocsf": [], "toy": toy_rows}
+    page = lake_view.lake_page(Request({"type": "http", "root_path": ""}), "").body.decode()
+    assert "<h2>Toy counts: rows per event date (last 30 dates)</h2>" in page and "<th>toy_hourly rows</th>" in page
+
+
 def test_the_compaction_dag_compacts_the_dates_closed_at_its_data_interval_end(dagbag):
     from cloudtrail_airflow.params import InvalidRunParams, plan_compact
     from cloudtrail_airflow.settings import load_settings
@@ -93,20 +124,18 @@ def test_the_compaction_dag_compacts_the_dates_closed_at_its_data_interval_end(d
 
 
 def test_activity_parameters_are_checked_before_spark_starts(tmp_path):
-    from cloudtrail_airflow.params import InvalidRunParams, plan_activity, plan_ocsf
+    from cloudtrail_airflow.params import InvalidRunParams, plan_derived
     from cloudtrail_airflow.settings import load_settings
 
     settings = load_settings()
     lake = str(settings.lake / "x")
-    assert plan_activity({"lake": lake}, settings, "r1")[:4] == ["--lake", lake, "--run-id", "r1"]
+    assert plan_derived({"lake": lake}, settings, "r1")[:4] == ["--lake", lake, "--run-id", "r1"]
     dated = {"lake": lake, "from_date": "2024-03-01", "to_date": "2024-03-02"}
-    assert plan_activity(dated, settings, "r1")[4:8] == ["--from-date", "2024-03-01", "--to-date", "2024-03-02"]
-    assert plan_ocsf(dated, settings, "r1")[4:8] == ["--from-date", "2024-03-01", "--to-date", "2024-03-02"]
+    assert plan_derived(dated, settings, "r1")[4:8] == ["--from-date", "2024-03-01", "--to-date", "2024-03-02"]
     backwards = {"lake": lake, "from_date": "2024-03-02", "to_date": "2024-03-01"}
     for bad in ({"lake": "/etc"}, {"lake": lake, "from_date": "2024-03-02"}, backwards):
-        for plan in (plan_activity, plan_ocsf):
-            with pytest.raises(InvalidRunParams):
-                plan(bad, settings, "r1")
+        with pytest.raises(InvalidRunParams):
+            plan_derived(bad, settings, "r1")
 
 
 def test_run_parameters_are_checked_before_spark_starts(tmp_path):
@@ -195,10 +224,10 @@ def test_the_activity_dag_builds_the_downstream_tables_with_real_spark(dagbag, d
     ingest(spark, landing, lake)
     run = dagbag.dags["cloudtrail_activity"].test(run_conf={"lake": str(lake)})
     assert str(run.state) == "success", states(run)
-    report = json.loads(Lake(lake).derived_report(ACTIVITY_JOB, run.run_id).read_text())
+    report = json.loads(Lake(lake).derived_report(ACTIVITY.job, run.run_id).read_text())
     assert report["dates"] == ["2024-03-01"] and report["rows"]["findings"] == {"2024-03-01": 1}
-    assert sum(report["rows"]["activity_hourly"].values()) > 0 and report["findings_by_rule"] == {"cis-4.5": 1}
-    built = json.loads(Lake(lake).derived_report(OCSF_JOB, run.run_id).read_text())
+    assert sum(report["rows"]["activity_hourly"].values()) > 0 and report["counts"] == {"findings by rule": {"cis-4.5": 1}}
+    built = json.loads(Lake(lake).derived_report(OCSF.job, run.run_id).read_text())
     assert (built["status"], built["gate"], built["rows"]) == ("succeeded", "passed", {"ocsf/api_activity": {"2024-03-01": 21}})
 
 

@@ -22,6 +22,7 @@ from jobs import compact, lake_status, ledger, ledger_files, rebuild, repair
 from jobs import landing as landing_zone
 from jobs.ingest.cli import main
 from jobs.lake import Lake
+from jobs.run_summary import run_summary
 from jobs.spark_logs import last_commit
 from tests.helpers import DAY, deliver, duckdb_rows, events_of, ingest
 from tools import status as status_tool
@@ -63,7 +64,7 @@ def test_the_landing_walk_passes_over_what_it_cannot_read_and_says_so(spark, lan
         str(stray): "not a CloudTrail log file name",
     }
     assert report.ledger["skipped_entries"] == 5
-    summary = "\n".join(lake_status.run_summary(dataclasses.asdict(report), None))
+    summary = "\n".join(run_summary(dataclasses.asdict(report), None))
     assert "landing skipped           5" in summary and f"{nested}: a folder named like a log file" in summary
 
     again = ingest(spark, landing, lake)

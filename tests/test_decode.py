@@ -9,7 +9,7 @@ from pyspark.sql import types as T
 
 from jobs.decode import SHAPE_ARRAY, SHAPE_OBJECT, UNKNOWN_KEY, decode_files, key_flag, parse_json, salvage
 from jobs.ledger_files import MANIFEST_DDL
-from jobs.transforms import TYPED_RECORD
+from jobs.schema import TYPED_RECORD
 
 pytestmark = pytest.mark.unit
 

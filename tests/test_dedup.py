@@ -10,9 +10,9 @@ from pyspark.sql import Row
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from jobs.dedup import Dedup
+from jobs.dedup import Dedup, deduplicate, raise_arrival_floor
+from jobs.rows import mark_late
 from jobs.spark_logs import last_commit
-from jobs.transforms import deduplicate, mark_late, raise_arrival_floor
 
 T = datetime(2024, 3, 1, tzinfo=UTC)
 HORIZON = timedelta(hours=10)

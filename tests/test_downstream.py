@@ -17,7 +17,8 @@ from pyspark.testing import assertDataFrameEqual
 from jobs import activity, rebuild
 from jobs.derived import DerivedConfig
 from jobs.downstream import findings, hourly_activity
-from jobs.lake import ACTIVITY_JOB, Lake
+from jobs.lake import ACTIVITY, Lake
+from jobs.report import DerivedReport
 from jobs.rules import Rule, load_rules
 from tests.helpers import DAY, deliver, event, events_of, ingest, split_events
 from tests.test_transforms import normalized, record
@@ -107,7 +108,7 @@ def findings_of(lake: Path) -> list[tuple]:
     ).fetchall()
 
 
-def update(spark, lake: Path, run_id: str, dates: tuple[date, ...] | None = None) -> activity.ActivityReport:
+def update(spark, lake: Path, run_id: str, dates: tuple[date, ...] | None = None) -> DerivedReport:
     return activity.run(DerivedConfig(lake=str(lake), dates=dates, run_id=run_id), lambda: spark)
 
 
@@ -167,11 +168,12 @@ def test_the_real_samples_fire_their_rules(spark, samples, landing, lake):
     add_samples(landing, samples, DAY)
     ingest(spark, landing, lake)
     report = update(spark, lake, "samples")
-    fired = {rule_id for rule_id, count in report.findings_by_rule.items() if count}
+    by_rule = report.counts["findings by rule"]
+    fired = {rule_id for rule_id, count in by_rule.items() if count}
     # Stratus detonations of the controls' own cases: StopLogging, a console login without MFA,
     # LeaveOrganization (denied), a user given a policy, port 22 opened to the world.
-    assert {"cis-4.1", "cis-4.2", "cis-4.4", "cis-4.5", "cis-4.10", "cis-4.15"} <= fired, report.findings_by_rule
-    assert sum(report.findings_by_rule.values()) == len(findings_of(lake))
+    assert {"cis-4.1", "cis-4.2", "cis-4.4", "cis-4.5", "cis-4.10", "cis-4.15"} <= fired, by_rule
+    assert sum(by_rule.values()) == len(findings_of(lake))
     printed = summarize(Lake.at(lake))
     assert "cis-4.5" in printed and "busiest principals" in printed, printed
 
@@ -179,18 +181,18 @@ def test_the_real_samples_fire_their_rules(spark, samples, landing, lake):
 def test_partitions_that_fail_their_suites_are_not_swapped_in(spark, landing, lake, monkeypatch):
     deliver(landing, events_of(10, DAY + timedelta(hours=1), "g"), DAY + timedelta(hours=2))
     ingest(spark, landing, lake)
-    right = activity.ACTIVITY
+    right = activity.DERIVATION
 
     def double_counted(events):
         tables = right.build(events)
         return {**tables, "activity_hourly": tables["activity_hourly"].withColumn("events", F.col("events") * 2)}
 
-    monkeypatch.setattr(activity, "ACTIVITY", dataclasses.replace(right, build=double_counted))
+    monkeypatch.setattr(activity, "DERIVATION", dataclasses.replace(right, build=double_counted))
     report = update(spark, lake, "bad")
     assert (report.status, report.gate) == ("gate_failed", "failed")
     assert not (lake / "activity_hourly").exists() and not (lake / "findings").exists(), "nothing swapped in"
-    verdict = json.loads(Lake.at(lake).derived_gate_report(ACTIVITY_JOB, "bad").read_text())
+    verdict = json.loads(Lake.at(lake).derived_gate_report(ACTIVITY.job, "bad").read_text())
     assert {failure["suite"] for failure in verdict["failed_critical"]} == {"activity_reconciliation.critical"}
-    monkeypatch.setattr(activity, "ACTIVITY", right)
+    monkeypatch.setattr(activity, "DERIVATION", right)
     assert update(spark, lake, "good").dates == ["2024-03-01"], "the date is still to build"
     assert hourly_from_activity(lake) == hourly_from_events(lake)

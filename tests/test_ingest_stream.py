@@ -18,7 +18,8 @@ from pyspark.sql import functions as F
 from jobs import session
 from jobs.ingest.cli import main, parse_args
 from jobs.ingest.run import run
-from jobs.lake import Lake, LakeBusyError, LakeLock
+from jobs.lake import Lake
+from jobs.lock import LakeBusyError, LakeLock
 from jobs.session import JobSession, class_archive
 from jobs.spark_logs import CheckpointError, batch_time
 from tests.helpers import (

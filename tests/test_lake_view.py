@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 
 from jobs import lake_status as status
-from jobs import ocsf, partitions, tally, validate_events
+from jobs import ledger_search, ocsf, partitions, run_summary, tally, validate_events
 from jobs.derived import DerivedConfig
 from jobs.lake import Lake, partition
 from jobs.landing import delivery_path
-from jobs.report import ActivityReport, RunReport
+from jobs.report import DerivedReport, RunReport
 from tests.conftest import own_airflow_home
 from tests.helpers import DAY, deliver, event, events_of, ingest, put_raw
 from tools.airflow_api import Api, Server, api_server, sign_in
@@ -102,7 +102,7 @@ def test_the_read_model_answers_the_operators_questions(known: KnownLake):
     files = len(partitions.data_files(partition(lake.events, "2024-03-01")))
     assert files > 0 and status.daily_rows(lake, runs) == [status.DayRows("2024-03-01", 30, 0, files)]
 
-    (gate,) = status.gate_verdicts(status.gate_runs(lake))
+    (gate,) = run_summary.gate_verdicts(status.gate_runs(lake))
     assert (gate.event_date, gate.verdict, gate.run_id) == ("2024-03-01", "failed", known.report.run_id)
     assert any("quarantine" in failure for failure in gate.failed)
 
@@ -117,14 +117,14 @@ def test_the_read_model_answers_the_operators_questions(known: KnownLake):
 
 
 def test_the_file_ledger_says_what_became_of_each_file(known: KnownLake):
-    hits = {Path(hit.path).name: hit for hit in status.ledger(known.lake, known.landing, "2024-03-01")}
+    hits = {Path(hit.path).name: hit for hit in ledger_search.search(known.lake, known.landing, "2024-03-01")}
     assert len(hits) == 3
     good, corrupt, waiting = hits[known.good.name], hits[known.corrupt.name], hits[known.waiting.name]
     assert (good.status, good.rows_written, good.records_in_file, good.duplicates_dropped) == ("ingested", 30, 31, 1)
     assert good.runs == (known.report.run_id,) and good.source_batch == 0
     assert corrupt.status == "quarantined" and corrupt.quarantined == {"corrupt_gzip": 1} and corrupt.details
     assert waiting.status == "not seen"
-    assert [hit.path for hit in status.ledger(known.lake, known.landing, "goodfile")] == [str(known.good)]
+    assert [hit.path for hit in ledger_search.search(known.lake, known.landing, "goodfile")] == [str(known.good)]
 
 
 def test_status_prints_freshness_backlog_and_the_last_run(known: KnownLake):
@@ -176,16 +176,18 @@ def test_the_page_refuses_anonymous_requests_and_every_answer_forbids_scripts_an
 
 def test_a_downstream_run_has_a_view_of_its_own(server: Server, known: KnownLake):
     token = Api(server.url, server.password).token
-    ActivityReport("asset_triggered__x", "2024-03-01T01:00:00+00:00", ["2024-03-01"], "succeeded", {"activity_hourly": {"2024-03-01": 3}},
-                   {"cis-4.1": 2}, "passed").write(known.lake)  # fmt: skip
-    ActivityReport("asset_triggered__x", "2024-03-01T01:00:00+00:00", ["2024-03-01"], "succeeded",
-                   {"ocsf/api_activity": {"2024-03-01": 30}}, gate="passed", job="ocsf",
-                   folders={"ocsf/api_activity": {"2024-03-01": 1}}).write(known.lake)  # fmt: skip
+    DerivedReport("asset_triggered__x", "2024-03-01T01:00:00+00:00", ["2024-03-01"], "succeeded", {"activity_hourly": {"2024-03-01": 3}},
+                  {"findings by rule": {"cis-4.1": 2}}, "passed").write(known.lake)  # fmt: skip
+    DerivedReport("asset_triggered__x", "2024-03-01T01:00:00+00:00", ["2024-03-01"], "succeeded",
+                  {"ocsf/api_activity": {"2024-03-01": 30}}, gate="passed", job="ocsf",
+                  folders={"ocsf/api_activity": {"2024-03-01": 1}}).write(known.lake)  # fmt: skip
     code, page, _ = get(f"{server.url}/cloudtrail/runs/cloudtrail_activity/asset_triggered__x", token)
-    assert code == 200 and re.search(r"activity_hourly +3 rows", page.decode()) and "cis-4.1 2" in page.decode()
+    assert code == 200 and re.search(r"activity_hourly +3 rows", page.decode()) and re.search(r"findings by rule +cis-4.1 2", page.decode())
     assert re.search(r"ocsf run asset_triggered__x: succeeded.*ocsf/api_activity +30 rows", page.decode(), re.S)
     code, body, _ = get(f"{server.url}/cloudtrail/status.json", token)
-    assert json.loads(body)["ocsf_rows_per_event_day"] == [{"event_day": "20240301", "rows": 30, "places": 1}]
+    shown = json.loads(body)["derived_rows_per_event_date"]
+    ocsf_rows = [{"event_date": "2024-03-01", "rows": {"ocsf/api_activity": 30}, "folders": {"ocsf/api_activity": 1}}]
+    assert shown == {"activity": [], "ocsf": ocsf_rows}, "as the known lake's OCSF run counted them (its state), no activity run"
 
 
 def test_the_lake_page_in_the_airflow_ui(server: Server, known: KnownLake, tmp_path: Path):
@@ -203,7 +205,7 @@ def test_the_lake_page_in_the_airflow_ui(server: Server, known: KnownLake, tmp_p
         assert "waitingfile" in stale.inner_text() and "none" in stale.inner_text(), "delivered, no event written yet"
         assert lake.locator("#freshness tr.stale").count() == 2, "us-east-1 too: its newest delivery is years old today"
         assert "corrupt_gzip" in lake.locator("#quarantine h3").all_inner_texts()
-        assert lake.locator("#ocsf tr", has_text="20240301").inner_text().split("\t")[:3] == ["20240301", "30", "1"]
+        assert lake.locator("#ocsf tr", has_text="2024-03-01").inner_text().split("\t")[:3] == ["2024-03-01", "30", "1"]
         assert "replay_reason" in lake.get_by_text("airflow dags trigger cloudtrail_ingest").first.inner_text()
         failed = lake.locator("#gate tr.failed")
         assert failed.count() == 1 and "2024-03-01" in failed.inner_text() and "failed" in failed.inner_text()

@@ -23,8 +23,8 @@ from pyspark.testing import assertDataFrameEqual
 
 from jobs import ocsf
 from jobs.derived import DerivedConfig
-from jobs.lake import OCSF_JOB, Lake, partition
-from jobs.lake_status import ocsf_rows
+from jobs.lake import OCSF, Lake, partition
+from jobs.lake_status import derived_rows
 from jobs.ocsf_mapping import activity_id, api_activity, source
 from jobs.schema import EVENTS_SCHEMA
 from tests.helpers import DAY, deliver, event, events_of, ingest
@@ -182,10 +182,11 @@ def test_every_real_sample_event_is_one_valid_api_activity_row_and_nothing_is_dr
                for r, a, d in folders), folders  # fmt: skip
     descriptor = json.loads((lake / "ocsf" / "api_activity" / "_ocsf.json").read_text())
     assert (descriptor["ocsf_version"], descriptor["class_uid"]) == ("1.1.0", 6003)
-    shown = ocsf_rows(Lake.at(lake), days=1000)
-    assert sum(day.rows for day in shown) == len(ids), "the lake page's rows per event day"
+    shown = derived_rows(Lake.at(lake), OCSF, days=1000)
+    assert sum(day.rows["ocsf/api_activity"] for day in shown) == len(ids), "the lake page's rows per event date"
     on_disk = Counter(day for _, _, day in folders)
-    assert {f"eventDay={day.event_day}": day.places for day in shown} == on_disk, "and its folders per day, from the reports"
+    folders_shown = {f"eventDay={day.event_date.replace('-', '')}": day.folders["ocsf/api_activity"] for day in shown}
+    assert folders_shown == on_disk, "and its folders per date, from the job's state"
     assert len(list((lake / "ocsf" / "api_activity").rglob("*.parquet"))) == len(folders), "one file per folder"
 
 
@@ -212,24 +213,24 @@ def test_the_table_follows_the_events_table_date_by_date(spark, landing, lake):
     assert build(spark, lake, "o4").dates == ["2024-03-02"]
     assert not list((lake / "ocsf" / "api_activity").rglob("eventDay=20240302")) and len(uids(lake)) == 6
     assert not list((lake / "_staging").glob("*")), "nothing left staged"
-    assert "6 rows in 1 event days" in summarize(Lake.at(lake)), "make demo's summary"
+    assert "OCSF API Activity, ocsf/api_activity: 6 rows in 1 event dates" in summarize(Lake.at(lake)), "make demo's summary"
 
 
 def test_rows_that_fail_the_ocsf_suites_are_not_swapped_in(spark, landing, lake, monkeypatch):
     deliver(landing, events_of(4, DAY + timedelta(hours=1), "g"), DAY + timedelta(hours=2))
     ingest(spark, landing, lake)
-    right = ocsf.OCSF
+    right = ocsf.DERIVATION
 
     def twice(events):
         rows = right.build(events)[ocsf.OCSF_API_ACTIVITY]
         return {ocsf.OCSF_API_ACTIVITY: rows.unionByName(rows)}
 
-    monkeypatch.setattr(ocsf, "OCSF", dataclasses.replace(right, build=twice))
+    monkeypatch.setattr(ocsf, "DERIVATION", dataclasses.replace(right, build=twice))
     assert ocsf.main(["--lake", str(lake), "--run-id", "bad"]) == 1, "a failed gate fails the job"
     assert not list((lake / "ocsf" / "api_activity").rglob("*.parquet")), "nothing swapped in"
-    verdict = json.loads(Lake.at(lake).derived_gate_report(OCSF_JOB, "bad").read_text())
+    verdict = json.loads(Lake.at(lake).derived_gate_report(OCSF.job, "bad").read_text())
     assert {f["suite"] for f in verdict["failed_critical"]} == {"ocsf_api_activity.critical", "ocsf_reconciliation.critical"}
-    monkeypatch.setattr(ocsf, "OCSF", right)
+    monkeypatch.setattr(ocsf, "DERIVATION", right)
     assert ocsf.main(["--lake", str(lake), "--run-id", "good", "--from-date", "2024-03-01", "--to-date", "2024-03-01"]) == 0
     assert len(uids(lake)) == 4
 

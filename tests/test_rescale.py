@@ -11,7 +11,8 @@ import pytest
 
 from jobs import compact, rescale
 from jobs.lake import Lake
-from jobs.spark_logs import CheckpointError, state_folder, state_partitions
+from jobs.spark_logs import CheckpointError, state_folder
+from jobs.spark_state import state_partitions
 from tests.helpers import DAY, command, deliver, duckdb_rows, events_of, ingest, succeeded
 
 

@@ -31,8 +31,8 @@ import duckdb
 import pytest
 
 from jobs import gate
-from jobs.lake import Lake
-from jobs.lake_status import ocsf_rows
+from jobs.lake import OCSF, OCSF_API_ACTIVITY, Lake
+from jobs.lake_status import derived_rows
 from tests.aws import cloudtrail_sns, committed_ids, queryable_after, s3_stack
 from tests.helpers import DAY, deliver, duckdb_rows, events_of
 from tests.test_downstream import hourly_from_activity, hourly_from_events
@@ -159,7 +159,7 @@ def test_a_scheduled_run_and_a_backfill_at_the_same_time_on_postgres_and_the_spa
     while True:
         downstream_runs = downstream.finished_runs(expected=1, timeout=900)
         try:  # a run may be swapping a folder while this reads
-            ocsf = sum(day.rows for day in ocsf_rows(Lake(lake), days=1000))
+            ocsf = sum(day.rows[OCSF_API_ACTIVITY] for day in derived_rows(Lake(lake), OCSF, days=1000))
         except duckdb.Error:
             ocsf = None
         if hourly_from_activity(lake) == hourly_from_events(lake) and ocsf == len(expected):
@@ -172,7 +172,8 @@ def test_a_scheduled_run_and_a_backfill_at_the_same_time_on_postgres_and_the_spa
     shown = api.call("GET", "/cloudtrail/status.json")
     assert {(row["account"], row["region"]) for row in shown["freshness"]} == {("111122223333", "us-east-1")}
     assert sum(day["rows"] for day in shown["rows_per_event_date"]) == len(expected)
-    assert sum(day["rows"] for day in shown["ocsf_rows_per_event_day"]) == len(expected), "the OCSF task ran on the cluster too"
+    ocsf_shown = shown["derived_rows_per_event_date"]["ocsf"]
+    assert sum(day["rows"][OCSF_API_ACTIVITY] for day in ocsf_shown) == len(expected), "the OCSF task ran on the cluster too"
     assert shown["backlog"]["files"] == 0 and shown["checkpoint"]["committed_batch"] is not None
 
 

@@ -1,6 +1,7 @@
 """The pure transforms on small static frames."""
 
 import json
+import re
 import tempfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -11,21 +12,13 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from jobs.decode import decode_files
-from jobs.dedup import Dedup
+from jobs.dedup import Dedup, mark_dedup_key
 from jobs.ingest.batch_writer import batch_figures
 from jobs.lake import Lake
 from jobs.ledger_files import MANIFEST_DDL
+from jobs.rows import WRITER_ROW, kept_rows, mark_late, split_quarantine, stamp_ingest_time, table_rows
 from jobs.sinks import write_tables
-from jobs.transforms import (
-    mark_dedup_key,
-    mark_late,
-    normalize_records,
-    parse_containers,
-    read_records,
-    split_quarantine,
-    stamp_ingest_time,
-    table_rows,
-)
+from jobs.transforms import normalize_records, parse_containers, read_records
 from tests.helpers import split_events
 
 pytestmark = pytest.mark.unit
@@ -265,6 +258,18 @@ def test_one_write_puts_each_row_in_one_table_and_counts_the_batch(spark, tmp_pa
     again = write_tables(table_rows(rows, ARRIVAL, timedelta(minutes=15)), lake, 0, events=False, quarantine=True)
     assert again.files["events"] == [] and len(again.files["quarantine"]) == 1
     assert batch_figures(again.groups).written == figures.written
+
+
+def test_the_writer_row_is_spelled_once_and_the_jvm_writer_reads_it_by_the_same_positions(spark):
+    java = (Path(__file__).parents[1] / "jobs" / "java" / "cloudtrail" / "TableWriter.java").read_text()
+    ordinals = dict(re.findall(r"static final int ROW_(\w+) = (\d+);", java))
+    in_java = [name for name, _ in sorted(ordinals.items(), key=lambda item: int(item[1]))]
+    assert [int(n) for n in sorted(ordinals.values(), key=int)] == list(range(len(WRITER_ROW))), "no gap, no repeat"
+    assert [name.replace("_", "").lower() for name in in_java] == [name.replace("_", "").lower() for name in WRITER_ROW]
+    rows = normalized(spark, record("a"), record(None)).transform(mark_late, timedelta(hours=1))
+    kept = split_quarantine(rows.transform(stamp_ingest_time, ARRIVAL))
+    assert tuple(table_rows(rows, ARRIVAL, timedelta(minutes=15)).columns) == WRITER_ROW
+    assert tuple(kept_rows(kept).columns) == WRITER_ROW, "the rows a batch keeps from replaced files: the same layout"
 
 
 def test_a_record_the_parser_cannot_take_costs_that_record_alone(spark):

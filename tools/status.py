@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from jobs import lake_status as status
-from jobs import options, tally
+from jobs import options, run_summary, tally
 from jobs.bucket import is_bucket
 from jobs.lake import Lake
 
@@ -26,7 +26,7 @@ def run_lines(lake: Lake, run_id: str | None) -> list[str]:
     run = status.ingest_run(lake, run_id)
     if run is None:
         return [f"no ingest report {'yet' if run_id is None else 'for run ' + run_id} in {lake.ingest_reports}"]
-    return status.run_summary(run, status.gate_of(status.gate_runs(lake), run["run_id"]))
+    return run_summary.run_summary(run, run_summary.gate_of(status.gate_runs(lake), run["run_id"]))
 
 
 def overview(lake: Lake, landing: str, queue_url: str | None, threshold: timedelta, skew: timedelta, now: datetime) -> list[str]:
@@ -38,8 +38,8 @@ def overview(lake: Lake, landing: str, queue_url: str | None, threshold: timedel
         return lines + ["last run:", *run_lines(lake, None)]
     walked, tallied = None if is_bucket(landing) else Path(landing), tally.read(lake)
     if walked is None:
-        queue = status.deliveries(lake, queue_url, tallied).queue
-        lines.append(f"queue: {queue['waiting']} notifications waiting, {queue['in_flight']} being taken" if queue else "queue: none asked")
+        queue, why = status.queue_depth(queue_url)
+        lines.append(f"queue: {queue['waiting']} notifications waiting, {queue['in_flight']} being taken" if queue else f"queue: {why}")
     else:
         waiting = status.backlog(lake, walked)
         lines.append(f"backlog: {waiting.files} landing files ({waiting.bytes / 1e6:.1f} MB) not taken by a run yet")

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import duckdb
 
-from jobs.lake import EVENT_DATE, REASON, Lake
-from jobs.lake_status import ocsf_rows
+from jobs.lake import DERIVED, EVENT_DATE, REASON, Lake
+from jobs.lake_status import derived_rows
 from jobs.report import failure_line, read_reports, verdict_of
 
 
@@ -45,9 +45,12 @@ def summarize(lake: Lake) -> str:
     else:
         lines.append("  nothing quarantined")
     lines.extend(downstream(lake, db))
-    days = ocsf_rows(lake, days=100_000)
-    lines.append(f"OCSF 1.1.0 API Activity: {lake.ocsf_api_activity}")
-    lines.append(f"  {sum(day.rows for day in days)} rows in {len(days)} event days" if days else "  no rows yet")
+    for derived in DERIVED:
+        days = derived_rows(lake, derived, days=100_000)
+        for name in derived.tables:
+            rows = sum(day.rows.get(name, 0) for day in days)
+            held = f"{rows} rows in {len(days)} event dates" if days else "no rows yet"
+            lines.append(f"{derived.title}, {name}: {held}")
     ingest = latest(lake.ingest_reports)
     if ingest:
         lines.append(

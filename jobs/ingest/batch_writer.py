@@ -17,9 +17,9 @@ from jobs.landing import place
 from jobs.ledger_files import record_late_files
 from jobs.quarantine import Replacement
 from jobs.report import BatchStats, RunReport
+from jobs.rows import kept_rows, table_rows
 from jobs.sinks import ParquetSink, write_tables
 from jobs.spark_logs import batch_time, local_path
-from jobs.transforms import kept_rows, table_rows
 
 EPOCH = date(1970, 1, 1)  # an event date as the write counts it: days since
 

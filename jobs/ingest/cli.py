@@ -39,8 +39,9 @@ from jobs.dedup import Dedup
 from jobs.ingest.config import IngestConfig
 from jobs.ingest.run import run
 from jobs.ingest.stream import build_session
-from jobs.lake import Lake, LakeLock
+from jobs.lake import Lake
 from jobs.ledger import LedgerOptions
+from jobs.lock import LakeLock
 from jobs.quarantine import Replay
 from jobs.session import JobSession, for_table_reads
 from jobs.sqs import queue_url_default
@@ -48,7 +49,8 @@ from jobs.sqs import queue_url_default
 log = logging.getLogger("cloudtrail_ingest")
 
 
-def parse_args(argv: Sequence[str] | None = None) -> IngestConfig:
+def _parser() -> argparse.ArgumentParser:
+    """The command line, by what each group of options sets: the stream, the ledger, a replay and the gate, an S3 landing."""
     parser = cli.parser("cloudtrail_ingest", __doc__)
     cli.add_landing(parser)
     cli.add_lake(parser)
@@ -69,6 +71,22 @@ def parse_args(argv: Sequence[str] | None = None) -> IngestConfig:
     parser.add_argument(
         "--table-log-retention", type=cli.duration, default=options.TABLE_LOG_RETENTION, help="how long the tables' commit logs list a file"
     )
+    _add_ledger_options(parser)
+    parser.add_argument(
+        "--clock-skew", type=cli.duration, default=options.CLOCK_SKEW,
+        help="an event dated later than its batch by more than this is future-dated: counted, never taken for the newest event",
+    )  # fmt: skip
+    parser.add_argument("--replay-quarantine", action="store_true", help="also read again the quarantined files and records below")
+    parser.add_argument("--replay-reason", action="append", default=[], help="only those quarantined for this reason (repeatable)")
+    cli.add_date_pair(parser, "delivery date of the files replayed", "--replay-from", "--replay-to")
+    cli.add_date_pair(parser, "event date the quality gate checks in this application", "--gate-from", "--gate-to")
+    parser.add_argument("--quarantine-threshold", type=float, default=options.QUARANTINE_THRESHOLD, help="the gate's max quarantined share")
+    _add_bucket_options(parser)
+    return parser
+
+
+def _add_ledger_options(parser: argparse.ArgumentParser) -> None:
+    """How the ledger lists the landing zone (jobs/ledger.py's LedgerOptions, with the batch limits)."""
     parser.add_argument(
         "--source-retention", type=cli.duration, default=options.SOURCE_RETENTION,
         help="delivery folders this long before the newest one read are no longer tracked file by file",
@@ -78,14 +96,10 @@ def parse_args(argv: Sequence[str] | None = None) -> IngestConfig:
         help="how often a run lists every delivery folder (finds a file added to a retired one); '0 seconds': every run",
     )  # fmt: skip
     parser.add_argument("--settle", type=cli.duration, default=options.SETTLE, help="files written to more recently wait for a later run")
-    parser.add_argument(
-        "--clock-skew", type=cli.duration, default=options.CLOCK_SKEW,
-        help="an event dated later than its batch by more than this is future-dated: counted, never taken for the newest event",
-    )  # fmt: skip
-    parser.add_argument("--replay-quarantine", action="store_true", help="also read again the quarantined files and records below")
-    parser.add_argument("--replay-reason", action="append", default=[], help="only those quarantined for this reason (repeatable)")
-    cli.add_date_pair(parser, "delivery date of the files replayed", "--replay-from", "--replay-to")
-    cli.add_date_pair(parser, "event date the quality gate checks in this application", "--gate-from", "--gate-to")
+
+
+def _add_bucket_options(parser: argparse.ArgumentParser) -> None:
+    """An s3:// landing's: its notification queue, a listing without one, and the reconciliation against its digests."""
     parser.add_argument("--queue-url", default=queue_url_default(), help="an s3:// landing's notification queue [$CLOUDTRAIL_QUEUE_URL]")
     parser.add_argument("--max-messages", type=cli.positive_int, default=options.MAX_MESSAGES, help="notifications one run takes at most")
     parser.add_argument(
@@ -99,7 +113,10 @@ def parse_args(argv: Sequence[str] | None = None) -> IngestConfig:
         "--reconcile-interval", type=cli.duration, default=options.RECONCILE_INTERVAL, help="how often a run reconciles by itself"
     )
     parser.add_argument("--reconcile-days", type=cli.positive_int, default=options.RECONCILE_DAYS, help="days a reconciliation covers")
-    parser.add_argument("--quarantine-threshold", type=float, default=options.QUARANTINE_THRESHOLD, help="the gate's max quarantined share")
+
+
+def parse_args(argv: Sequence[str] | None = None) -> IngestConfig:
+    parser = _parser()
     args = parser.parse_args(argv)
     cli.required(parser, args, "landing", "lake")
     lake = Lake.at(args.lake)

@@ -1,11 +1,12 @@
 """One ingest run, as named steps:
 
-open_checkpoint   finish a rebuild's swap a dead run left; read the checkpoint; refuse one the table outgrew
+open_checkpoint   finish a rebuild's swap a dead run left; mend, read and check the checkpoint (jobs/checkpoint.py), and
+                  the ledger's manifests against it; refuse what cannot be mended
 deliveries        an S3 landing: fetch what the queue's notifications (or a listing) name into the landing cache
 plan              list the landing zone (or the notified files) against the ledger: this run's manifests
 deliveries.done   delete the notifications: their files are in the ledger
 stream            sweep, read every manifest not read yet into the tables, sweep (no Spark when nothing is new)
-record_success    the ledger's check time and the last clean batch, for the next run
+record_success    the plan's check times and the last clean batch, for the next run
 report            <lake>/reports/ingest/<run id>.json, whatever happened
 """
 
@@ -19,22 +20,15 @@ from datetime import UTC, datetime
 from pyspark.sql import SparkSession
 
 from jobs import options, partitions, tally
-from jobs.checkpoint import CheckpointSnapshot, keep_check_times, record_success, restore_last_success
+from jobs.checkpoint import CheckpointSnapshot, open_for_ingest, record_success
 from jobs.ingest import deliveries, stream
 from jobs.ingest.config import IngestConfig
 from jobs.lake import TABLES
-from jobs.ledger import Plan, plan_files, success_of
-from jobs.ledger_files import verified_checkpoint
+from jobs.ledger import Plan, plan_files
+from jobs.ledger_files import check_manifests
 from jobs.quarantine import replay_entries
 from jobs.report import RunReport, now_iso
-from jobs.spark_logs import (
-    STREAM_METADATA,
-    CheckpointError,
-    drop_orphan_checksums,
-    last_commit,
-    relocate_source_log,
-    restore_stream_metadata,
-)
+from jobs.spark_logs import last_commit
 from jobs.sweep import sweep_lake
 
 log = logging.getLogger("cloudtrail_ingest")
@@ -52,13 +46,14 @@ def run(config: IngestConfig, session: Callable[[], SparkSession]) -> RunReport:
             report.deliveries = fetched.summary
         report.ledger = files.summary()
         explain(files)
-        if files.taken == 0 and files.pending == 0 and checkpoint.settled:
+        if files.pending == 0 and checkpoint.settled:  # no manifest to read, this run's none either
             # A streaming query would find nothing: skip Spark altogether.
             log.info("nothing new in %s since the last successful run; Spark not started", config.landing)
             report.swept_files = dict.fromkeys(TABLES, 0)
         else:
             report.swept_files = ingest(session(), config, checkpoint, report)
-        record_success(config.lake.checkpoint, success_of(files, last_commit(config.lake.checkpoint).batch_id))
+        after = record_success(config.lake, files.check_times).watermark
+        report.watermark_after = after.isoformat() if after else None
         if fetched is not None:
             finished = datetime.now(tz=UTC)
             report.deliveries["delivery_lag"] = deliveries.delivery_lags(files, finished)
@@ -68,21 +63,8 @@ def run(config: IngestConfig, session: Callable[[], SparkSession]) -> RunReport:
 
 def open_checkpoint(config: IngestConfig) -> CheckpointSnapshot:
     partitions.recover(config.lake)  # a rebuild that died mid-swap is finished before anything reads the table
-    if config.lake.rescaling.exists():
-        raise CheckpointError(
-            f"{config.lake.rescaling}: a rescale of the de-duplication state did not finish. Run python -m jobs.rescale "
-            "--lake LAKE --state-partitions N again to finish it (README, 'Rescaling the de-duplication state')."
-        )
-    for crc in drop_orphan_checksums(config.lake.checkpoint, [config.lake.table(name) for name in TABLES]):
-        log.warning("deleted %s: the file it was the checksum of is gone", crc)
-    if restore_stream_metadata(config.lake.checkpoint):
-        log.warning("%s was missing or damaged: written again (it holds only the stream's id)", config.lake.checkpoint / STREAM_METADATA)
-    if relocate_source_log(config.lake.checkpoint, config.lake.manifests):
-        log.warning("the lake was moved: Spark's log of read manifests now names them under %s", config.lake.manifests)
-    if restore_last_success(config.lake):
-        log.warning("%s was missing or damaged: written again from the newest successful run's report", config.lake.last_success)
-    checkpoint = verified_checkpoint(config.lake)
-    keep_check_times(checkpoint)
+    checkpoint = open_for_ingest(config.lake)
+    check_manifests(checkpoint, config.lake.manifests)
     return checkpoint
 
 
@@ -134,8 +116,9 @@ def reported(config: IngestConfig, checkpoint: CheckpointSnapshot) -> Iterator[R
         report.status, report.error = "failed", str(exc).splitlines()[0][:2000]
         raise
     finally:
-        after = last_commit(config.lake.checkpoint).watermark
-        report.watermark_after = after.isoformat() if after else None
+        if report.status != "succeeded":  # else the run's record_success read the commit log
+            after = last_commit(config.lake.checkpoint).watermark
+            report.watermark_after = after.isoformat() if after else None
         report.finished_at = now_iso()
         path, totals = report.write()
         tally.record(config.lake, totals)

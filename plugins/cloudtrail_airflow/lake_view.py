@@ -1,7 +1,8 @@
 """The "CloudTrail lake" page and a DAG run's lake view: a FastAPI app the Airflow API server mounts.
 
-    /cloudtrail/                      the lake: freshness, rows per event date, file ledger (?file=),
-                                      quarantine, gate verdicts, checkpoint health
+    /cloudtrail/                      the lake: freshness, rows per event date, each derived job's rows
+                                      (jobs/lake.py's DERIVED), file ledger (?file=), quarantine, gate
+                                      verdicts, checkpoint health
     /cloudtrail/runs/{dag_id}/{run_id}  what one run did (the DAG run's "Lake" tab)
     /cloudtrail/status.json           the page's figures as JSON
     /cloudtrail/gates/                every gate's verdict, newest first
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import functools
 import hashlib
 import json
 import time
@@ -37,8 +39,8 @@ from fastapi.responses import HTMLResponse
 
 from cloudtrail_airflow.settings import INGEST_DAG_ID, Settings, load_settings
 from jobs import lake_status as status
-from jobs import tally
-from jobs.lake import DERIVED_JOBS, OCSF_API_ACTIVITY, PARTITION_COLUMNS, Lake
+from jobs import ledger_search, run_summary, tally
+from jobs.lake import DERIVED, Derived, Lake
 from jobs.report import verdict_of
 from jobs.spark_logs import CheckpointError
 
@@ -162,7 +164,7 @@ def _freshness(rows: list[status.Freshness], threshold: timedelta, skew: timedel
     return _table(head, cells, ["stale" if r.stale else "" for r in rows], numeric=frozenset({6})) + note
 
 
-def _ledger(query: str, hits: list[status.LedgerHit]) -> str:
+def _ledger(query: str, hits: list[ledger_search.LedgerHit]) -> str:
     form = (
         "<form method='get'><input name='file' size='70' placeholder='path fragment, file id or delivery date YYYY-MM-DD' "
         f"value='{escape(query, quote=True)}'> <button>Search</button></form>"
@@ -216,7 +218,7 @@ def _quarantine(found: status.Quarantined) -> str:
     return "".join(parts)
 
 
-def _gates(request: Request, verdicts: list[status.Verdict]) -> str:
+def _gates(request: Request, verdicts: list[run_summary.Verdict]) -> str:
     if not verdicts:
         return "<p>no gate has run</p>"
     rows = [
@@ -275,20 +277,23 @@ def _checkpoint(health: status.CheckpointHealth) -> str:
     return _table(["", ""], rows)
 
 
-OCSF_LAYOUT = "/".join([OCSF_API_ACTIVITY, *(f"{column}=" for column in PARTITION_COLUMNS[OCSF_API_ACTIVITY])])
-
-
-def _ocsf(days: list[status.OcsfDay]) -> str:
-    """The OCSF table's rows per event day, with its region and account folders and files."""
+def _derived(derived: Derived, lake: Lake) -> str:
+    """A derived job's rows per table and event date, and for a table with folders inside its dates, those folders."""
+    days = status.derived_rows(lake, derived)
     if not days:
         return (
             "<p>no rows yet: the <code>cloudtrail_activity</code> DAG builds them after each ingest run, once it is unpaused "
-            "(every DAG starts paused), or <code>python -m jobs.ocsf</code></p>"
+            f"(every DAG starts paused), or <code>python -m jobs.{escape(derived.job)}</code></p>"
         )
-    rows = [[escape(d.event_day), f"{d.rows:,}", f"{d.places:,}"] for d in days]
-    note = (f"<p class='muted'>OCSF 1.1.0 API Activity (class 6003), <code>{escape(OCSF_LAYOUT)}</code>, one file per folder; "
-            "as the runs that built each day counted them</p>")  # fmt: skip
-    return note + _table(["event day", "rows", "region and account folders"], rows, numeric=frozenset({1, 2}))
+    nested = [name for name, columns in derived.tables.items() if len(columns) > 1]
+    head = ["event date", *(f"{name} rows" for name in derived.tables), *(f"{name} folders" for name in nested)]
+    rows = [
+        [escape(d.event_date), *(f"{d.rows.get(n, 0):,}" for n in derived.tables), *(f"{d.folders.get(n, 0):,}" for n in nested)]
+        for d in days
+    ]
+    layout = ", ".join("/".join([name, *(f"{column}=" for column in columns)]) for name, columns in derived.tables.items())
+    note = f"<p class='muted'><code>{escape(layout)}</code>, one file per folder; as the runs that built each date counted them</p>"
+    return note + _table(head, rows, numeric=frozenset(range(1, len(head))))
 
 
 def _settings() -> tuple[Settings, Lake]:
@@ -334,7 +339,7 @@ def lake_page(request: Request, file: str = "") -> HTMLResponse:
     started = time.perf_counter()
     settings, lake = _settings()
     last, gates, tallied = status.ingest_run(lake, None), status.gate_runs(lake), tally.read(lake)
-    summary = "\n".join(status.run_summary(last, status.gate_of(gates, last["run_id"]))) if last else "no run yet"
+    summary = "\n".join(run_summary.run_summary(last, run_summary.gate_of(gates, last["run_id"]))) if last else "no run yet"
     threshold, skew, now = settings.freshness_threshold, settings.clock_skew, datetime.now(tz=UTC)
     places = status.freshness(lake, settings.walked, threshold, tallied, now, skew)
 
@@ -350,10 +355,12 @@ def lake_page(request: Request, file: str = "") -> HTMLResponse:
           if settings.bucket else []),
         _section("freshness", "Freshness", _freshness(places, threshold, skew, now)),
         _section("rows", "Rows per event date (last 30 dates)", _chart(status.daily_rows(lake, tallied))),
-        _section("ocsf", "OCSF API Activity rows per event day (last 30 days)", _readable(lambda: _ocsf(status.ocsf_rows(lake)))),
-        _section("ledger", "File ledger", _readable(lambda: _ledger(file, status.ledger(lake, settings.landing, file) if file else []))),
+        *[_section(derived.job, f"{derived.title}: rows per event date (last 30 dates)",
+                   _readable(functools.partial(_derived, derived, lake))) for derived in DERIVED],
+        _section("ledger", "File ledger",
+                 _readable(lambda: _ledger(file, ledger_search.search(lake, settings.landing, file) if file else []))),
         _section("quarantine", "Quarantine", _quarantine(status.quarantine(lake))),
-        _section("gate", "Gate verdicts", _gates(request, status.gate_verdicts(gates))),
+        _section("gate", "Gate verdicts", _gates(request, run_summary.gate_verdicts(gates))),
         _section("checkpoint", "Checkpoint", _readable(lambda: _checkpoint(status.checkpoint_health(lake)))),
     ]  # fmt: skip
     return _page("CloudTrail lake", "".join(sections), started)
@@ -365,12 +372,12 @@ def run_page(dag_id: str, run_id: str) -> HTMLResponse:
     _, lake = _settings()
     run = status.ingest_run(lake, run_id)
     if run is None:
-        built = status.activity_summary(lake, run_id)
+        built = run_summary.derived_summary(lake, run_id)
         if built is not None:
             return _page("CloudTrail lake: downstream run", f"<pre>{escape(chr(10).join(built))}</pre>", started)
         body = f"<p>No report in the lake for {escape(dag_id)} run {escape(run_id)}: it has not reached its Spark job yet.</p>"
         return _page("CloudTrail lake: run", body, started)
-    gate = status.gate_of(status.gate_runs(lake), run_id)
+    gate = run_summary.gate_of(status.gate_runs(lake), run_id)
     batches = [
         [
             str(b["batch_id"]),
@@ -386,7 +393,7 @@ def run_page(dag_id: str, run_id: str) -> HTMLResponse:
     ]
     head = ["batch", "files", "records", "rows written", "quarantined", "records/s", "backlog after", "took"]
     body = (
-        f"<pre>{escape(chr(10).join(status.run_summary(run, gate)))}</pre><h2>Batches</h2>"
+        f"<pre>{escape(chr(10).join(run_summary.run_summary(run, gate)))}</pre><h2>Batches</h2>"
         + _table(head, batches, numeric=frozenset({1, 2, 3, 4, 5}))
         + f"<p class='muted'>{escape(dag_id)} · started {escape(run['started_at'])} · finished {escape(str(run.get('finished_at')))}</p>"
     )
@@ -407,8 +414,8 @@ def status_json() -> dict[str, Any]:
         **waiting,
         "freshness": [dataclasses.asdict(row) for row in places],
         "rows_per_event_date": [dataclasses.asdict(row) for row in status.daily_rows(lake, tallied)],
-        "ocsf_rows_per_event_day": [dataclasses.asdict(row) for row in status.ocsf_rows(lake)],
-        "gate_verdicts": [dataclasses.asdict(v) for v in status.gate_verdicts(status.gate_runs(lake))],
+        "derived_rows_per_event_date": {d.job: [dataclasses.asdict(row) for row in status.derived_rows(lake, d)] for d in DERIVED},
+        "gate_verdicts": [dataclasses.asdict(v) for v in run_summary.gate_verdicts(status.gate_runs(lake))],
         "checkpoint": _fields(lambda: status.checkpoint_health(lake)),
     }
 
@@ -423,7 +430,7 @@ def _fields(build: Callable[[], Any]) -> dict[str, Any]:
 
 def _gate_reports(lake: Lake) -> dict[str, list[dict[str, Any]]]:
     """The gates' reports by the tables they checked: the events table (ingest and rebuild), the downstream tables, the OCSF table."""
-    return {"events": status.gate_runs(lake)} | {job: status.derived_gate_runs(lake, job) for job in DERIVED_JOBS}
+    return {"events": status.gate_runs(lake)} | {d.job: status.derived_gate_runs(lake, d.job) for d in DERIVED}
 
 
 @app.get("/gates/", response_class=HTMLResponse)
@@ -455,7 +462,7 @@ def gates_page(request: Request) -> HTMLResponse:
 def gate_page(table: str, run_id: str) -> HTMLResponse:
     started = time.perf_counter()
     _, lake = _settings()
-    gate = status.gate_of(_gate_reports(lake).get(table, []), run_id)
+    gate = run_summary.gate_of(_gate_reports(lake).get(table, []), run_id)
     if gate is None:
         return _page("CloudTrail lake: gate", f"<p>No {escape(table)} gate report for run {escape(run_id)}.</p>", started, status_code=404)
     summary = (

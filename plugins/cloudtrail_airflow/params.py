@@ -233,17 +233,8 @@ def plan_compact(params: dict[str, Any], settings: Settings, run_id: str, interv
     return ["--lake", lake, "--run-id", run_id, "--closed-at", closed_at, "--lock-wait", str(options.LOCK_WAIT_SECONDS)]
 
 
-def plan_activity(params: dict[str, Any], settings: Settings, run_id: str) -> list[str]:
-    """Check cloudtrail_activity's parameters and return jobs/activity.py's arguments."""
-    return _plan_derived(params, settings, run_id)
-
-
-def plan_ocsf(params: dict[str, Any], settings: Settings, run_id: str) -> list[str]:
-    """jobs/ocsf.py's arguments from cloudtrail_activity's parameters (checked as plan_activity checks them)."""
-    return _plan_derived(params, settings, run_id)
-
-
-def _plan_derived(params: dict[str, Any], settings: Settings, run_id: str) -> list[str]:
+def plan_derived(params: dict[str, Any], settings: Settings, run_id: str) -> list[str]:
+    """Check cloudtrail_activity's parameters and return the arguments of each derived job (jobs/derived.py's)."""
     lake = _inside(params["lake"], settings.lake, "lake")
     first, last = _date(params.get("from_date"), "from_date"), _date(params.get("to_date"), "to_date")
     if (first is None) != (last is None) or (first and last and first > last):

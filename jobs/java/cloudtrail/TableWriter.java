@@ -49,10 +49,10 @@ import scala.collection.immutable.Map$;
  * does, with the same rule: a batch id is committed once. Files of a failed task or of an attempt
  * that never commits are the sweep's (jobs/sweep.py), as the file sink's debris is.
  *
- * <p>Each input row (jobs/transforms.table_rows): 0 the events row (a struct of the table's data
- * columns) or null, 1 the quarantine row (likewise) or null, 2 the event date (days), 3 the reason,
- * 4 the source file, 5 the event time (microseconds), 6 late, 7 implausible, 8 future-dated, 9 counted
- * (booleans; a row the batch keeps from a replaced quarantine file is written, not counted). The
+ * <p>Each input row (jobs/rows.py's WRITER_ROW, by position: the ROW_* ordinals below): the events row
+ * (a struct of the table's data columns) or null, the quarantine row (likewise) or null, the event date
+ * (days), the reason, the source file, the event time (microseconds), late, implausible, future-dated,
+ * counted (booleans; a row the batch keeps from a replaced quarantine file is written, not counted). The
  * result is JSON: the files written, each with its table (0 events, 1 quarantine), and per (reason,
  * event date, source file) the rows, late, implausible and future-dated ones, and the newest event
  * time that is not future-dated.
@@ -61,8 +61,24 @@ public final class TableWriter {
   // Writers a task keeps open at once; past it the least recently used one is closed (a batch of a
   // backfill can hold events of hundreds of dates, and each writer buffers its row group).
   private static final int OPEN_WRITERS = 32;
+  // An input row's fields by position, named as jobs/rows.py's WRITER_ROW names them (a test holds the two together).
+  static final int ROW_EVENTS = 0;
+  static final int ROW_QUARANTINE = 1;
+  static final int ROW_EVENT_DATE = 2;
+  static final int ROW_REASON = 3;
+  static final int ROW_SOURCE_FILE = 4;
+  static final int ROW_EVENT_TIME = 5;
+  static final int ROW_LATE = 6;
+  static final int ROW_IMPLAUSIBLE = 7;
+  static final int ROW_FUTURE_DATED = 8;
+  static final int ROW_COUNTED = 9;
 
   private TableWriter() {}
+
+  /** A boolean field of an input row, false when null. */
+  private static boolean flag(InternalRow row, int field) {
+    return !row.isNullAt(field) && row.getBoolean(field);
+  }
 
   /** Write the rows; {@code events}/{@code quarantine} false: that table has this batch already. */
   public static String write(
@@ -165,29 +181,29 @@ public final class TableWriter {
       try {
         while (rows.hasNext()) {
           InternalRow row = rows.next();
-          boolean isEvent = !row.isNullAt(0);
-          int table = isEvent ? 0 : 1;
-          Integer day = row.isNullAt(2) ? null : row.getInt(2);
-          String reason = row.isNullAt(3) ? null : row.getUTF8String(3).toString();
+          boolean isEvent = !row.isNullAt(ROW_EVENTS);
+          int table = isEvent ? ROW_EVENTS : ROW_QUARANTINE; // the tables' order is the rows' (0 events, 1 quarantine)
+          Integer day = row.isNullAt(ROW_EVENT_DATE) ? null : row.getInt(ROW_EVENT_DATE);
+          String reason = row.isNullAt(ROW_REASON) ? null : row.getUTF8String(ROW_REASON).toString();
           if (tables[table] != null) {
             String value = isEvent ? LocalDate.ofEpochDay(day).toString() : reason;
             writers.get(table, value).write(row.getStruct(table, tables[table].schema.size()));
           }
-          if (row.isNullAt(9) || !row.getBoolean(9)) {
+          if (row.isNullAt(ROW_COUNTED) || !row.getBoolean(ROW_COUNTED)) {
             continue;
           }
           List<Object> key = new ArrayList<>(3);
           key.add(reason);
           key.add(day);
-          key.add(row.isNullAt(4) ? null : row.getUTF8String(4).toString());
+          key.add(row.isNullAt(ROW_SOURCE_FILE) ? null : row.getUTF8String(ROW_SOURCE_FILE).toString());
           Group group = groups.computeIfAbsent(key, k -> new Group());
           group.rows++;
-          group.late += !row.isNullAt(6) && row.getBoolean(6) ? 1 : 0;
-          group.implausible += !row.isNullAt(7) && row.getBoolean(7) ? 1 : 0;
-          boolean future = !row.isNullAt(8) && row.getBoolean(8);
+          group.late += flag(row, ROW_LATE) ? 1 : 0;
+          group.implausible += flag(row, ROW_IMPLAUSIBLE) ? 1 : 0;
+          boolean future = flag(row, ROW_FUTURE_DATED);
           group.future += future ? 1 : 0;
-          if (!future && !row.isNullAt(5)) {
-            group.newest = Math.max(group.newest, row.getLong(5));
+          if (!future && !row.isNullAt(ROW_EVENT_TIME)) {
+            group.newest = Math.max(group.newest, row.getLong(ROW_EVENT_TIME));
           }
         }
       } finally {

@@ -1,0 +1,26 @@
+"""The lake's Parquet tables read in place with DuckDB, no Spark: the lake page and `make status` ask through here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def parquet(folders: list[Path]) -> str | None:
+    """A DuckDB table function over the Parquet files of these partition folders; None when there are none."""
+    globs = [f"{folder}/*.parquet" for folder in folders if any(folder.glob("*.parquet"))]
+    return f"read_parquet({globs!r}, hive_partitioning = true, union_by_name = true)" if globs else None
+
+
+def partitions(table: Path, newest: int | None = None) -> str | None:
+    """A DuckDB table function over a table's partitions (its newest `newest` of them); None when it has no data files."""
+    folders = sorted(p for p in table.glob("*=*") if p.is_dir())
+    return parquet(folders[-newest:] if newest else folders)
+
+
+def connect() -> Any:
+    import duckdb  # imported on first use: the plugin module loads in every Airflow process
+
+    db = duckdb.connect()
+    db.execute("SET enable_progress_bar = false")  # a slow query's bar would go into the server's log
+    return db
