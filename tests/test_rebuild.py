@@ -132,7 +132,7 @@ def test_a_rebuild_keeps_the_quarantine_of_the_files_it_reads_once(spark, landin
     # The lake page, its gate page and status.json read the reports a rebuild leaves (its gate's among them).
     from starlette.requests import Request
 
-    from cloudtrail_airflow import lake_view
+    from cloudtrail_airflow import gate_view, lake_view
 
     monkeypatch.setenv("CLOUDTRAIL_LAKE", str(lake))
     monkeypatch.setenv("CLOUDTRAIL_LANDING", str(landing))
@@ -140,7 +140,7 @@ def test_a_rebuild_keeps_the_quarantine_of_the_files_it_reads_once(spark, landin
     assert page.status_code == 200 and "/cloudtrail/gates/events/backfill__test" in page.body.decode()
     verdicts = {v["event_date"]: (v["run_id"], v["verdict"]) for v in lake_view.status_json()["gate_verdicts"]}
     assert verdicts == {str(day): ("backfill__test", "passed") for day in DATES}
-    gate = lake_view.gate_page("events", "backfill__test")
+    gate = gate_view.gate_page("events", "backfill__test")
     assert gate.status_code == 200 and "cloudtrail_events.critical: passed" in gate.body.decode()
 
 

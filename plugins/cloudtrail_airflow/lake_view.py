@@ -5,8 +5,7 @@
                                       verdicts, checkpoint health
     /cloudtrail/runs/{dag_id}/{run_id}  what one run did (the DAG run's "Lake" tab)
     /cloudtrail/status.json           the page's figures as JSON
-    /cloudtrail/gates/                every gate's verdict, newest first
-    /cloudtrail/gates/{table}/{run_id}  one gate's results: each suite's expectations, counts and offending values
+    /cloudtrail/gates/...             the gates' pages (plugins/cloudtrail_airflow/gate_view.py)
 
 Every route needs the same sign-in as the rest of the UI and read access to the ingest DAG
 (Airflow's auth manager, through the session cookie or a bearer token). Nothing a request
@@ -20,28 +19,24 @@ run no script at all (the pages have none), so a value that slipped through coul
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import functools
-import hashlib
-import json
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from html import escape
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 from airflow.api_fastapi.core_api.security import requires_access_dag
 from fastapi import Depends, FastAPI, Request, Response
 from fastapi.responses import HTMLResponse
 
+from cloudtrail_airflow import gate_view, pages
 from cloudtrail_airflow.settings import INGEST_DAG_ID, Settings, load_settings
 from jobs import lake_status as status
 from jobs import ledger_search, run_summary, tally
 from jobs.lake import DERIVED, Derived, Lake
-from jobs.report import verdict_of
 from jobs.spark_logs import CheckpointError
 
 app = FastAPI(title="CloudTrail lake", dependencies=[Depends(requires_access_dag("GET", param_dag_id=INGEST_DAG_ID))])
@@ -49,50 +44,15 @@ app = FastAPI(title="CloudTrail lake", dependencies=[Depends(requires_access_dag
 # Days of the quarantine's table by reason and day.
 QUARANTINE_DAYS = 30
 
-STYLE = """
-body { font-family: system-ui, sans-serif; margin: 16px; color: #1a202c; font-size: 14px; }
-h1 { font-size: 20px; } h2 { font-size: 16px; margin-top: 28px; border-bottom: 1px solid #ddd; }
-table { border-collapse: collapse; margin: 6px 0; } td, th { padding: 3px 10px; border-bottom: 1px solid #eee; text-align: left; }
-td.n { text-align: right; font-variant-numeric: tabular-nums; } tr.stale td, tr.failed td { background: #fde8e8; }
-code, pre { font-size: 12px; background: #f5f5f5; padding: 1px 4px; } pre { white-space: pre-wrap; max-width: 1100px; }
-.muted { color: #718096; } .bar { fill: #4a90d9; } .late { fill: #e07b39; } .problem { background: #fde8e8; padding: 6px; }
-"""
-# The one inline style is allowed by its hash; nothing else inline, nothing from another origin, no script.
-_STYLE_HASH = base64.b64encode(hashlib.sha256(STYLE.encode()).digest()).decode()
-SECURITY_HEADERS = {
-    "Content-Security-Policy": (
-        f"default-src 'self'; script-src 'none'; style-src 'sha256-{_STYLE_HASH}'; object-src 'none'; "
-        "base-uri 'none'; form-action 'self'; frame-ancestors 'self'"
-    ),
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "same-origin",
-}
+
+app.include_router(gate_view.router)
 
 
 @app.middleware("http")
 async def security_headers(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
     response = await call_next(request)
-    response.headers.update(SECURITY_HEADERS)
+    response.headers.update(pages.SECURITY_HEADERS)
     return response
-
-
-def _href(request: Request, *parts: str) -> str:
-    """A link to one of this app's pages, each part of its path percent-encoded, ready for an attribute."""
-    path = "/".join(quote(part, safe="") for part in parts)
-    return escape(f"{request.scope.get('root_path', '')}/{path}", quote=True)
-
-
-def _page(title: str, body: str, started: float, status_code: int = 200) -> HTMLResponse:
-    took = (time.perf_counter() - started) * 1000
-    return HTMLResponse(
-        f"<!doctype html><html><head><meta charset='utf-8'><title>{escape(title)}</title><style>{STYLE}</style></head>"
-        f"<body><h1>{escape(title)}</h1>{body}<p class='muted' id='took'>rendered in {took:.0f} ms</p></body></html>",
-        status_code=status_code,
-    )
-
-
-def _section(anchor: str, title: str, body: str) -> str:
-    return f"<section id='{anchor}'><h2>{escape(title)}</h2>{body}</section>"
 
 
 def _readable(build: Callable[[], str]) -> str:
@@ -107,18 +67,7 @@ def _problems(found: list[str]) -> str:
     if not found:
         return ""
     items = "".join(f"<li>{escape(problem)}</li>" for problem in found)
-    return _section("problems", "Problems: the lake's state is damaged", f"<ul class='problem'>{items}</ul>")
-
-
-def _table(head: list[str], rows: list[list[str]], classes: list[str] | None = None, numeric: frozenset[int] = frozenset()) -> str:
-    header = "".join(f"<th>{escape(h)}</th>" for h in head)
-    body = "".join(
-        f"<tr class='{(classes or [''] * len(rows))[i]}'>"
-        + "".join(f"<td class='n'>{cell}</td>" if j in numeric else f"<td>{cell}</td>" for j, cell in enumerate(row))
-        + "</tr>"
-        for i, row in enumerate(rows)
-    )
-    return f"<table><tr>{header}</tr>{body}</table>"
+    return pages.section("problems", "Problems: the lake's state is damaged", f"<ul class='problem'>{items}</ul>")
 
 
 def _chart(days: list[status.DayRows]) -> str:
@@ -138,7 +87,7 @@ def _chart(days: list[status.DayRows]) -> str:
         )
     svg = f"<svg width='{len(days) * width}' height='{height}' role='img' aria-label='rows per event date'>{''.join(bars)}</svg>"
     rows = [[escape(d.event_date), f"{d.rows:,}", f"{d.late:,}", f"{d.late_share:.1%}", f"{d.files:,}"] for d in days]
-    return svg + _table(["event date", "rows", "late events", "late share", "files"], rows, numeric=frozenset({1, 2, 3, 4}))
+    return svg + pages.table(["event date", "rows", "late events", "late share", "files"], rows, numeric=frozenset({1, 2, 3, 4}))
 
 
 def _freshness(rows: list[status.Freshness], threshold: timedelta, skew: timedelta, now: datetime) -> str:
@@ -161,7 +110,7 @@ def _freshness(rows: list[status.Freshness], threshold: timedelta, skew: timedel
         "count as a place's newest event.</p>"
     )
     head = ["account", "region", "newest delivery file", "delivered", "newest eventTime in the table", "lag", "future-dated"]
-    return _table(head, cells, ["stale" if r.stale else "" for r in rows], numeric=frozenset({6})) + note
+    return pages.table(head, cells, ["stale" if r.stale else "" for r in rows], numeric=frozenset({6})) + note
 
 
 def _ledger(query: str, hits: list[ledger_search.LedgerHit]) -> str:
@@ -185,7 +134,7 @@ def _ledger(query: str, hits: list[ledger_search.LedgerHit]) -> str:
         for h in hits
     ]
     head = ["file", "status", "runs", "source batch", "rows written", "duplicates dropped", "quarantined", "detail"]
-    found = _table(head, rows, numeric=frozenset({3, 4, 5})) if hits else "<p>no landing file matches</p>"
+    found = pages.table(head, rows, numeric=frozenset({3, 4, 5})) if hits else "<p>no landing file matches</p>"
     note = (
         "<p class='muted'>A quarantined file is read again by itself when it changes in the landing zone "
         "(re-delivered or repaired), or by a replay (below).</p>"
@@ -201,7 +150,7 @@ def _quarantine(found: status.Quarantined) -> str:
     counts = {(reason, day): count for reason, day, count in found.by_reason_and_day}
     by_day = [[escape(day), *(f"{counts.get((reason, day), 0):,}" for reason in reasons)] for day in days]
     heading = f"<p class='muted'>Rows quarantined by the day they arrived, the newest {QUARANTINE_DAYS} days with any.</p>"
-    parts = [heading + _table(["arrived", *reasons], by_day, numeric=frozenset(range(1, len(reasons) + 1)))]
+    parts = [heading + pages.table(["arrived", *reasons], by_day, numeric=frozenset(range(1, len(reasons) + 1)))]
     for reason in sorted({s.reason for s in found.samples}):
         samples = [s for s in found.samples if s.reason == reason]
         rows = [
@@ -213,7 +162,7 @@ def _quarantine(found: status.Quarantined) -> str:
             ]  # fmt: skip
             for s in samples
         ]
-        parts.append(f"<h3>{escape(reason)}</h3>" + _table(["file", "record", "detail", "record text"], rows))
+        parts.append(f"<h3>{escape(reason)}</h3>" + pages.table(["file", "record", "detail", "record text"], rows))
         parts.append(f"<p>Read again after a fix: <code>{escape(status.replay_command(reason))}</code></p>")
     return "".join(parts)
 
@@ -228,41 +177,13 @@ def _gates(request: Request, verdicts: list[run_summary.Verdict]) -> str:
             escape(v.run_id),
             escape(v.validated_at),
             escape("; ".join(v.failed)),
-            f"<a href='{_href(request, 'gates', 'events', v.run_id)}'>results</a>",
+            f"<a href='{pages.href(request, 'gates', 'events', v.run_id)}'>results</a>",
         ]  # fmt: skip
         for v in verdicts[:60]
     ]
     head = ["event date", "verdict", "run", "validated", "critical failures", ""]
-    link = f"<p><a href='{_href(request, 'gates', '')}'>Every gate run</a></p>"
-    return _table(head, rows, ["failed" if v.verdict == "failed" else "" for v in verdicts[:60]]) + link
-
-
-def _values(values: list[Any]) -> str:
-    """Offending values as the gate sampled them, each as JSON text in its own box."""
-    return " ".join(f"<code>{escape(json.dumps(value, default=str))}</code>" for value in values)
-
-
-def _suite(name: str, suite: dict[str, Any]) -> str:
-    """One suite's expectations: verdict, unexpected count and share, up to 5 offending values, the observed value."""
-    rows, classes = [], []
-    for check in suite.get("checks", []):
-        kwargs = {k: v for k, v in (check.get("kwargs") or {}).items() if k != "batch_id"}
-        count, share = check.get("unexpected_count"), check.get("unexpected_percent")
-        observed = check.get("observed_value")
-        rows.append([
-            escape(str(check.get("expectation"))),
-            escape(json.dumps(kwargs, default=str)),
-            "passed" if check.get("success") else "failed",
-            "" if count is None else f"{count:,}",
-            "" if share is None else f"{share:.3g}%",
-            _values(check.get("sample_unexpected") or []),
-            "" if observed is None else f"<code>{escape(json.dumps(observed, default=str))}</code>",
-        ])  # fmt: skip
-        classes.append("" if check.get("success") else "failed")
-    kind = "critical: a failure fails the gate" if suite.get("critical") else "warning: reported only"
-    verdict = "passed" if suite.get("success") else "failed"
-    head = ["expectation", "arguments", "verdict", "unexpected", "unexpected share", "sample of unexpected values", "observed"]
-    return _section(name, f"{name}: {verdict}", f"<p class='muted'>{kind}</p>" + _table(head, rows, classes, numeric=frozenset({3, 4})))
+    link = f"<p><a href='{pages.href(request, 'gates', '')}'>Every gate run</a></p>"
+    return pages.table(head, rows, ["failed" if v.verdict == "failed" else "" for v in verdicts[:60]]) + link
 
 
 def _checkpoint(health: status.CheckpointHealth) -> str:
@@ -274,7 +195,7 @@ def _checkpoint(health: status.CheckpointHealth) -> str:
         *[[f"{table} sink log", f"{size / 1e3:.0f} KB"] for table, size in health.sink_log_bytes.items()],
         ["ledger manifests", str(health.manifests)],
     ]
-    return _table(["", ""], rows)
+    return pages.table(["", ""], rows)
 
 
 def _derived(derived: Derived, lake: Lake) -> str:
@@ -293,7 +214,7 @@ def _derived(derived: Derived, lake: Lake) -> str:
     ]
     layout = ", ".join("/".join([name, *(f"{column}=" for column in columns)]) for name, columns in derived.tables.items())
     note = f"<p class='muted'><code>{escape(layout)}</code>, one file per folder; as the runs that built each date counted them</p>"
-    return note + _table(head, rows, numeric=frozenset(range(1, len(head))))
+    return note + pages.table(head, rows, numeric=frozenset(range(1, len(head))))
 
 
 def _settings() -> tuple[Settings, Lake]:
@@ -350,20 +271,20 @@ def lake_page(request: Request, file: str = "") -> HTMLResponse:
         f"<p class='muted'>lake {escape(str(lake.root))}, landing {escape(settings.landing_url)}</p>",
         _problems(status.problems(lake)),
         *([] if settings.bucket else [_readable(lambda: _backlog(status.backlog(lake, settings.landing)))]),
-        _section("run", "Last run", f"<pre>{escape(summary)}</pre>"),
-        *([_section("deliveries", "Deliveries (S3 notifications)", _readable(lambda: _deliveries(delivered())))]
+        pages.section("run", "Last run", f"<pre>{escape(summary)}</pre>"),
+        *([pages.section("deliveries", "Deliveries (S3 notifications)", _readable(lambda: _deliveries(delivered())))]
           if settings.bucket else []),
-        _section("freshness", "Freshness", _freshness(places, threshold, skew, now)),
-        _section("rows", "Rows per event date (last 30 dates)", _chart(status.daily_rows(lake, tallied))),
-        *[_section(derived.job, f"{derived.title}: rows per event date (last 30 dates)",
+        pages.section("freshness", "Freshness", _freshness(places, threshold, skew, now)),
+        pages.section("rows", "Rows per event date (last 30 dates)", _chart(status.daily_rows(lake, tallied))),
+        *[pages.section(derived.job, f"{derived.title}: rows per event date (last 30 dates)",
                    _readable(functools.partial(_derived, derived, lake))) for derived in DERIVED],
-        _section("ledger", "File ledger",
+        pages.section("ledger", "File ledger",
                  _readable(lambda: _ledger(file, ledger_search.search(lake, settings.landing, file) if file else []))),
-        _section("quarantine", "Quarantine", _quarantine(status.quarantine(lake))),
-        _section("gate", "Gate verdicts", _gates(request, run_summary.gate_verdicts(gates))),
-        _section("checkpoint", "Checkpoint", _readable(lambda: _checkpoint(status.checkpoint_health(lake)))),
+        pages.section("quarantine", "Quarantine", _quarantine(status.quarantine(lake))),
+        pages.section("gate", "Gate verdicts", _gates(request, run_summary.gate_verdicts(gates))),
+        pages.section("checkpoint", "Checkpoint", _readable(lambda: _checkpoint(status.checkpoint_health(lake)))),
     ]  # fmt: skip
-    return _page("CloudTrail lake", "".join(sections), started)
+    return pages.page("CloudTrail lake", "".join(sections), started)
 
 
 @app.get("/runs/{dag_id}/{run_id:path}", response_class=HTMLResponse)
@@ -374,9 +295,9 @@ def run_page(dag_id: str, run_id: str) -> HTMLResponse:
     if run is None:
         built = run_summary.derived_summary(lake, run_id)
         if built is not None:
-            return _page("CloudTrail lake: downstream run", f"<pre>{escape(chr(10).join(built))}</pre>", started)
+            return pages.page("CloudTrail lake: downstream run", f"<pre>{escape(chr(10).join(built))}</pre>", started)
         body = f"<p>No report in the lake for {escape(dag_id)} run {escape(run_id)}: it has not reached its Spark job yet.</p>"
-        return _page("CloudTrail lake: run", body, started)
+        return pages.page("CloudTrail lake: run", body, started)
     gate = run_summary.gate_of(status.gate_runs(lake), run_id)
     batches = [
         [
@@ -394,10 +315,10 @@ def run_page(dag_id: str, run_id: str) -> HTMLResponse:
     head = ["batch", "files", "records", "rows written", "quarantined", "records/s", "backlog after", "took"]
     body = (
         f"<pre>{escape(chr(10).join(run_summary.run_summary(run, gate)))}</pre><h2>Batches</h2>"
-        + _table(head, batches, numeric=frozenset({1, 2, 3, 4, 5}))
+        + pages.table(head, batches, numeric=frozenset({1, 2, 3, 4, 5}))
         + f"<p class='muted'>{escape(dag_id)} · started {escape(run['started_at'])} · finished {escape(str(run.get('finished_at')))}</p>"
     )
-    return _page("CloudTrail lake: run", body, started)
+    return pages.page("CloudTrail lake: run", body, started)
 
 
 @app.get("/status.json")
@@ -426,50 +347,3 @@ def _fields(build: Callable[[], Any]) -> dict[str, Any]:
         return dataclasses.asdict(build())
     except (CheckpointError, OSError, ValueError) as exc:
         return {"unreadable": str(exc)}
-
-
-def _gate_reports(lake: Lake) -> dict[str, list[dict[str, Any]]]:
-    """The gates' reports by the tables they checked: the events table (ingest and rebuild), the downstream tables, the OCSF table."""
-    return {"events": status.gate_runs(lake)} | {d.job: status.derived_gate_runs(lake, d.job) for d in DERIVED}
-
-
-@app.get("/gates/", response_class=HTMLResponse)
-def gates_page(request: Request) -> HTMLResponse:
-    started = time.perf_counter()
-    _, lake = _settings()
-    found = [(table, gate) for table, gates in _gate_reports(lake).items() for gate in gates]
-    found.sort(key=lambda pair: str(pair[1].get("validated_at", "")), reverse=True)
-    rows = [
-        [
-            escape(str(gate.get("validated_at", ""))),
-            table,
-            escape(str(gate.get("run_id"))),
-            escape(verdict_of(gate)),
-            escape(", ".join(map(str, gate.get("event_dates", [])))[:200]),
-            f"{len(gate.get('failed_critical', [])):,}",
-            f"{len(gate.get('warnings', [])):,}",
-            f"<a href='{_href(request, 'gates', table, str(gate.get('run_id')))}'>results</a>" if gate.get("suites") else "",
-        ]  # fmt: skip
-        for table, gate in found
-    ]
-    head = ["validated", "tables", "run", "verdict", "event dates", "critical failures", "warnings", ""]
-    classes = ["failed" if verdict_of(gate) == "failed" else "" for _, gate in found]
-    body = _table(head, rows, classes, numeric=frozenset({5, 6})) if rows else "<p>no gate has run</p>"
-    return _page("CloudTrail lake: gate runs", body, started)
-
-
-@app.get("/gates/{table}/{run_id:path}", response_class=HTMLResponse)
-def gate_page(table: str, run_id: str) -> HTMLResponse:
-    started = time.perf_counter()
-    _, lake = _settings()
-    gate = run_summary.gate_of(_gate_reports(lake).get(table, []), run_id)
-    if gate is None:
-        return _page("CloudTrail lake: gate", f"<p>No {escape(table)} gate report for run {escape(run_id)}.</p>", started, status_code=404)
-    summary = (
-        f"<p>Run <code>{escape(run_id)}</code>: {escape(verdict_of(gate))}, validated {escape(str(gate.get('validated_at')))}"
-        f" on event dates {escape(', '.join(map(str, gate.get('event_dates', []))))}"
-        + (f", {gate['rows_validated']:,} rows" if isinstance(gate.get("rows_validated"), int) else "")
-        + (f". {escape(str(gate['reason']))}" if gate.get("reason") else "") + ".</p>"
-    )  # fmt: skip
-    suites = "".join(_suite(name, suite) for name, suite in gate.get("suites", {}).items())
-    return _page("CloudTrail lake: gate", summary + suites, started)
