@@ -142,8 +142,6 @@ class CheckpointSnapshot:
     # The source's log offsets the last committed and the last planned batch read up to.
     committed_offset: int | None
     planned_offset: int | None
-    # The de-duplication watermark the next batch will use (the last commit's); None before the first batch.
-    watermark: datetime | None
 
     @classmethod
     def verified(cls, lake: Lake) -> CheckpointSnapshot:
@@ -177,7 +175,12 @@ class CheckpointSnapshot:
                     "successful run's report (the ingest does so itself when one is there), or from a backup."
                 )
             last_success = LastSuccess()
-        return cls(path, commit, planned, last_success, read_source_log(path, path / MANIFESTS), *offsets, commit.watermark)
+        return cls(path, commit, planned, last_success, read_source_log(path, path / MANIFESTS), *offsets)
+
+    @property
+    def watermark(self) -> datetime | None:
+        """The de-duplication watermark the next batch will use; None before the first batch."""
+        return self.commit.watermark
 
     @property
     def settled(self) -> bool:

@@ -182,7 +182,7 @@ class Deliveries:
 
 
 def queue_depth(queue_url: str | None) -> tuple[dict[str, int] | None, str | None]:
-    """The notification queue's depth asked now, or why it cannot be asked (none configured, an error)."""
+    """The notification queue's depth asked now, or why there is none: no queue configured, or it cannot be asked."""
     from jobs import sqs
 
     if not queue_url:
@@ -190,7 +190,7 @@ def queue_depth(queue_url: str | None) -> tuple[dict[str, int] | None, str | Non
     try:
         return sqs.depth(sqs.sqs_client(timeout_seconds=2), queue_url), None
     except Exception as exc:  # noqa: BLE001 - the page shows why the queue cannot be asked, never fails on it
-        return None, f"{type(exc).__name__}: {exc}"[:300]
+        return None, f"cannot be asked ({type(exc).__name__}: {exc})"[:300]
 
 
 def deliveries(lake: Lake, queue_url: str | None, runs: Tally) -> Deliveries:

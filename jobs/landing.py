@@ -127,14 +127,15 @@ def delivery_order(path: str) -> tuple[str, str]:
 
 def newest_of(paths: Iterable[str], until: datetime) -> dict[tuple[str, str], str]:
     """Per account and region, the newest of these log files delivered at or before `until` (as newest_deliveries)."""
-    found: dict[tuple[str, str], str] = {}
+    found: dict[tuple[str, str], tuple[tuple[str, str], str]] = {}  # place -> (its newest's order, its path)
     for path in paths:
         where = place(path)
         if where is None or (delivered_at(path) or until) > until:
             continue
-        if where not in found or delivery_order(path) > delivery_order(found[where]):
-            found[where] = path
-    return found
+        order = delivery_order(path)
+        if where not in found or order > found[where][0]:
+            found[where] = (order, path)
+    return {where: path for where, (_, path) in found.items()}
 
 
 def newest_deliveries(landing: str | Path, until: datetime) -> dict[tuple[str, str], str | None]:

@@ -316,17 +316,3 @@ def sink_log(table: Path) -> Path:
 def sink_log_files(table: Path) -> list[Path]:
     """The batch files of a table's sink log (what its committed batches are)."""
     return [path for _, path in batch_files(sink_log(table))]
-
-
-def committed_files(table: Path) -> list[Path]:
-    """The data files a table's sink log lists as committed (what a reader of the table sees), read as Spark reads the
-    log: the newest compaction, then every batch file after it, a later entry's action winning."""
-    batches = batch_files(sink_log(table))
-    start = max((batch_id for batch_id, path in batches if path.name.endswith(".compact")), default=-1)
-    kept: dict[str, bool] = {}
-    for batch_id, path in batches:
-        for line in _lines(path)[1:] if batch_id >= start else ():
-            entry = _json(path, line) if line.strip() else None
-            if isinstance(entry, dict) and "path" in entry:
-                kept[entry["path"]] = entry.get("action", "add") != "delete"
-    return sorted(Path(local_path(logged)) for logged, added in kept.items() if added)

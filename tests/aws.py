@@ -159,7 +159,7 @@ S3_TEST_EVENT = json.dumps({"Service": "Amazon S3", "Event": "s3:TestEvent", "Bu
 def committed_ids(lake: Path) -> set[str]:
     """The eventIDs of the events table's committed files (its sink log's), read with DuckDB: what a query sees."""
     from jobs.lake import Lake
-    from jobs.spark_logs import committed_files
+    from tests.helpers import committed_files
 
     existing = [str(path) for path in committed_files(Lake(lake).events) if path.exists()]
     if not existing:

@@ -18,7 +18,7 @@ from datetime import date, timedelta
 from pathlib import Path
 
 from jobs.session import STREAM_CONF, spark_session
-from tests.helpers import duckdb_rows, table_rows
+from tests.helpers import committed_files, duckdb_rows, table_rows
 from tools.generate_landing import generate
 
 PHASES = ["reading", "writing_data", "between_outputs", "committing_state"]
@@ -72,7 +72,7 @@ class ChaosRun:
 
 
 def uncommitted_files(lake: Path) -> list[Path]:
-    listed = "\n".join(p.read_text() for p in (lake / "events" / "_spark_metadata").glob("[0-9]*"))
+    listed = {path.name for path in committed_files(lake / "events")}
     return [p for p in (lake / "events").glob("event_date=*/*.parquet") if p.name not in listed]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 import subprocess
@@ -26,7 +27,7 @@ from jobs.report import RunReport
 from jobs.schema import EVENTS_SCHEMA, QUARANTINE_SCHEMA
 from jobs.session import stop_state_stores
 from jobs.sinks import IGNORE_SINK_LOG
-from jobs.spark_logs import sink_log, sink_log_files
+from jobs.spark_logs import batch_files, local_path, sink_log, sink_log_files
 from tools.generate_landing import write_delivery
 
 DAY = datetime(2024, 3, 1, tzinfo=UTC)
@@ -168,6 +169,21 @@ def quarantine_rows(spark, lake: Path) -> list[tuple[str, str]]:
     with through_commit_log(spark):
         rows = spark.read.schema(QUARANTINE_SCHEMA).parquet(str(quarantine)).select("source_file", "reason").collect()
     return sorted((Path(r.source_file).name, r.reason) for r in rows)
+
+
+def committed_files(table: Path) -> list[Path]:
+    """The data files a table's sink log lists as committed (what a reader through the log sees), read as Spark reads
+    the log: the newest compaction, then every batch file after it, a later entry's action winning."""
+    batches = batch_files(sink_log(table))
+    start = max((batch_id for batch_id, path in batches if path.name.endswith(".compact")), default=-1)
+    kept: dict[str, bool] = {}
+    for batch_id, path in batches:
+        if batch_id < start:
+            continue
+        for line in path.read_text().splitlines()[1:]:  # the first line is the log's version
+            entry = json.loads(line)
+            kept[entry["path"]] = entry.get("action", "add") != "delete"
+    return sorted(Path(local_path(logged)) for logged, added in kept.items() if added)
 
 
 def committed_batches(lake: Path) -> int:

@@ -52,8 +52,7 @@ def run(config: IngestConfig, session: Callable[[], SparkSession]) -> RunReport:
             report.swept_files = dict.fromkeys(TABLES, 0)
         else:
             report.swept_files = ingest(session(), config, checkpoint, report)
-        after = record_success(config.lake, files.check_times).watermark
-        report.watermark_after = after.isoformat() if after else None
+        report.watermark_after = _iso(record_success(config.lake, files.check_times).watermark)
         if fetched is not None:
             finished = datetime.now(tz=UTC)
             report.deliveries["delivery_lag"] = deliveries.delivery_lags(files, finished)
@@ -106,7 +105,7 @@ def reported(config: IngestConfig, checkpoint: CheckpointSnapshot) -> Iterator[R
         lake=str(config.lake.root),
         trigger=config.trigger,
         started_at=now_iso(),
-        watermark_before=checkpoint.watermark.isoformat() if checkpoint.watermark else None,
+        watermark_before=_iso(checkpoint.watermark),
         dedup_horizon=options.duration_text(config.dedup.horizon),
     )
     try:
@@ -117,8 +116,7 @@ def reported(config: IngestConfig, checkpoint: CheckpointSnapshot) -> Iterator[R
         raise
     finally:
         if report.status != "succeeded":  # else the run's record_success read the commit log
-            after = last_commit(config.lake.checkpoint).watermark
-            report.watermark_after = after.isoformat() if after else None
+            report.watermark_after = _iso(last_commit(config.lake.checkpoint).watermark)
         report.finished_at = now_iso()
         path, totals = report.write()
         tally.record(config.lake, totals)
@@ -127,3 +125,7 @@ def reported(config: IngestConfig, checkpoint: CheckpointSnapshot) -> Iterator[R
             config.run_id, report.status, totals["files_read"], totals["records_read"], totals["rows_written"],
             totals["duplicates_dropped"], totals["quarantined"], path,
         )  # fmt: skip
+
+
+def _iso(watermark: datetime | None) -> str | None:
+    return watermark.isoformat() if watermark else None

@@ -227,7 +227,7 @@ def _deliveries(found: status.Deliveries) -> str:
     lines = [
         f"Queue: {queue['waiting']:,} notifications waiting, {queue['in_flight']:,} being taken, {queue['delayed']:,} delayed."
         if queue is not None
-        else f"Queue: cannot be asked ({escape(found.queue_error or 'no queue configured')}).",
+        else f"Queue: {escape(found.queue_error or '')}.",
         f"Inbox: {found.inbox:,} asset events' notifications not yet ledgered.",
         f"Oldest notification of the newest run that took any (it started {escape(found.oldest_message[0])}): "
         f"{found.oldest_message[1]:,.0f} s old then."
