@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 from datetime import date, datetime, timedelta
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from jobs.downstream import findings, hourly_activity
 from jobs.lake import ACTIVITY, Lake
 from jobs.report import DerivedReport
 from jobs.rules import Rule, load_rules
-from tests.helpers import DAY, deliver, event, events_of, ingest, split_events
+from tests.helpers import DAY, command, deliver, duckdb_rows, event, events_of, ingest, split_events, succeeded
 from tests.test_transforms import normalized, record
 from tools.generate_landing import add_samples
 from tools.summary import summarize
@@ -162,6 +163,32 @@ def test_dates_built_with_an_older_definition_are_built_again_when_a_rule_is_add
     monkeypatch.setattr(activity, "load_rules", lambda: [*RULES, edited])
     assert update(spark, lake, "d5").dates == ["2024-03-01", "2024-03-02"]
     assert findings_of(lake) == [("test-9.1", f"b-{i}") for i in range(3)]
+
+
+def test_compaction_a_rebuild_and_the_derived_jobs_run_as_commands_on_a_copied_lake(spark, landing, lake, tmp_path):
+    """As an operator runs them, each `python -m jobs.X` in its own process, on the lake copied to another disk:
+    compact, rebuild a date, then the activity and OCSF jobs. The events table then holds the landing files' events,
+    each once, and both derived tables agree with it row for row."""
+    first, second = events_of(6, DAY, "a"), events_of(4, DAY + timedelta(days=1), "b")
+    deliver(landing, first[:3], DAY + timedelta(hours=1))
+    deliver(landing, first[3:], DAY + timedelta(hours=1, minutes=5))
+    deliver(landing, second, DAY + timedelta(days=1, hours=1))
+    deliver(landing, first[:2], DAY + timedelta(hours=2))  # a re-delivery
+    ingest(spark, landing, lake, max_files_per_trigger=1)
+    oracle = sorted({(e["eventID"], e["eventTime"][:10]) for e in first + second})
+    copy = tmp_path / "restored" / "lake"
+    shutil.copytree(lake, copy, symlinks=True)
+    day = DAY.date().isoformat()
+    succeeded(command("jobs.compact", "--lake", copy, "--closed-at", "2024-04-01"))
+    assert len(list((copy / "events" / f"event_date={day}").glob("*.parquet"))) == 1, "the date's files compacted into one"
+    succeeded(command("jobs.rebuild", "--landing", landing, "--lake", copy, "--from-date", day, "--to-date", day))
+    succeeded(command("jobs.activity", "--lake", copy))
+    succeeded(command("jobs.ocsf", "--lake", copy))
+    assert duckdb_rows(copy) == oracle, "each event of the landing files once"
+    assert hourly_from_activity(copy) == hourly_from_events(copy) and sum(n for _, n in hourly_from_activity(copy)) == len(oracle)
+    ocsf = f"read_parquet('{copy}/ocsf/api_activity/*/*/*/*.parquet', hive_partitioning = true)"
+    rows = duckdb.sql(f"select metadata.uid, cast(eventDay as varchar) from {ocsf} order by 1").fetchall()
+    assert rows == [(event_id, date.replace("-", "")) for event_id, date in oracle], "one OCSF row per event"
 
 
 def test_the_real_samples_fire_their_rules(spark, samples, landing, lake):
