@@ -37,7 +37,7 @@ from jobs.files import write_whole
 from jobs.lake import Lake
 from jobs.ledger_files import verified_checkpoint
 from jobs.lock import LakeLock
-from jobs.session import STREAM_CONF, JobSession, spark_session
+from jobs.session import STREAM_CONF, JobSession, spark_session, stop_state_stores
 from jobs.spark_logs import CheckpointError, state_folder
 from jobs.spark_state import set_state_partitions, state_partitions, state_version_files
 
@@ -169,6 +169,9 @@ def build(spark: SparkSession, rescale: Rescale, dedup: Dedup) -> bool:
     new = state_keys(spark, rescale.seeded).where(F.col("_dedup_key") != EXPIRED_KEY)
     checked = same_keys(old, new)
     old.unpersist()
+    # The seeding query's state stores keep a maintenance task listing their folders: stopped before they are renamed
+    # (it found a partition's folder gone mid-list and printed a stack trace on a rescale that succeeded).
+    stop_state_stores(spark)
     if checked:
         state_version_files(rescale.seeded, 1, rescale.version)
     return checked
