@@ -2,11 +2,13 @@
 
     --landing s3://<bucket>[/<prefix>]   objects <prefix>/AWSLogs/... as CloudTrail names them
     <lake>/landing/AWSLogs/...           each object fetched, written whole under its key, mtime = its LastModified
+    <lake>/landing/.pruned               the date before which the cache was last pruned
 
 Spark reads the cache as it reads a landing folder, so the ledger, the de-duplication on arrival time (an object's
 LastModified), quarantine, rebuild and repair work on it unchanged (docs/design.md, 'An S3 landing'). Which objects
 are fetched comes from the queue's notifications (jobs/sqs.py), from a listing of the bucket (a first run, bounded
-by a delivery date), or from the ledger (a rebuild whose local copies are gone).
+by a delivery date), or from the ledger (a rebuild whose local copies are gone). The cache is pruned (`prune`) of
+the delivery folders the ledger has retired: no run reads them again, and a rebuild fetches them anew.
 
 Clients are boto3's, configured the way boto3 configures itself: the standard credential chain (environment, profile,
 instance role) and the endpoints in AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_S3 and AWS_ENDPOINT_URL_SQS (tests, MinIO).
@@ -14,7 +16,10 @@ instance role) and the endpoints in AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_S3 and AW
 
 from __future__ import annotations
 
+import errno
 import os
+import shutil
+import uuid
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -23,14 +28,23 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
-from jobs.landing import FILE_NAME, delivery_date, place
+from jobs.files import write_whole
+from jobs.landing import FILE_NAME, day_folders, delivery_date, place
 
 SCHEME = "s3://"
 # Objects fetched at once: a fetch waits on the network, not on the CPU.
 FETCH_THREADS = 16
-# The reason of an object deleted before it was fetched: nothing to retry (the others are retried).
+# Reasons an object is not fetched for good, its message deleted: it was deleted before it was fetched, or its key
+# names a file the cache cannot hold (the others, forbidden or failed, are retried: their messages come back).
 GONE = "gone (404)"
+REFUSED = "refused"
 CHUNK = 1 << 20
+# The cache's record of its last prune: the date before which it holds no delivery folder.
+PRUNED = ".pruned"
+# What a POSIX file system holds: a name of at most 255 bytes, a path of at most 4,095.
+NAME_MAX, PATH_MAX = 255, 4095
+# What the file system answers for a name it cannot hold, rather than a passing fault (a full disk, an I/O error).
+CANNOT_HOLD = {errno.ENAMETOOLONG, errno.ENOTDIR, errno.EISDIR, errno.EILSEQ, errno.EINVAL, errno.EEXIST}
 
 
 def is_bucket(landing: str | Path) -> bool:
@@ -47,6 +61,11 @@ class Problem:
 
     def to_json(self) -> dict[str, str]:
         return {"bucket": self.bucket, "key": self.key, "reason": self.reason}
+
+    @property
+    def lasting(self) -> bool:
+        """Whether asking again cannot help: the object is gone, or the cache cannot hold its key."""
+        return self.reason.startswith((GONE, REFUSED))
 
 
 @dataclass
@@ -87,16 +106,35 @@ class BucketLanding:
     def url(self) -> str:
         return f"{SCHEME}{self.bucket}/{self.prefix}"
 
+    def holds(self, bucket: str, key: str) -> bool:
+        """Whether a log key falls under this landing (its bucket, its prefix's AWSLogs/): one it takes or refuses."""
+        return bucket == self.bucket and key.startswith(f"{self.prefix}AWSLogs/")
+
     def relative_key(self, key: str) -> str | None:
-        """A key's place under the prefix (AWSLogs/...), or None for a key this landing does not hold: outside the
-        prefix, not a CloudTrail log file name, or a name that would climb out of the cache ('..', '.', an empty part)."""
-        if not key.startswith(self.prefix):
-            return None
+        """A key's place under the prefix (AWSLogs/...), or None for a key this landing does not take (`refusal` says
+        why)."""
+        return None if self.refusal(key) else key[len(self.prefix) :]
+
+    def refusal(self, key: str) -> str | None:
+        """Why a key gets no place in the cache, None when it gets one: outside the prefix, not a CloudTrail log file
+        name, a name that would climb out of the cache ('..', '.', an empty part), or one a POSIX file system cannot
+        hold (a name over 255 bytes, a path over 4,095, a log file's name as a folder, where the log file must go)."""
+        if not key.startswith(f"{self.prefix}AWSLogs/"):
+            return f"{REFUSED}: not under {self.url}AWSLogs/"
         rest = key[len(self.prefix) :]
         parts = rest.split("/")
-        if parts[0] != "AWSLogs" or any(p in ("", ".", "..") or "\0" in p for p in parts):
-            return None
-        return rest if FILE_NAME.fullmatch(parts[-1]) and delivery_date(rest) is not None else None
+        if any(p in ("", ".", "..") or "\0" in p for p in parts):
+            return f"{REFUSED}: an empty, '.' or '..' part would climb out of the cache"
+        if not FILE_NAME.fullmatch(parts[-1]) or delivery_date(rest) is None:
+            return f"{REFUSED}: not a CloudTrail log file's name in a delivery folder"
+        longest = max(len(p.encode()) for p in parts)
+        if longest > NAME_MAX:
+            return f"{REFUSED}: a part of {longest} bytes, over the file system's {NAME_MAX}"
+        if len(os.fsencode(self.cache / rest)) > PATH_MAX:
+            return f"{REFUSED}: {len(os.fsencode(self.cache / rest))} bytes as a path in the cache, over {PATH_MAX}"
+        if any(FILE_NAME.fullmatch(p) for p in parts[:-1]):
+            return f"{REFUSED}: a log file's name as a folder (where a log file goes)"
+        return None
 
     def cached(self, key: str) -> Path:
         relative = self.relative_key(key)
@@ -124,7 +162,10 @@ class BucketLanding:
     def _fetch_one(self, s3: Any, key: str) -> tuple[Path, int | None] | Problem:
         from botocore.exceptions import BotoCoreError, ClientError
 
-        path = self.cached(key)
+        refused = self.refusal(key)
+        if refused is not None:
+            return Problem(self.bucket, key, refused)
+        path = self.cache / key[len(self.prefix) :]
         try:
             response = s3.get_object(Bucket=self.bucket, Key=key)
         except ClientError as exc:
@@ -145,23 +186,48 @@ class BucketLanding:
             _write(path, body.iter_chunks(CHUNK), mtime_ns)
         except BotoCoreError as exc:  # the connection broke mid-object: nothing written, the message comes back
             return Problem(self.bucket, key, f"failed while read: {exc}"[:300])
+        except OSError as exc:
+            if exc.errno in CANNOT_HOLD:  # a folder where the file must go, or a name this file system refuses
+                return Problem(self.bucket, key, f"{REFUSED}: the cache cannot hold it ({exc.strerror})")
+            return Problem(self.bucket, key, f"failed while written: {exc.strerror or exc}"[:300])  # a full disk: retried
         finally:
             body.close()
         return path, response["ContentLength"]
 
     def is_cached(self, key: str, size: int, mtime_ns: int) -> bool:
-        return _same(self.cached(key), size, mtime_ns)
+        return self.relative_key(key) is not None and _same(self.cached(key), size, mtime_ns)
+
+    def prune(self, before: date) -> dict[str, Any]:
+        """Delete the cached delivery folders dated before `before`, once per date (a walk of the cache's day folders):
+        what it deleted, files and bytes."""
+        record = self.cache / PRUNED
+        if record.is_file() and record.read_text().strip() >= before.isoformat():
+            return {"before": before.isoformat(), "files": 0, "bytes": 0, "walked": False}
+        files = size = 0
+        for day, folder in day_folders(self.cache):
+            if day >= before:
+                break
+            for entry in os.scandir(folder):
+                files, size = files + 1, size + entry.stat(follow_symlinks=False).st_size
+            shutil.rmtree(folder, ignore_errors=True)
+            for parent in list(Path(folder).parents)[:2]:  # the month and year folders, once empty
+                try:
+                    parent.rmdir()
+                except OSError:
+                    break
+        write_whole(record, before.isoformat() + "\n")
+        return {"before": before.isoformat(), "files": files, "bytes": size, "walked": True}
 
     def listed(self, s3: Any, since: date | None = None) -> Iterator[tuple[str, int, int]]:
         """Every CloudTrail log object (key, size, LastModified in ns) under the prefix delivered on or after `since`:
         a first run's, or a dry run's, listing. Each account and region is listed from `since` on (StartAfter), not
-        from its first day."""
+        from its first day. A log key the cache cannot hold is listed too: its fetch names it as refused."""
         paginator = s3.get_paginator("list_objects_v2")
         for region_prefix in self.region_prefixes(s3):
             start = f"{region_prefix}{since.strftime('%Y/%m/%d')}" if since else ""
             for page in paginator.paginate(Bucket=self.bucket, Prefix=region_prefix, StartAfter=start):
                 for item in page.get("Contents", []):
-                    if self.relative_key(item["Key"]) is not None:
+                    if FILE_NAME.fullmatch(item["Key"].rsplit("/", 1)[-1]):
                         yield item["Key"], item["Size"], _ns(item["LastModified"])
 
     def region_prefixes(self, s3: Any, folder: str = "CloudTrail", calls: Counter[str] | None = None) -> list[str]:
@@ -214,7 +280,7 @@ def _ns(modified: datetime) -> int:
 def _same(path: Path, size: int, mtime_ns: int) -> bool:
     try:
         stat = path.stat()
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return False
     return stat.st_size == size and stat.st_mtime_ns == mtime_ns
 
@@ -223,7 +289,7 @@ def _write(path: Path, chunks: Iterable[bytes], mtime_ns: int) -> None:
     """Written whole: a hidden name (the landing walk and Spark pass over it) renamed once complete, its mtime the
     object's LastModified (when it counts as arrived)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.{os.getpid()}.part")
+    partial = path.with_name(f".{uuid.uuid4().hex}.part")  # short, whatever the key's name
     try:
         with open(partial, "wb") as out:
             for chunk in chunks:

@@ -25,6 +25,7 @@ Every path under the lake root is named here and nowhere else:
     <lake>/landing/AWSLogs/...             an S3 landing's objects, fetched (jobs/bucket.py): what Spark reads
     <lake>/notifications/inbox/<event>.json  notifications the event-driven DAG's watcher took, until ledgered
     <lake>/notifications/kept/<message>.json  notifications that cannot be read, with the reason (jobs/sqs.py)
+    <lake>/notifications/outside/<message>.json  log files notified outside the configured landing, until taken back
     <lake>/reports/ingest/<run id>.json    run reports
     <lake>/reports/reconcile/<run id>.json  what a reconciliation against CloudTrail's digests found
     <lake>/reports/rebuild/<run id>.json   rebuild reports
@@ -179,6 +180,10 @@ class Lake:
     @property
     def kept_messages(self) -> Path:
         return self.root / "notifications" / "kept"
+
+    @property
+    def outside_messages(self) -> Path:
+        return self.root / "notifications" / "outside"
 
     def swept(self, table: str, stamp: str) -> Path:
         return self.root / "_swept" / table / stamp

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,7 @@ from jobs.ledger_search import manifests
 from jobs.partitions import data_files
 from jobs.report import read_report, read_reports
 from jobs.spark_logs import CheckpointError, last_commit, local_path, sink_log, state_folder
-from jobs.tally import Tally
+from jobs.tally import SHOWN, Tally
 
 # Text of a quarantined record shown on the page; the table holds all of it.
 SAMPLE_CHARS = 200
@@ -179,6 +179,14 @@ class Deliveries:
     # The oldest message the newest run that took messages found, and how old it was then: SQS tells a message's age
     # only to its receiver (the queue's own figure is a CloudWatch metric).
     oldest_message: tuple[str, float] | None = None
+    # When the newest run that took notifications started, and how many it took (through the queue or the inbox).
+    notified: tuple[str, int] | None = None
+    # Keys refused (bucket, key, reason): the cache cannot hold them; the newest first.
+    refused: list[dict[str, str]] = field(default_factory=list)
+    # What the newest run found notified outside its landing (jobs/ingest/deliveries.py), kept until taken back.
+    outside: dict[str, Any] | None = None
+    # Log files whose content differs from their digest in the last reconciliation, and why when it could not be read.
+    mismatched: list[str] = field(default_factory=list)
 
 
 def queue_depth(queue_url: str | None) -> tuple[dict[str, int] | None, str | None]:
@@ -200,7 +208,9 @@ def deliveries(lake: Lake, queue_url: str | None, runs: Tally) -> Deliveries:
     depth, error = queue_depth(queue_url)
     kept = sqs.kept(lake)
     newest = reconcile.last(lake)
-    lag, oldest = runs.get("delivery_lag"), runs.get("oldest_message")
+    lag, oldest, notified = runs.get("delivery_lag"), runs.get("oldest_message"), runs.get("notified")
+    why = (newest or {}).get("unhashable") or {}
+    mismatched = [f"{key} ({why[key]})" if key in why else key for key in (newest or {}).get("hash_mismatches", [])[:SHOWN]]
     return Deliveries(
         depth,
         error,
@@ -210,6 +220,10 @@ def deliveries(lake: Lake, queue_url: str | None, runs: Tally) -> Deliveries:
         {"checked_at": newest["checked_at"], **newest["summary"]} if newest else None,
         lag,
         (oldest[0], oldest[1]) if oldest else None,
+        (notified[0], notified[1]) if notified else None,
+        runs.get("refused", []),
+        runs.get("outside_landing"),
+        mismatched,
     )
 
 

@@ -22,6 +22,7 @@ import json
 import logging
 import os
 import re
+import zlib
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -33,11 +34,19 @@ from jobs.bucket import FETCH_THREADS, BucketLanding
 from jobs.checkpoint import CheckpointSnapshot
 from jobs.files import write_whole
 from jobs.lake import Lake
+from jobs.landing import FILE_NAME
 from jobs.ledger_state import known_files
 
 log = logging.getLogger("cloudtrail_ingest")
 DIGEST_NAME = re.compile(r"[^/]+_CloudTrail-Digest_[^/]+\.json\.gz")
 DIGEST_FOLDER = "CloudTrail-Digest"
+# Where a digest is: .../CloudTrail-Digest/<region>/YYYY/MM/DD/<name>; its date names its proof file.
+DIGEST_PLACE = re.compile(r"/CloudTrail-Digest/[^/]+/(\d{4})/(\d{2})/(\d{2})/[^/]+$")
+# Most bytes a digest may take, compressed and decompressed: an hour's digest names a few thousand files (about
+# 200 bytes each), so a larger one is no digest (a gzip bomb is named, not decompressed).
+DIGEST_MAX = 64 << 20
+# Most bytes a log file's content may decompress to when hashed: CloudTrail's files are tens of MB.
+LOG_MAX = 4 << 30
 
 
 @dataclass
@@ -54,7 +63,11 @@ class Reconciliation:
     hours: dict[str, dict[str, int]] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)
     hash_mismatches: list[str] = field(default_factory=list)
+    # Why a named file's content could not be hashed (damaged, cut short, too large), by key: a hash mismatch too.
+    unhashable: dict[str, str] = field(default_factory=dict)
     unreadable_digests: list[str] = field(default_factory=list)
+    # Log files a digest names under the landing whose keys the cache cannot hold (jobs/bucket.py), with the reason.
+    refused: dict[str, str] = field(default_factory=dict)
     # Places the ledger knows whose trail writes no digests: listed from the window's first day instead.
     undigested_places: int = 0
 
@@ -65,6 +78,8 @@ class Reconciliation:
             "ingested": sum(h["ingested"] for h in self.hours.values()),
             "missing": len(self.missing),
             "hash_mismatches": len(self.hash_mismatches),
+            "refused": len(self.refused),
+            "unreadable_digests": len(self.unreadable_digests),
             "digests_read": self.digests_read,
             "undigested_places": self.undigested_places,
             "list_calls": self.list_calls,
@@ -113,6 +128,9 @@ def reconcile(
         listed = list(pool.map(lambda prefix: _digest_keys(s3, landing.bucket, prefix, f"{prefix}{first_day}"), digested))
         found.list_calls += sum(made for _, made in listed)
         keys = [key for names, _ in listed for key in names]
+        found.unreadable_digests += [f"{key}: not at a digest's place (.../CloudTrail-Digest/<region>/YYYY/MM/DD/)"[:600]
+                                     for key in keys if _Proven.day(key) is None]  # fmt: skip
+        keys = [key for key in keys if _Proven.day(key) is not None]
         unproven = [key for key in keys if key not in proven.on(key)]
         found.digests_proven_before += len(keys) - len(unproven)
         for key, digest in zip(unproven, pool.map(lambda key: _read_digest(s3, landing.bucket, key), unproven), strict=True):
@@ -143,9 +161,11 @@ def _list_undigested(s3: Any, landing: BucketLanding, known: set[str], digested:
         for page in pages:
             found.list_calls += 1
             for item in page.get("Contents", []):
-                relative = landing.relative_key(item["Key"])
-                if relative is not None and relative not in known:
+                refusal = landing.refusal(item["Key"])
+                if refusal is None and item["Key"][len(landing.prefix) :] not in known:
                     found.missing.append(item["Key"])
+                elif refusal is not None and FILE_NAME.fullmatch(item["Key"].rsplit("/", 1)[-1]):
+                    found.refused[item["Key"]] = refusal
 
 
 def _digest_keys(s3: Any, bucket: str, region_prefix: str, start: str) -> tuple[list[str], int]:
@@ -160,13 +180,39 @@ def _digest_keys(s3: Any, bucket: str, region_prefix: str, start: str) -> tuple[
 def _read_digest(s3: Any, bucket: str, key: str) -> dict[str, Any] | str:
     """A digest's content, or why it cannot be read: a digest is data from outside, whatever it holds is reported."""
     try:
-        digest = json.loads(gzip.decompress(s3.get_object(Bucket=bucket, Key=key)["Body"].read()))
+        body = s3.get_object(Bucket=bucket, Key=key)["Body"]
+        try:
+            compressed = body.read(DIGEST_MAX + 1)
+        finally:
+            body.close()
+        if len(compressed) > DIGEST_MAX:
+            raise ValueError(f"over {DIGEST_MAX >> 20} MiB: no digest is")
+        digest = json.loads(_decompressed(compressed, DIGEST_MAX))
         if not isinstance(digest, dict) or not isinstance(digest.get("logFiles") or [], list):
             raise ValueError("not a digest: a JSON object with a list of logFiles")
         digest["hour"] = f"{digest['awsAccountId']}/{key.split('/')[-5]}/{digest['digestEndTime'][:13]}"
         return digest
     except Exception as exc:  # noqa: BLE001 - see above: reported, never raised
         return f"{key}: {type(exc).__name__}: {exc}"[:300]
+
+
+def _decompressed(data: bytes, limit: int) -> bytes:
+    """A gzip file's content (every member), refused past `limit` bytes without decompressing further."""
+    out, rest = [], data
+    size = 0
+    while rest:
+        inflater = zlib.decompressobj(wbits=31)
+        while rest and not inflater.eof:
+            chunk = inflater.decompress(rest, limit + 1 - size)
+            size += len(chunk)
+            out.append(chunk)
+            if size > limit:
+                raise ValueError(f"decompresses to over {limit >> 20} MiB")
+            rest = inflater.unconsumed_tail
+        if not inflater.eof:
+            raise EOFError("the gzip stream ends early")
+        rest = inflater.unused_data
+    return b"".join(out)
 
 
 def _check(landing: BucketLanding, key: str, digest: dict[str, Any] | str, known: set[str], found: Reconciliation) -> bool:
@@ -180,8 +226,11 @@ def _check(landing: BucketLanding, key: str, digest: dict[str, Any] | str, known
     complete = True
     for item in files:
         log_key = str(item.get("s3Object", ""))
-        relative = landing.relative_key(log_key)
-        if item.get("s3Bucket") != landing.bucket or relative is None:
+        if not landing.holds(str(item.get("s3Bucket")), log_key):
+            continue
+        relative, refusal = landing.relative_key(log_key), landing.refusal(log_key)
+        if relative is None:
+            found.refused[log_key] = refusal or ""
             continue
         figures["delivered"] += 1
         if relative not in known:
@@ -191,21 +240,34 @@ def _check(landing: BucketLanding, key: str, digest: dict[str, Any] | str, known
             continue
         figures["ingested"] += 1
         cached = landing.cache / relative
-        if cached.exists() and _content_hash(cached) != item.get("hashValue"):
+        if not cached.is_file():
+            continue
+        content, why = _content_hash(cached)
+        if content != item.get("hashValue"):
             figures["hash_mismatches"] += 1
             found.hash_mismatches.append(log_key)
+            if why is not None:
+                found.unhashable[log_key] = why
             complete = False
     return complete
 
 
-def _content_hash(path: Path) -> str:
-    """SHA-256 of a log file's uncompressed content, as a digest's hashValue gives it."""
+def _content_hash(path: Path) -> tuple[str | None, str | None]:
+    """SHA-256 of a log file's uncompressed content, as a digest's hashValue gives it, read as a stream; or why it
+    cannot be told (a damaged or cut gzip stream, content past LOG_MAX): a file that differs from its digest."""
     digest = hashlib.sha256()
     opener = gzip.open if path.name.endswith(".gz") else open
-    with opener(path, "rb") as file:
-        for chunk in iter(lambda: file.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+    size = 0
+    try:
+        with opener(path, "rb") as file:
+            for chunk in iter(lambda: file.read(1 << 20), b""):
+                size += len(chunk)
+                if size > LOG_MAX:
+                    return None, f"decompresses to over {LOG_MAX >> 30} GiB"
+                digest.update(chunk)
+    except (OSError, EOFError, zlib.error) as exc:
+        return None, f"cannot be read: {type(exc).__name__}: {exc}"[:300]
+    return digest.hexdigest(), None
 
 
 class _Proven:
@@ -217,11 +279,13 @@ class _Proven:
         self._added: set[str] = set()
 
     @staticmethod
-    def _day(key: str) -> str:
-        return "-".join(key.split("/")[-4:-1])
+    def day(key: str) -> str | None:
+        """A digest's delivery date (YYYY-MM-DD) from its place; None for a key not at a digest's place."""
+        match = DIGEST_PLACE.search(key)
+        return "-".join(match.groups()) if match else None
 
     def on(self, key: str) -> set[str]:
-        day = self._day(key)
+        day = self.day(key) or ""
         if day not in self._days:
             path = self.folder / f"{day}.txt"
             self._days[day] = set(path.read_text().splitlines()) if path.exists() else set()
@@ -229,7 +293,7 @@ class _Proven:
 
     def add(self, key: str) -> None:
         self.on(key).add(key)
-        self._added.add(self._day(key))
+        self._added.add(self.day(key) or "")
 
     def save(self) -> None:
         for day in self._added:

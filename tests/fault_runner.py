@@ -101,7 +101,7 @@ def _kill_in_deliveries(phase: str, target: int, job_args: list[str]) -> int:
         return outcome
 
     def done(self, sqs, queue_url, retry=()):  # type: ignore[no-untyped-def]
-        self.receipts = self.receipts[:target]
+        self.held = dict(list(self.held.items())[:target])
         original_done(self, sqs, queue_url, retry)
         die()
 

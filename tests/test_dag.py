@@ -282,7 +282,10 @@ def test_with_a_queue_the_ingest_runs_when_cloudtrail_delivers_and_on_its_cron_a
     dag = bag.dags["cloudtrail_ingest"]
     asset = dag.timetable.asset_condition
     (watcher,) = asset.watchers
-    assert watcher.trigger.scheme == "sqs" and watcher.trigger.kwargs["sqs_queue"] == queue_url
+    assert watcher.trigger.serialize() == (
+        "cloudtrail_airflow.triggers.NotificationsWaiting",
+        {"queue_url": queue_url, "aws_conn_id": "aws_default", "poll_seconds": 5.0},
+    )
     assert DagSerialization.to_dict(dag)["dag"]["timetable"]  # the scheduler can store it
     settings = load_settings()
     params = {name: param.value for name, param in dag_params(settings).items()}

@@ -128,7 +128,7 @@ def test_notifications_of_every_shape_duplicated_and_out_of_order_give_each_even
     section = _deliveries(found)
     assert "0 notifications waiting" in section and "Kept as unreadable: 1 notifications" in section and "p95" in section
     assert found.oldest_message == (report.started_at, report.deliveries["oldest_message_age_seconds"])
-    assert "Oldest notification of the newest run that took any" in section
+    assert f"The newest run that took notifications started {report.started_at} and took 9; the oldest was" in section
     # Freshness without walking the cache: the newest file per place the runs took, as a walk of the cache finds it.
     runs, threshold, skew = tally.read(Lake.at(lake)), timedelta(hours=2), timedelta(minutes=15)
     from_reports = lake_status.freshness(Lake.at(lake), None, threshold, runs, NOW, skew)
@@ -226,8 +226,34 @@ def succeeded_stdout(result) -> str:
     return result.stdout
 
 
-def test_the_watchers_asset_event_reaches_a_run_through_the_inbox(spark, trail, lake):
-    """The SQS trigger of the event-driven DAG deletes what it receives: the run takes the keys from the asset event,
+def test_the_watcher_fires_while_notifications_wait_and_leaves_them_in_the_queue(trail):
+    from cloudtrail_airflow.triggers import NotificationsWaiting
+
+    trigger = NotificationsWaiting(trail.queue_url, aws_conn_id=None, poll_seconds=0.2)
+
+    async def first_event(seconds: float):
+        async def fired():
+            async for event in trigger.run():
+                return event
+
+        try:
+            return await asyncio.wait_for(fired(), seconds)
+        except TimeoutError:
+            return None
+
+    assert asyncio.run(first_event(1)) is None, "an empty queue raises nothing"
+    trail.notify(cloudtrail_sns(trail.bucket, ["AWSLogs/1/CloudTrail/r/2024/03/01/1_CloudTrail_r_20240301T0000Z_a.json.gz"]))
+    event = asyncio.run(first_event(10))
+    assert event is not None and event.payload == {"queue": trail.queue_url, "waiting": 1}
+    received = trail.sqs.receive_message(QueueUrl=trail.queue_url, VisibilityTimeout=30, AttributeNames=["ApproximateReceiveCount"])
+    (held,) = received["Messages"]
+    assert held["Attributes"]["ApproximateReceiveCount"] == "1", "the watcher received nothing: the message is the run's"
+    assert asyncio.run(first_event(1)) is None, "a message a run holds raises nothing"
+
+
+def test_an_asset_event_of_airflows_sqs_watcher_reaches_a_run_through_the_inbox(spark, trail, lake):
+    """Airflow's SQS trigger (the watcher of earlier releases) deletes what it receives: its asset events, still
+    queued when this release starts, carry the only copy of their notifications. The run takes the keys from them,
     kept in the lake until their files are ledgered, so a run that fails loses none."""
     from airflow.providers.common.messaging.triggers.msg_queue import MessageQueueTrigger
 
@@ -285,18 +311,43 @@ def test_a_run_killed_while_fetching_or_deleting_messages_loses_and_repeats_noth
         assert report.ledger["new_files"] == 30 and report.deliveries["objects_already_cached"] >= 8
 
 
-def test_a_message_whose_visibility_runs_out_while_its_file_is_fetched_adds_nothing_twice(spark, trail, lake, monkeypatch):
+def test_a_message_is_kept_hidden_while_its_file_is_fetched_past_its_visibility_timeout(spark, trail, lake, monkeypatch):
     key = trail.deliver(events_of(5, NOW - timedelta(hours=1), "v"), NOW, "slow")
     trail.notify(cloudtrail_sns(trail.bucket, [key]))
     other: list[dict] = []
     fetch_one = BucketLanding._fetch_one
 
-    def slow(self, s3, wanted):  # the visibility (1 s) runs out, and another consumer receives the message meanwhile
-        time.sleep(1.5)
+    def slow(self, s3, wanted):  # the visibility (1 s) would run out twice; another consumer asks meanwhile
+        time.sleep(2.5)
         other.extend(trail.sqs.receive_message(QueueUrl=trail.queue_url, VisibilityTimeout=1).get("Messages", []))
         return fetch_one(self, s3, wanted)
 
     monkeypatch.setattr(BucketLanding, "_fetch_one", slow)
+    report = ingest(spark, trail.url, lake, queue_url=trail.queue_url, visibility_timeout=1)
+    monkeypatch.undo()
+    assert other == [], "the run extended the message's visibility while it worked"
+    assert report.deliveries["messages"]["deleted"] == 1 and trail.waiting() == 0
+    time.sleep(1.5)
+    again = ingest(spark, trail.url, lake, queue_url=trail.queue_url)
+    assert again.ledger["new_files"] == 0
+    assert_table_is_oracle(spark, lake, trail)
+
+
+def test_a_message_received_again_after_its_receipt_expired_adds_nothing_twice(spark, trail, lake, monkeypatch):
+    """When the extension fails (the run paused, the network down), another consumer takes the message: the run's
+    delete then fails or comes too late, the message comes back, and names a file the ledger has."""
+    key = trail.deliver(events_of(5, NOW - timedelta(hours=1), "w"), NOW, "stalled")
+    trail.notify(cloudtrail_sns(trail.bucket, [key]))
+    other: list[dict] = []
+    fetch_one = BucketLanding._fetch_one
+
+    def stalled(self, s3, wanted):
+        time.sleep(1.5)
+        other.extend(trail.sqs.receive_message(QueueUrl=trail.queue_url, VisibilityTimeout=1).get("Messages", []))
+        return fetch_one(self, s3, wanted)
+
+    monkeypatch.setattr(BucketLanding, "_fetch_one", stalled)
+    monkeypatch.setattr(sqs.Holding, "run", lambda self: None)  # no extension
     ingest(spark, trail.url, lake, queue_url=trail.queue_url, visibility_timeout=1)
     monkeypatch.undo()
     assert len(other) == 1, "the message was received again while the run fetched its file"

@@ -181,6 +181,14 @@ def ingest(config: IngestConfig) -> int:
                 config.lake, config.run_id, config.gate_dates, config.quarantine_threshold, config.lake.gate_report(config.run_id)
             )
             validate_events.check(for_table_reads(session()), checked)
+    outside = report.deliveries.get("outside_landing")
+    if outside and not report.ledger.get("new_files"):
+        log.error(
+            "took nothing: %d notifications name %d CloudTrail log files under %s, outside the landing %s; kept under %s "
+            "and taken by the first run whose --landing names them",
+            outside["messages"], outside["files"], ", ".join(outside["named"][:3]), outside["landing"], config.lake.outside_messages,
+        )  # fmt: skip
+        return cli.USAGE
     dropped = report.totals()["rows_dropped_by_watermark"]
     if dropped:
         log.error("%d rows were dropped by the de-duplication watermark: see docs/design.md, 'Recovering dropped rows'", dropped)

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import logging
 import statistics
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from jobs import reconcile
-from jobs.bucket import GONE, Fetched, s3_client
+from jobs.bucket import BucketLanding, Fetched, s3_client
 from jobs.checkpoint import CheckpointSnapshot
 from jobs.ingest.config import IngestConfig
 from jobs.landing import newest_of
@@ -40,9 +42,25 @@ class Deliveries:
     def done(self, config: IngestConfig) -> None:
         """The plan has ledgered every fetched file: the messages that named them can go."""
         if self.received is not None:
-            retry = {p.key for p in self.fetched.problems if not p.reason.startswith(GONE)}
+            retry = {p.key for p in self.fetched.problems if not p.lasting}
             self.received.done(self.sqs, config.queue_url, retry)
             self.summary["messages"] = dict(self.received.counts)
+
+    def release(self) -> None:
+        if self.received is not None:
+            self.received.release()
+
+
+@contextmanager
+def taken(config: IngestConfig, checkpoint: CheckpointSnapshot) -> Iterator[Deliveries | None]:
+    """What is new in an S3 landing, fetched into its cache (None for a folder landing); the messages stay hidden
+    until `done`, or until the block ends (then those not deleted come back after their visibility timeout)."""
+    deliveries = take(config, checkpoint)
+    try:
+        yield deliveries
+    finally:
+        if deliveries is not None:
+            deliveries.release()
 
 
 def take(config: IngestConfig, checkpoint: CheckpointSnapshot) -> Deliveries | None:
@@ -59,17 +77,11 @@ def take(config: IngestConfig, checkpoint: CheckpointSnapshot) -> Deliveries | N
     else:
         sqs = sqs_client()
         received = receive(sqs, config.queue_url, config.lake, config.max_messages, config.visibility_seconds)
-        oldest = received.oldest_sent_ms
-        age = round(datetime.now(tz=UTC).timestamp() - oldest / 1000, 1) if oldest is not None else None
-        ours = [d.key for d in received.deliveries if d.bucket == landing.bucket and landing.relative_key(d.key) is not None]
-        received.counts["outside_landing"] = len(received.deliveries) - len(ours)
-        fetched = landing.fetch(s3, ours)
-        taking = {str(Path(path).relative_to(landing.cache)) for path in fetched.files}
-        asked = set(ours)  # a key this run tried already (a forbidden one) is not asked for twice
-        fetched.add(landing.fetch(s3, [key for key in _reconciled(config, checkpoint, s3, taking) if key not in asked]))
-        deliveries = Deliveries(fetched.files, fetched, received, sqs, {"mode": "notifications"})
-        deliveries.summary["messages"] = dict(received.counts)
-        deliveries.summary["oldest_message_age_seconds"] = age  # when this run received it
+        try:
+            deliveries = _fetch_notified(config, landing, checkpoint, (s3, sqs), received)
+        except BaseException:
+            received.release()
+            raise
     fetched = deliveries.fetched
     deliveries.summary.update(
         objects_fetched=fetched.downloaded,
@@ -83,6 +95,40 @@ def take(config: IngestConfig, checkpoint: CheckpointSnapshot) -> Deliveries | N
     return deliveries
 
 
+def _fetch_notified(
+    config: IngestConfig, landing: BucketLanding, checkpoint: CheckpointSnapshot, clients: tuple[Any, Any], received: Received
+) -> Deliveries:
+    """The log files the messages name under the landing, and what a due reconciliation finds missing."""
+    s3, sqs = clients
+    oldest = received.oldest_sent_ms
+    age = round(datetime.now(tz=UTC).timestamp() - oldest / 1000, 1) if oldest is not None else None
+    ours = received.sort_out(config.lake, landing)
+    fetched = landing.fetch(s3, ours)
+    taking = {str(Path(path).relative_to(landing.cache)) for path in fetched.files}
+    asked = set(ours)  # a key this run tried already (a forbidden one) is not asked for twice
+    fetched.add(landing.fetch(s3, [key for key in _reconciled(config, checkpoint, s3, taking) if key not in asked]))
+    deliveries = Deliveries(fetched.files, fetched, received, sqs, {"mode": "notifications"})
+    deliveries.summary["messages"] = dict(received.counts)
+    deliveries.summary["oldest_message_age_seconds"] = age  # when this run received it
+    if received.outside:
+        deliveries.summary["outside_landing"] = outside_summary(landing, received)
+    return deliveries
+
+
+def outside_summary(landing: BucketLanding, received: Received) -> dict[str, Any]:
+    """What the notifications name outside the landing: the landing configured, the places they name instead (bucket
+    and the prefix before AWSLogs/), the first keys."""
+    named = [d for outside in received.outside.values() for d in outside]
+    places = sorted({f"s3://{d.bucket}/{d.key.split('AWSLogs/', 1)[0]}" for d in named})
+    return {
+        "landing": landing.url,
+        "named": places[:PROBLEMS_SHOWN],
+        "messages": len(received.outside),
+        "files": len(named),
+        "files_shown": [f"s3://{d.bucket}/{d.key}" for d in named[:PROBLEMS_SHOWN]],
+    }
+
+
 def _reconciled(config: IngestConfig, checkpoint: CheckpointSnapshot, s3: Any, taking: set[str]) -> list[str]:
     """The log keys a reconciliation, when due or asked for, finds delivered and neither in the ledger nor `taking`."""
     now = datetime.now(tz=UTC)
@@ -92,6 +138,16 @@ def _reconciled(config: IngestConfig, checkpoint: CheckpointSnapshot, s3: Any, t
     path = found.write(config.lake)
     log.info("reconciliation against CloudTrail's digests: %s; report %s", found.summary(), path)
     return found.missing
+
+
+def prune(config: IngestConfig, plan: Plan, now: datetime) -> dict[str, Any] | None:
+    """After a successful run on the queue: the landing cache's delivery folders that the ledger has retired and the
+    reconciliation's window has passed, deleted (a listing landing keeps its cache: it tells the listing what is
+    fetched)."""
+    if config.bucket is None or config.queue_url is None or plan.retired_before is None:
+        return None
+    before = min(plan.retired_before, now.date() - timedelta(days=config.reconcile_days))
+    return config.bucket.prune(before)
 
 
 def newest_per_place(plan: Plan, until: datetime) -> dict[str, str]:

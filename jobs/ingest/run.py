@@ -7,6 +7,7 @@ plan              list the landing zone (or the notified files) against the ledg
 deliveries.done   delete the notifications: their files are in the ledger
 stream            sweep, read every manifest not read yet into the tables, sweep (no Spark when nothing is new)
 record_success    the plan's check times and the last clean batch, for the next run
+deliveries.prune  an S3 landing on a queue: the cache's retired delivery folders deleted
 report            <lake>/reports/ingest/<run id>.json, whatever happened
 """
 
@@ -39,11 +40,11 @@ def run(config: IngestConfig, session: Callable[[], SparkSession]) -> RunReport:
     """One ingest run; `session` is called for the SparkSession only if there is work to do."""
     checkpoint = open_checkpoint(config)
     with reported(config, checkpoint) as report:
-        fetched = deliveries.take(config, checkpoint)
-        files = plan(config, checkpoint, fetched.notified if fetched else None)
-        if fetched is not None:
-            fetched.done(config)
-            report.deliveries = fetched.summary
+        with deliveries.taken(config, checkpoint) as fetched:
+            files = plan(config, checkpoint, fetched.notified if fetched else None)
+            if fetched is not None:
+                fetched.done(config)
+                report.deliveries = fetched.summary
         report.ledger = files.summary()
         explain(files)
         if files.pending == 0 and checkpoint.settled:  # no manifest to read, this run's none either
@@ -57,6 +58,7 @@ def run(config: IngestConfig, session: Callable[[], SparkSession]) -> RunReport:
             finished = datetime.now(tz=UTC)
             report.deliveries["delivery_lag"] = deliveries.delivery_lags(files, finished)
             report.deliveries["newest_per_place"] = deliveries.newest_per_place(files, finished + config.clock_skew)
+            report.deliveries["cache_pruned"] = deliveries.prune(config, files, finished)
     return report
 
 

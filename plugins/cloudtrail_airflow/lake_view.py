@@ -229,13 +229,21 @@ def _deliveries(found: status.Deliveries) -> str:
         if queue is not None
         else f"Queue: {escape(found.queue_error or '')}.",
         f"Inbox: {found.inbox:,} asset events' notifications not yet ledgered.",
-        f"Oldest notification of the newest run that took any (it started {escape(found.oldest_message[0])}): "
-        f"{found.oldest_message[1]:,.0f} s old then."
-        if found.oldest_message
-        else "No run has taken a notification yet.",
+        _notified(found),
         f"Kept as unreadable: {found.kept:,} notifications (under notifications/kept/ in the lake).",
     ]
     lines += [f"&nbsp;&nbsp;{escape(reason)}" for reason in found.kept_reasons]
+    if found.outside:
+        out = found.outside
+        lines.append(
+            f"<strong>Outside the landing:</strong> {out['files']:,} log files in {out['messages']:,} notifications name "
+            f"{escape(', '.join(out['named']))}, not the landing {escape(out['landing'])}: kept under notifications/outside/ "
+            "in the lake, and taken by the first run whose --landing (CLOUDTRAIL_LANDING) holds them."
+        )
+        lines += [f"&nbsp;&nbsp;{escape(key)}" for key in out.get("files_shown", [])]
+    if found.refused:
+        lines.append(f"Refused keys (the newest {len(found.refused)}; the lake's disk cannot hold them, their messages deleted):")
+        lines += [f"&nbsp;&nbsp;s3://{escape(p['bucket'])}/{escape(p['key'])}: {escape(p['reason'])}" for p in found.refused]
     if found.reconciliation:
         r = found.reconciliation
         lines.append(
@@ -245,10 +253,22 @@ def _deliveries(found: status.Deliveries) -> str:
         )
     else:
         lines.append("No reconciliation yet: the first run on the queue makes one (then every --reconcile-interval).")
+    if found.mismatched:
+        lines.append("Log files whose content differs from CloudTrail's digest:")
+        lines += [f"&nbsp;&nbsp;{escape(key)}" for key in found.mismatched]
     if found.delivery_lag and found.delivery_lag.get("files"):
         lag = found.delivery_lag
         lines.append(f"Delivery to queryable, last run: p50 {lag['p50_seconds']} s, p95 {lag['p95_seconds']} s ({lag['files']} files)")
     return "".join(f"<p>{line}</p>" for line in lines)
+
+
+def _notified(found: status.Deliveries) -> str:
+    if found.notified is None:
+        return "No run has taken a notification yet."
+    line = f"The newest run that took notifications started {escape(found.notified[0])} and took {found.notified[1]:,}"
+    if found.oldest_message and found.oldest_message[0] == found.notified[0]:
+        return f"{line}; the oldest was {found.oldest_message[1]:,.0f} s old then."
+    return f"{line} (through the watcher's inbox: their age is not known)."
 
 
 def _backlog(waiting: status.Backlog) -> str:

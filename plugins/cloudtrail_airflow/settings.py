@@ -76,15 +76,14 @@ class Settings:
 
     @property
     def deliveries_asset(self) -> Asset:
-        """CloudTrail's deliveries, as the queue announces them: an asset event per batch of notifications, raised by a
-        watcher in the triggerer (no worker slot, no Spark while the queue is idle). Its SQS trigger deletes what it
-        receives, so the event carries the messages and the run keeps them in the lake's inbox (jobs/sqs.py)."""
-        from airflow.providers.common.messaging.triggers.msg_queue import MessageQueueTrigger
+        """CloudTrail's deliveries, as the queue announces them: an asset event whenever the queue holds notifications
+        no run has taken, raised by a watcher in the triggerer (no worker slot, no Spark while the queue is idle). The
+        watcher leaves the messages in the queue: the ingest receives them (cloudtrail_airflow/triggers.py)."""
         from airflow.sdk import AssetWatcher
 
-        trigger = MessageQueueTrigger(
-            scheme="sqs", sqs_queue=self.queue_url, aws_conn_id=self.aws_conn_id, max_messages=10, wait_time_seconds=20, waiter_delay=5
-        )
+        from cloudtrail_airflow.triggers import NotificationsWaiting
+
+        trigger = NotificationsWaiting(str(self.queue_url), self.aws_conn_id)
         return Asset(name="cloudtrail_deliveries", watchers=[AssetWatcher(name="cloudtrail_queue", trigger=trigger)])
 
     @property
