@@ -4,7 +4,8 @@ ingest alone on the same cluster (one new file). Ratios are from the same sittin
 Then the stack on an S3 landing, moto's server as its AWS, event-driven: `--deliveries` single-file
 deliveries (1,000 real-shaped records each), one at a time, each with CloudTrail's notification; from
 the object's LastModified until its events are in a committed file of the table: p50 and p95, against
-the target of 2 minutes at p95 (issue #59).
+the target of 60 s at p95 (issue #65); and a burst of 4 deliveries, the later ones arriving while a run is running
+and another is queued, each against the target of 240 s.
 
     python -m bench.stack_runs [--repeats 3] [--deliveries 10] [--out bench/stack_results.json]   # make bench-stack
 """
@@ -23,14 +24,15 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from bench.benchmark import SAMPLES
-from tests.aws import queryable_after, s3_stack
+from tests.aws import burst_lags, queryable_after, s3_stack
 from tests.helpers import deliver, events_of
 from tools.airflow_api import Api
 from tools.generate_landing import like, real_records
 from tools.stack import ROOT, Stack, write_env_file
 
 START = datetime(2024, 3, 1, tzinfo=UTC)
-TARGET_P95_S = 120  # delivery to queryable for single-file deliveries, event-driven (issue #59)
+TARGET_P95_S = 60  # delivery to queryable for single-file deliveries, event-driven (issue #65)
+TARGET_BURST_S = 240  # each delivery of a burst that arrives while runs are running and queued (issue #65)
 
 
 def triggered_run(api: Api, tasks: list[dict[str, dict[str, float]]] | None = None) -> float:
@@ -118,6 +120,9 @@ def main(argv: list[str] | None = None) -> int:
     shown = results["event_driven"]
     print(f"event-driven on an S3 landing: delivery to queryable p50 {shown['p50_s']} s, p95 {shown['p95_s']} s over "
           f"{shown['deliveries']} single-file deliveries; target p95 <= {TARGET_P95_S} s: {'met' if shown['met'] else 'MISSED'}")  # fmt: skip
+    burst = shown["burst_lag_s"]
+    print(f"a burst of 4, the later ones while a run is running and another queued: {burst} s; target each <= {TARGET_BURST_S} s: "
+          f"{'met' if max(burst) <= TARGET_BURST_S else 'MISSED'}")  # fmt: skip
     return 0
 
 
@@ -125,14 +130,19 @@ def event_driven(home: Path, deliveries: int) -> dict[str, object]:
     """Delivery to queryable on the stack woken by the queue: seconds per delivery, p50, p95, the target met or not."""
     make, rng = like(real_records(SAMPLES)), random.Random(deliveries)
     lags = []
+
+    def records(_: int = 0) -> list[dict]:
+        start = datetime.now(tz=UTC) - timedelta(minutes=10)
+        return [make(rng, start + timedelta(seconds=i), "111122223333", "us-east-1") for i in range(1000)]
+
     with s3_stack(home) as (stack, trail):
         for n in range(deliveries):
-            start = datetime.now(tz=UTC) - timedelta(minutes=10)
-            records = [make(rng, start + timedelta(seconds=i), "111122223333", "us-east-1") for i in range(1000)]
-            lags.append(round(queryable_after(stack, trail, records, f"d{n}"), 1))
+            lags.append(round(queryable_after(stack, trail, records(), f"d{n}"), 1))
+        burst = [round(lag, 1) for lag in burst_lags(stack, trail, records)]
     p95 = statistics.quantiles(lags, n=20)[-1] if len(lags) > 1 else lags[0]
     return {"deliveries": deliveries, "lag_s": lags, "p50_s": statistics.median(lags), "p95_s": round(p95, 1),
-            "target_p95_s": TARGET_P95_S, "met": p95 <= TARGET_P95_S}  # fmt: skip
+            "target_p95_s": TARGET_P95_S, "met": p95 <= TARGET_P95_S,
+            "burst_lag_s": burst, "target_burst_s": TARGET_BURST_S}  # fmt: skip
 
 
 if __name__ == "__main__":

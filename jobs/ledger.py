@@ -88,6 +88,8 @@ class Plan:
     written: tuple[Manifest, ...] = ()
     new_files: int = 0
     changed_files: int = 0
+    # The files whose content changed since their read, by path (the first SKIPPED_SHOWN in the report).
+    changed: tuple[str, ...] = ()
     stragglers: int = 0
     replayed_files: int = 0
     settling_files: int = 0
@@ -123,6 +125,7 @@ class Plan:
         return {
             "new_files": self.new_files,
             "changed_files": self.changed_files,
+            "changed_shown": list(self.changed[:SKIPPED_SHOWN]),
             "stragglers": self.stragglers,
             "replayed_files": self.replayed_files,
             "settling_files": self.settling_files,
@@ -321,6 +324,7 @@ def plan_files(
         written=written,
         new_files=len(listing.new),
         changed_files=len(listing.changed),
+        changed=tuple(entry.path for entry in listing.changed),
         stragglers=len(listing.stragglers),
         replayed_files=len(replay),
         settling_files=len(listing.settling),

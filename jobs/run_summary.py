@@ -22,6 +22,19 @@ class Verdict:
     failed: tuple[str, ...]
 
 
+def _deliveries(deliveries: dict[str, Any]) -> list[str]:
+    """An S3 landing's objects not fetched (refused, gone, forbidden) and the notifications outside its landing."""
+    lines = []
+    if deliveries.get("problems"):
+        lines.append(f"  not fetched      {deliveries['problems']:>10}  objects:")
+        lines.extend(f"    s3://{p['bucket']}/{p['key']}: {p['reason']}" for p in deliveries.get("problems_shown", [])[:SKIPPED_SHOWN])
+    outside = deliveries.get("outside_landing")
+    if outside:
+        named = ", ".join(outside["named"])
+        lines.append(f"  outside landing  {outside['files']:>10}  log files under {named}, not {outside['landing']}: kept")
+    return lines
+
+
 def gate_verdicts(gates: list[dict[str, Any]]) -> list[Verdict]:
     """Per event date, the newest gate verdict on it, newest date first."""
     newest: dict[str, Verdict] = {}
@@ -52,6 +65,10 @@ def run_summary(run: dict[str, Any], gate: dict[str, Any] | None) -> list[str]:
     if ledger.get("skipped_entries"):
         lines.append(f"  landing skipped  {ledger['skipped_entries']:>10}  entries the landing walk passed over:")
         lines.extend(f"    {entry.get('path')}: {entry.get('reason')}" for entry in ledger.get("skipped", [])[:SKIPPED_SHOWN])
+    if ledger.get("changed_files"):
+        lines.append(f"  changed          {ledger['changed_files']:>10}  files read again, their content changed:")
+        lines.extend(f"    {path}" for path in ledger.get("changed_shown", [])[:SKIPPED_SHOWN])
+    lines += _deliveries(run.get("deliveries") or {})
     if gate is None:
         lines.append("  gate             not run")
     elif verdict_of(gate) == "skipped":

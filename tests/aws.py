@@ -192,15 +192,59 @@ def s3_stack(home: Path, settings: dict[str, str] | None = None) -> Iterator[tup
             os.environ.pop(name, None) if value is None else os.environ.__setitem__(name, value)
 
 
-def queryable_after(stack: Stack, trail: Trail, records: list[dict[str, Any]], file_id: str, timeout: float = 600) -> float:
-    """Deliver one log file and CloudTrail's notification of it; seconds from the object's LastModified until every
-    one of its events is in a committed file of the events table (polled each second)."""
+@dataclass(frozen=True)
+class Notified:
+    """A delivered log file whose notification was sent: when S3 says it arrived, and the events it holds."""
+
+    key: str
+    modified: float
+    wanted: frozenset[str]
+
+
+def deliver_notified(trail: Trail, records: list[dict[str, Any]], file_id: str) -> Notified:
+    """Deliver one log file and CloudTrail's notification of it."""
     key = trail.deliver(records, datetime.now(tz=UTC), file_id)
     modified = trail.s3.head_object(Bucket=trail.bucket, Key=key)["LastModified"].timestamp()
     trail.notify(cloudtrail_sns(trail.bucket, [key]))
-    wanted, lake = {record["eventID"] for record in records}, stack.home / "volumes" / "lake"
+    return Notified(key, modified, frozenset(record["eventID"] for record in records))
+
+
+def queryable_lags(stack: Stack, delivered: list[Notified], timeout: float = 600) -> list[float]:
+    """Seconds from each file's LastModified until every one of its events is in a committed file of the events
+    table (polled each second), in the order given."""
+    lake, lags = stack.home / "volumes" / "lake", dict.fromkeys(delivered, 0.0)
     deadline = time.monotonic() + timeout
-    while not wanted <= committed_ids(lake):
-        assert time.monotonic() < deadline, f"{key}: not queryable after {timeout:.0f} s"
+    while waiting := [d for d, lag in lags.items() if not lag]:
+        assert time.monotonic() < deadline, f"{[d.key for d in waiting]}: not queryable after {timeout:.0f} s"
+        committed = committed_ids(lake)
+        for notified in waiting:
+            if notified.wanted <= committed:
+                lags[notified] = time.time() - notified.modified
         time.sleep(1)
-    return time.time() - modified
+    return [lags[d] for d in delivered]
+
+
+def queryable_after(stack: Stack, trail: Trail, records: list[dict[str, Any]], file_id: str, timeout: float = 600) -> float:
+    """Deliver one log file and CloudTrail's notification of it; seconds from the object's LastModified until every
+    one of its events is in a committed file of the events table."""
+    (lag,) = queryable_lags(stack, [deliver_notified(trail, records, file_id)], timeout)
+    return lag
+
+
+def burst_lags(stack: Stack, trail: Trail, make: Any, timeout: float = 600) -> list[float]:
+    """A burst of 4 deliveries (`make(n)`: the records of the n-th): the 2nd while the run the 1st woke is running,
+    then a manual run queued behind it, the 3rd and 4th two seconds after that run was created. Each one's seconds
+    from its LastModified until queryable."""
+    api = Api.of(stack)
+    delivered = [deliver_notified(trail, make(0), "burst-0")]
+    deadline = time.monotonic() + timeout
+    while not api.runs_in("running"):
+        assert time.monotonic() < deadline, "the first delivery woke no run"
+        time.sleep(0.5)
+    delivered.append(deliver_notified(trail, make(1), "burst-1"))
+    queued = api.trigger()
+    time.sleep(2)
+    delivered += [deliver_notified(trail, make(n), f"burst-{n}") for n in (2, 3)]
+    lags = queryable_lags(stack, delivered, timeout)
+    assert api.finished(queued) == "success"
+    return lags

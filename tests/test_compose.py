@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.stack import ROOT, Stack, StackError, image_env, resolve, write_env_file
+from tools.stack import ROOT, Stack, StackError, fill_secrets, image_env, resolve, write_env_file
 
 pytestmark = pytest.mark.unit
 
@@ -53,6 +53,21 @@ def test_a_fresh_env_file_fills_the_secrets_compose_requires_and_nothing_else(en
     assert {name: written[name] for name in empty} == dict.fromkeys(empty, "")
     environment = resolve(ROOT / "docker-compose.yml", env_file)["services"]["airflow-scheduler"]["environment"]
     assert environment["CLOUDTRAIL_LANDING"] == "/data/landing" and environment["CLOUDTRAIL_QUEUE_URL"] == ""
+
+
+def test_stack_up_fills_the_secrets_a_users_env_file_leaves_empty_and_keeps_what_they_set(tmp_path: Path):
+    """An .env the user wrote from .env.example: S3 settings filled, secrets empty (or one left out altogether)."""
+    user = tmp_path / "user.env"
+    example = (ROOT / ".env.example").read_text()
+    settings = {"CLOUDTRAIL_LANDING": "s3://org-trail/o-abc123", "CLOUDTRAIL_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/1/q"}
+    lines = [f"{line}{settings[line[:-1]]}" if line[:-1] in settings else line for line in example.splitlines()]
+    user.write_text("\n".join(line for line in lines if not line.startswith("AIRFLOW_FERNET_KEY=")) + "\n# mine\n")
+    with pytest.raises(StackError):
+        resolve(ROOT / "docker-compose.yml", user)
+    assert sorted(fill_secrets(user)) == ["AIRFLOW_FERNET_KEY", "AIRFLOW_JWT_SECRET", "POSTGRES_PASSWORD"]
+    environment = resolve(ROOT / "docker-compose.yml", user)["services"]["airflow-scheduler"]["environment"]
+    assert environment["CLOUDTRAIL_LANDING"] == settings["CLOUDTRAIL_LANDING"] and environment["AIRFLOW__CORE__FERNET_KEY"]
+    assert "# mine" in user.read_text() and fill_secrets(user) == [], "filled once, then kept"
 
 
 def test_every_airflow_service_shares_what_the_execution_api_needs(env_file: Path):

@@ -13,10 +13,12 @@ import os
 import time
 import zlib
 from datetime import UTC, datetime, timedelta
+from html import escape
 
 import pytest
 
-from jobs import lake_status, sqs, tally
+from cloudtrail_airflow.lake_view import _deliveries
+from jobs import lake_status, run_summary, sqs, tally
 from jobs.bucket import BucketLanding
 from jobs.lake import Lake
 from tests.aws import ACCOUNT, REGION, cloudtrail_sns, log_key
@@ -73,7 +75,7 @@ def test_keys_a_posix_disk_cannot_hold_are_refused_by_key_and_every_other_object
     long_ok = events_of(3, HOUR_AGO, "long-ok")
     good = trail.deliver(held, NOW, "good")
     fits = put(trail, log_key(trail.prefix, NOW, "y" * 190), long_ok)  # a 247-byte name: held
-    too_long = put(trail, log_key(trail.prefix, NOW, "x" * 300), events_of(2, HOUR_AGO, "too-long"))
+    too_long = put(trail, log_key(trail.prefix, NOW, "<img src=x onerror=alert(1)>" * 11), events_of(2, HOUR_AGO, "too-long"))
     under_a_file = put(trail, f"{good}/CloudTrail/{REGION}/{NOW:%Y/%m/%d}/{ACCOUNT}_CloudTrail_{REGION}_{NOW:%Y%m%dT%H%MZ}_z.json.gz",
                        events_of(2, HOUR_AGO, "under-a-file"))  # fmt: skip
     trail.notify_many([cloudtrail_sns(trail.bucket, [key]) for key in (under_a_file, too_long, good, fits)])
@@ -85,6 +87,9 @@ def test_keys_a_posix_disk_cannot_hold_are_refused_by_key_and_every_other_object
     # Named on the lake page's read model, by bucket and key, until later runs name others.
     found = lake_status.deliveries(Lake.at(lake), trail.queue_url, tally.read(Lake.at(lake)))
     assert {p["key"] for p in found.refused} == {too_long, under_a_file}
+    section = _deliveries(found)
+    assert "<img" not in section and f"s3://{trail.bucket}/{escape(too_long)}" in section, "named, escaped"
+    assert too_long in "\n".join(run_summary.run_summary(lake_status.ingest_run(Lake.at(lake), None) or {}, None))
 
     # The folder's other order: the hostile key cached first could not take the real file's place either.
     later = events_of(2, HOUR_AGO, "later")
@@ -178,6 +183,7 @@ def test_a_mistyped_prefix_deletes_nothing_in_silence_and_the_corrected_run_take
     assert run and run["deliveries"]["outside_landing"]["named"] == [f"s3://{trail.bucket}/o-abc123/"]
     found = lake_status.deliveries(Lake.at(lake), trail.queue_url, tally.read(Lake.at(lake)))
     assert found.outside and found.outside["landing"] == f"{mistyped}/" and found.outside["files"] == 2
+    assert f"s3://{trail.bucket}/o-abc123/, not the landing {mistyped}/" in _deliveries(found)
 
     started = time.monotonic()
     report = ingest(spark, trail.url, lake, queue_url=trail.queue_url)  # the setting corrected: no visibility timeout

@@ -245,6 +245,7 @@ def test_a_changed_file_is_read_again_once(spark, landing, lake):
     path.write_bytes(whole)
     again = ingest(spark, landing, lake)
     assert again.ledger["changed_files"] == 1 and again.totals()["rows_written"] == 4
+    assert again.ledger["changed_shown"] == [str(path)], "named, not only counted"
     assert ingest(spark, landing, lake).totals()["files_read"] == 0
     assert duckdb_rows(lake) == sorted((f"slow-{i}", str(DAY.date())) for i in range(4))
     # its truncated_gzip row has left the quarantine, kept aside

@@ -33,7 +33,7 @@ import pytest
 from jobs import gate
 from jobs.lake import OCSF, OCSF_API_ACTIVITY, Lake
 from jobs.lake_status import derived_rows
-from tests.aws import cloudtrail_sns, committed_ids, queryable_after, s3_stack
+from tests.aws import burst_lags, cloudtrail_sns, committed_ids, queryable_after, s3_stack
 from tests.helpers import DAY, deliver, duckdb_rows, events_of
 from tests.test_downstream import hourly_from_activity, hourly_from_events
 from tools.airflow_api import DAG_ID, Api, sign_in
@@ -299,6 +299,16 @@ def test_on_an_s3_landing_each_delivery_wakes_the_ingest_through_its_notificatio
         assert all(run["state"] == "success" for run in runs), runs
         assert sorted(committed_ids(lake)) == trail.oracle(), "each event once, as the bucket's objects hold them"
         assert len(duckdb_rows(lake)) == 120, "and a directory reader sees the same rows"
+
+
+def test_on_an_s3_landing_a_burst_during_running_and_queued_runs_waits_for_no_other_delivery(tmp_path: Path):
+    """The 2nd delivery while the run the 1st woke is running, a run queued behind it, the 3rd and 4th two seconds
+    later: each is queryable within 240 s of its LastModified, without a 5th delivery or the schedule (@daily)."""
+    with s3_stack(tmp_path) as (stack, trail):
+        start = datetime.now(tz=UTC) - timedelta(minutes=30)
+        lags = burst_lags(stack, trail, lambda n: events_of(40, start + timedelta(minutes=n), f"burst-{n}"))
+        assert max(lags) <= 240, lags
+        assert sorted(committed_ids(stack.home / "volumes" / "lake")) == trail.oracle()
 
 
 def all_finished(api: Api) -> bool:

@@ -88,6 +88,10 @@ class Api:
             time.sleep(poll)
         return str(state)
 
+    def runs_in(self, state: str) -> list[dict]:
+        """The DAG's runs in `state` (queued, running, success, failed)."""
+        return list(self.call("GET", f"{self.dag}/dagRuns?state={state}&limit=100")["dag_runs"])
+
     def finished_runs(self, expected: int, timeout: float) -> list[dict]:
         deadline = time.monotonic() + timeout
         while True:

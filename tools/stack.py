@@ -75,20 +75,47 @@ def write_env_file(
     """`.env.example` with `values` set and every secret the compose file requires (`${NAME:?...}`) that is empty filled
     in with a fresh random value. Other empty variables stay empty (an S3 landing's settings, AWS keys: the chain)."""
     lines, unplaced = [], dict(values or {})
-    required = set(re.findall(r"\$\{(\w+):\?", compose.read_text()))
+    required = required_secrets(compose)
     for line in example.read_text().splitlines():
         name, assigned, value = line.partition("=")
         if line.startswith("#") or not assigned:
             lines.append(line)
             continue
         value = unplaced.pop(name, value)
-        if not value and name in required:
-            value = base64.urlsafe_b64encode(os.urandom(32)).decode() if name.endswith("FERNET_KEY") else secrets.token_urlsafe(24)
-        lines.append(f"{name}={value}")
+        lines.append(f"{name}={value or _secret(name) if name in required else value}")
     if unplaced:
         raise StackError(f"not variables of {example.name}: {', '.join(unplaced)}")
     target.write_text("\n".join(lines) + "\n")
     target.chmod(0o600)
+
+
+def fill_secrets(target: Path, compose: Path = ROOT / "docker-compose.yml") -> list[str]:
+    """An existing env file's secrets that the compose file requires and the file leaves empty or out, filled in with
+    fresh random values; every other line as the user wrote it. The names filled."""
+    required, lines, filled = required_secrets(compose), [], []
+    for line in target.read_text().splitlines():
+        name, assigned, value = line.partition("=")
+        if not line.startswith("#") and assigned and name.strip() in required and not value.strip():
+            filled.append(name.strip())
+            line = f"{name.strip()}={_secret(name.strip())}"
+        lines.append(line)
+    present = {line.partition("=")[0].strip() for line in lines if "=" in line and not line.startswith("#")}
+    for name in sorted(required - present):
+        lines.append(f"{name}={_secret(name)}")
+        filled.append(name)
+    if filled:
+        target.write_text("\n".join(lines) + "\n")
+        target.chmod(0o600)
+    return filled
+
+
+def required_secrets(compose: Path) -> set[str]:
+    """The variables the compose file requires (`${NAME:?...}`): its secrets."""
+    return set(re.findall(r"\$\{(\w+):\?", compose.read_text()))
+
+
+def _secret(name: str) -> str:
+    return base64.urlsafe_b64encode(os.urandom(32)).decode() if name.endswith("FERNET_KEY") else secrets.token_urlsafe(24)
 
 
 def image_env(dockerfile: Path = ROOT / "Dockerfile") -> dict[str, str]:
@@ -412,6 +439,8 @@ def main(argv: list[str] | None = None) -> int:
         if not args.env_file.exists():
             write_env_file(args.env_file)
             print(f"wrote {args.env_file} with fresh secrets")
+        elif filled := fill_secrets(args.env_file):
+            print(f"filled the secrets {args.env_file} left empty with fresh values: {', '.join(filled)} (the rest as you set it)")
         if (home / STATE).exists() and "running" in Stack.load(home).status().values():
             print("already running (make stack-status; make stack-down)")
             return 1
