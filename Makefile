@@ -30,7 +30,7 @@ STACK_HOME ?= $(CURDIR)/.stack
 STACK_ENV ?= $(CURDIR)/.env
 PG_BIN := /usr/lib/postgresql/15/bin
 
-.PHONY: help setup debian-deps browser-deps demo run status test test-fast test-stack stack-up stack-status stack-down lint bench bench-history bench-s3 bench-cost bench-ui bench-stack chaos test-s3-burst fuzz torture metadata-growth test-next-pyspark bench-next-pyspark clean
+.PHONY: help setup debian-deps browser-deps demo run status test test-fast test-stack stack-up stack-status stack-down lint bench bench-history bench-s3 bench-cost bench-ui bench-stack chaos test-s3-burst fuzz fuzz-queue torture metadata-growth test-next-pyspark bench-next-pyspark clean
 
 help:
 	@echo "make setup           - create .venv with the pinned dependencies, runtime and dev (needs Java 17+)"
@@ -46,6 +46,7 @@ help:
 	@echo "make stack-down      - stop everything stack-up started"
 	@echo "make chaos           - 20 random SIGKILLs of the ingest job, then the table against the oracle"
 	@echo "make fuzz            - the property-based test with \$$FUZZ_EXAMPLES (300) generated landing zones"
+	@echo "make fuzz-queue      - \$$QUEUE_EXAMPLES (50) random sequences of \$$QUEUE_STEPS (12) queue steps on moto: deliveries, hostile keys, re-sent notifications, expiries, runs dying mid-fetch or mid-delete"
 	@echo "make torture         - \$$TORTURE_EXAMPLES (200) random operator sequences of up to \$$TORTURE_STEPS (12) steps, the table against the oracle after each"
 	@echo "make bench           - the product against plain Spark and DuckDB (writes BENCHMARKS.md), then bench-history"
 	@echo "make bench-history   - one run's cost against a year of history under 2, 20 and 100 accounts x 17 regions"
@@ -161,6 +162,9 @@ test-s3-burst: setup
 
 fuzz: setup
 	FUZZ_EXAMPLES=$${FUZZ_EXAMPLES:-300} $(PY) -m pytest -q tests/test_fuzz.py
+
+fuzz-queue: setup
+	QUEUE_EXAMPLES=$${QUEUE_EXAMPLES:-50} QUEUE_STEPS=$${QUEUE_STEPS:-12} $(PY) -m pytest -q tests/test_queue_sequences.py
 
 # A new seed each run; a failure prints the sequence and the blob that replays it.
 torture: setup build/jobs.zip

@@ -168,13 +168,19 @@ class JobSession:
             self._session.stop()
 
 
+# Seconds to wait for the maintenance task that submits work to finish submitting: it lists the loaded providers.
+MAINTENANCE_STOP_SECONDS = 30
+
+
 def stop_state_stores(spark: SparkSession) -> None:
-    """Unload the state stores and stop their maintenance, as a process's exit would. Left running past the session's
-    stop, a maintenance task found SparkEnv gone and printed a stack trace on a run that succeeded; in a session
-    that goes on (the tests'), it went on deleting old state versions under a copy of the checkpoint."""
+    """Stop the state stores' maintenance, then unload them, as a process's exit would. Left running past the
+    session's stop, a maintenance task found SparkEnv gone and printed a stack trace on a run that succeeded; in a
+    session that goes on (the tests'), it went on deleting old state versions under a copy of the checkpoint. Spark's
+    own StateStore.stop() waits on a maintenance task that waits on its lock (jobs/java/cloudtrail/StateStores.java):
+    20 s and an ERROR after success; the helper stops maintenance first, with no lock held."""
     jvm = spark.sparkContext._jvm
     if jvm is not None:
-        jvm.org.apache.spark.sql.execution.streaming.state.StateStore.stop()
+        jvm.cloudtrail.StateStores.stop(MAINTENANCE_STOP_SECONDS)
 
 
 def for_table_reads(spark: SparkSession) -> SparkSession:

@@ -86,9 +86,10 @@ def refusal(result: subprocess.CompletedProcess[str]) -> str:
 
 
 def succeeded(result: subprocess.CompletedProcess[str]) -> str:
-    """The output of a command that exited 0, checked to hold no stack trace; its stderr."""
+    """The output of a command that exited 0, checked to hold no stack trace and no line logged at ERROR; its stderr."""
     assert result.returncode == 0, result.stderr[-3000:]
     assert not STACK_TRACE.search(result.stderr + result.stdout), result.stderr[-5000:]
+    assert not [line for line in result.stderr.splitlines() if " ERROR " in line], result.stderr[-5000:]
     return result.stderr
 
 
@@ -145,7 +146,7 @@ def through_commit_log(spark) -> Iterator[None]:
 def table_rows(spark, lake: Path) -> list[tuple[str, str]]:
     """(eventID, event_date) of every row the commit log lists (complete while within its retention)."""
     events = Lake(lake).events
-    if not events.exists():
+    if not any(events.glob("*/*.parquet")):
         return []
     with through_commit_log(spark):
         rows = spark.read.parquet(str(events)).select("eventID", "event_date").collect()

@@ -32,18 +32,18 @@ class NotificationsWaiting(BaseEventTrigger):
             "poll_seconds": self.poll_seconds,
         }
 
-    async def waiting(self) -> int:
-        """Messages waiting to be received: not in flight (a run holds those), not delayed."""
+    async def run(self) -> AsyncIterator[TriggerEvent]:
         from airflow.providers.amazon.aws.hooks.sqs import SqsHook
 
-        async with await SqsHook(aws_conn_id=self.aws_conn_id).get_async_conn() as client:
-            answer = await client.get_queue_attributes(QueueUrl=self.queue_url, AttributeNames=["ApproximateNumberOfMessages"])
-        return int(answer["Attributes"]["ApproximateNumberOfMessages"])
+        async with await SqsHook(aws_conn_id=self.aws_conn_id).get_async_conn() as client:  # one client while it waits
+            while True:
+                waiting = await self.waiting(client)
+                if waiting:
+                    yield TriggerEvent({"queue": self.queue_url, "waiting": waiting})
+                    return
+                await asyncio.sleep(self.poll_seconds)
 
-    async def run(self) -> AsyncIterator[TriggerEvent]:
-        while True:
-            waiting = await self.waiting()
-            if waiting:
-                yield TriggerEvent({"queue": self.queue_url, "waiting": waiting})
-                return
-            await asyncio.sleep(self.poll_seconds)
+    async def waiting(self, client: Any) -> int:
+        """Messages waiting to be received: not in flight (a run holds those), not delayed."""
+        answer = await client.get_queue_attributes(QueueUrl=self.queue_url, AttributeNames=["ApproximateNumberOfMessages"])
+        return int(answer["Attributes"]["ApproximateNumberOfMessages"])
