@@ -44,7 +44,7 @@ from jobs.schema import (
 
 MARKER_FLAGS = reduce(operator.or_, map(key_flag, RECORD_MARKERS))
 
-# File-level quarantine reasons (decode.py adds truncated_gzip, corrupt_gzip, binary,
+# File-level quarantine reasons (decode.py adds truncated_gzip, corrupt_gzip, too_large, binary,
 # empty_file, not_json, unreadable_file) and record-level ones.
 UNSUPPORTED_SHAPE = "unsupported_shape"
 NOT_JSON = "not_json"

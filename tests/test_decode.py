@@ -2,6 +2,7 @@
 
 import gzip
 import json
+import zlib
 
 import pytest
 from pyspark.sql import functions as F
@@ -56,6 +57,15 @@ def test_damaged_gzip_binary_and_empty_files_get_their_reason(spark, tmp_path):
     assert reasons[1] in ("corrupt_gzip", "truncated_gzip")
     assert reasons[2:] == ["binary", "binary", "empty_file", "not_json"]
     assert all(row.content is None and row.records is None for row in rows)
+
+
+def test_a_gzip_bomb_is_quarantined_as_too_large_and_the_heap_holds_at_most_the_cap(spark, tmp_path):
+    """A GiB of zeros in a MB: decompression stops at 256 MiB, named; the file beside it decodes."""
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31)
+    bomb = b"".join(packer.compress(b"\0" * (1 << 20)) for _ in range(1024)) + packer.flush()
+    bombed, fine = decode(spark, tmp_path, bomb, gzip.compress(b'{"Records":[{"eventID":"ok"}]}'))
+    assert bombed.file_error == "too_large" and bombed.file_error_detail == "decompresses to over 256 MiB"
+    assert fine.file_error is None and len(fine.records) == 1
 
 
 def test_the_text_check_finds_a_bad_byte_wherever_it_lies_in_ascii_text(spark, tmp_path):

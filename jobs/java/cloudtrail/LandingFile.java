@@ -50,6 +50,12 @@ public final class LandingFile implements UDF3<String, String, String, Row> {
 
   static final int MAX_STRING_CHARS = 20_000_000;
 
+  /**
+   * Most bytes a file may decompress to: CloudTrail's files are tens of MB, and a gzip bomb (a GiB of zeros in a MB)
+   * must cost a quarantined row, not the executor's heap.
+   */
+  static final int MAX_CONTENT_BYTES = 256 << 20;
+
   // Stricter than Spark's parser (no single quotes, no NaN): what the scan accepts, Spark parses.
   private static final JsonFactory JSON =
       JsonFactory.builder()
@@ -77,6 +83,8 @@ public final class LandingFile implements UDF3<String, String, String, Row> {
         return error(fileBytes, "truncated_gzip", e.getMessage());
       } catch (DataFormatException e) {
         return error(fileBytes, "corrupt_gzip", "invalid gzip data: " + e.getMessage());
+      } catch (TooLargeException e) {
+        return error(fileBytes, "too_large", e.getMessage());
       }
       length = content.length;
     }
@@ -267,9 +275,20 @@ public final class LandingFile implements UDF3<String, String, String, Row> {
     }
   }
 
-  /** Every gzip member, decompressed; TruncatedException when the stream is cut short. */
-  static byte[] gunzip(byte[] data) throws TruncatedException, DataFormatException {
-    byte[] out = new byte[Math.max(64, data.length * 8)];
+  static final class TooLargeException extends Exception {
+    private static final long serialVersionUID = 1L;
+
+    TooLargeException(String message) {
+      super(message);
+    }
+  }
+
+  /**
+   * Every gzip member, decompressed; TruncatedException when the stream is cut short, TooLargeException past
+   * MAX_CONTENT_BYTES.
+   */
+  static byte[] gunzip(byte[] data) throws TruncatedException, DataFormatException, TooLargeException {
+    byte[] out = new byte[(int) Math.min(MAX_CONTENT_BYTES, Math.max(64L, data.length * 8L))];
     int size = 0;
     int position = 0;
     Inflater inflater = new Inflater(true);
@@ -282,7 +301,10 @@ public final class LandingFile implements UDF3<String, String, String, Row> {
         int memberStart = size;
         while (!inflater.finished()) {
           if (size == out.length) {
-            out = Arrays.copyOf(out, out.length * 2);
+            if (size >= MAX_CONTENT_BYTES) {
+              throw new TooLargeException("decompresses to over " + (MAX_CONTENT_BYTES >> 20) + " MiB");
+            }
+            out = Arrays.copyOf(out, (int) Math.min(MAX_CONTENT_BYTES, out.length * 2L));
           }
           int n = inflater.inflate(out, size, out.length - size);
           if (n == 0 && (inflater.needsInput() || inflater.needsDictionary())) {
