@@ -63,8 +63,8 @@ def sizes_path(smoke: bool) -> Path:
 
 def measure(
     command: list[str], env: dict[str, str] | None = None, full_gc_every: float | None = None, cwd: Path | None = None
-) -> tuple[float, float, str]:
-    """Run a command; return (wall seconds, peak RSS of its whole process tree in MB, stdout).
+) -> tuple[float, float, str, float]:
+    """Run a command; return (wall seconds, peak RSS of its whole process tree in MB, stdout, when it exited: epoch s).
 
     With `full_gc_every` (seconds), its JVMs are made to collect their whole heap that often (jcmd GC.run),
     so their GC logs show what they hold, not what G1 has yet to reclaim.
@@ -107,11 +107,12 @@ def measure(
     sampler.start()
     stdout, _ = process.communicate()
     wall = time.monotonic() - started  # before the sampler's last sleep, which would round it up to its 0.2 s step
+    exited = time.time()
     done.set()
     sampler.join()
     if process.returncode != 0:
         raise RuntimeError(f"{command} exited {process.returncode}")
-    return wall, peak, stdout
+    return wall, peak, stdout, exited
 
 
 # Zone shapes: the reference, and another seed, more days and smaller files (so no figure fits one zone).
@@ -168,17 +169,19 @@ def run_product(landing: Path, lake: Path, *options: str, full_gc_every: float |
     gc_log.unlink(missing_ok=True)
     # python -m starts the driver JVM through spark-submit, which takes these arguments from here.
     submit_args = f"--driver-java-options '-Xlog:gc:file={gc_log}' pyspark-shell"
-    wall, peak, _ = measure(
+    wall, peak, _, exited = measure(
         [*product_command(landing, lake), *options], env={"PYSPARK_SUBMIT_ARGS": submit_args}, full_gc_every=full_gc_every
     )
-    report = json.loads(Lake(lake).ingest_report(PRODUCT_RUN_ID).read_text())
+    written = Lake(lake).ingest_report(PRODUCT_RUN_ID)
+    report = json.loads(written.read_text())
     work = sum((b["duration_ms"] or 0) for b in report["batches"]) / 1000
-    return {"wall_s": wall, "work_s": work, "peak_mb": peak, "heap_mb": heap_after_gc_mb(gc_log), "live_heap_mb": live_heap_mb(gc_log),
-            "records": report["records_read"], "rows": report["rows_written"]}  # fmt: skip
+    exit_s = exited - written.stat().st_mtime  # from the report, written once the run succeeded, to the process's exit
+    return {"wall_s": wall, "work_s": work, "exit_s": exit_s, "peak_mb": peak, "heap_mb": heap_after_gc_mb(gc_log),
+            "live_heap_mb": live_heap_mb(gc_log), "records": report["records_read"], "rows": report["rows_written"]}  # fmt: skip
 
 
 def run_baseline(script: str, landing: Path, out: Path) -> dict:
-    wall, peak, stdout = measure([sys.executable, str(ROOT / "bench" / script), str(landing), str(out)])
+    wall, peak, stdout, _ = measure([sys.executable, str(ROOT / "bench" / script), str(landing), str(out)])
     result = json.loads(stdout.strip().splitlines()[-1])
     return {"wall_s": wall, "work_s": result["work_s"], "peak_mb": peak, "rows": result["rows"]}
 
@@ -215,14 +218,15 @@ def compare_sizes(zones: list[tuple[int, str]], repeats: int, scratch: Path) -> 
                 results[system] = run_product(landing, out) if system == "product" else run_baseline(BASELINES[system], landing, out)
             runs.append(results)
             print(f"  {size:>9}{shape and ' ' + shape} #{repeat + 1}: "
-                  + ", ".join(f"{system} {r['wall_s']:.1f}s" for system, r in results.items()), flush=True)  # fmt: skip
+                  + ", ".join(f"{system} {r['wall_s']:.1f}s" for system, r in results.items())
+                  + f" (the product's exit after success: {results['product']['exit_s']:.2f}s)", flush=True)  # fmt: skip
         product = [run["product"] for run in runs]
         row = {
             "zone": size,
             "shape": shape or "reference",
             "records": product[0]["records"],
             "rows": product[0]["rows"],
-            "product": {k: statistics.median(p[k] for p in product) for k in ("wall_s", "work_s", "peak_mb", "heap_mb")},
+            "product": {k: statistics.median(p[k] for p in product) for k in ("wall_s", "work_s", "exit_s", "peak_mb", "heap_mb")},
         }
         for system in BASELINES:
             row[system] = {k: statistics.median(run[system][k] for run in runs) for k in ("wall_s", "work_s", "peak_mb", "rows")}
@@ -486,15 +490,16 @@ def render(results: dict, repeats: int) -> str:
         "![records per second](bench/throughput.svg)",
         "",
         "Whole process, seconds (the command from start to exit), and each peer's time over the product's (above 1: the",
-        "product is faster). The product's work phase (its batches) and memory beside.",
+        "product is faster). The product's work phase (its batches), its exit (from its report, written once the run",
+        "succeeded, to the process's end: stopping the session) and memory beside.",
         "",
-        "| records | zone | product s | A Spark batch s | B recipe s | C batch + dropDuplicates s | DuckDB s | vs A | vs B | vs C | vs DuckDB "
+        "| records | zone | product s | product exit s | A Spark batch s | B recipe s | C batch + dropDuplicates s | DuckDB s | vs A | vs B | vs C | vs DuckDB "
         "| product work s | work vs A's | product heap MB | product RSS MB |",
-        "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in results["sizes"]:
         lines.append(
-            f"| {r['records']:,} | {r.get('shape', 'reference')} | {r['product']['wall_s']:.1f} | "
+            f"| {r['records']:,} | {r.get('shape', 'reference')} | {r['product']['wall_s']:.1f} | {r['product'].get('exit_s', float('nan')):.2f} | "
             + " | ".join(f"{r[system]['wall_s']:.1f}" for system in BASELINES)
             + " | "
             + " | ".join(f"{r['wall_vs_' + system]:.2f}x" for system in BASELINES)

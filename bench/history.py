@@ -80,7 +80,7 @@ def build(path: Path, accounts: int, days: int) -> None:
 def ingest_seconds(landing: Path, lake: Path, run_id: str, *options: str) -> tuple[float, dict]:
     """The product's command, whole process: wall seconds, and its run report's ledger summary."""
     command = [sys.executable, "-m", "jobs.cloudtrail_ingest", "--landing", str(landing), "--lake", str(lake)]
-    wall, _, _ = measure([*command, "--run-id", run_id, "--settle", "0 seconds", *options])
+    wall, *_ = measure([*command, "--run-id", run_id, "--settle", "0 seconds", *options])
     return wall, json.loads(Lake(lake).ingest_report(run_id).read_text())["ledger"]
 
 

@@ -51,7 +51,7 @@ def compare(checkouts: list[Path], records: int, rounds: int, scratch: Path) -> 
                 shutil.rmtree(out, ignore_errors=True)
                 # `python -m` puts its working folder first on sys.path: each checkout runs its own code from its own folder.
                 paths = {"PYTHONPATH": f"{checkout}:{checkout}/plugins"}
-                wall, _, _ = measure(command(checkout, system, landing, out), env=paths, cwd=checkout)
+                wall, *_ = measure(command(checkout, system, landing, out), env=paths, cwd=checkout)
                 seconds.setdefault((system, checkout), []).append(wall)
                 print(f"{records:,} round {round_ + 1} {system} {checkout.name}: {wall:.1f} s", flush=True)
     return seconds

@@ -26,6 +26,7 @@ Every path under the lake root is named here and nowhere else:
     <lake>/notifications/inbox/<event>.json  notifications the event-driven DAG's watcher took, until ledgered
     <lake>/notifications/kept/<message>.json  notifications that cannot be read, with the reason (jobs/sqs.py)
     <lake>/notifications/outside/<message>.json  log files notified outside the configured landing, until taken back
+    <lake>/notifications/refused/<key hash>.json  keys the lake's disk cannot hold, named with their reason
     <lake>/reports/ingest/<run id>.json    run reports
     <lake>/reports/reconcile/<run id>.json  what a reconciliation against CloudTrail's digests found
     <lake>/reports/rebuild/<run id>.json   rebuild reports
@@ -184,6 +185,10 @@ class Lake:
     @property
     def outside_messages(self) -> Path:
         return self.root / "notifications" / "outside"
+
+    @property
+    def refused_keys(self) -> Path:
+        return self.root / "notifications" / "refused"
 
     def swept(self, table: str, stamp: str) -> Path:
         return self.root / "_swept" / table / stamp

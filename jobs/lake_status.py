@@ -25,7 +25,10 @@ from jobs.ledger_search import manifests
 from jobs.partitions import data_files
 from jobs.report import read_report, read_reports
 from jobs.spark_logs import CheckpointError, last_commit, local_path, sink_log, state_folder
-from jobs.tally import SHOWN, Tally
+from jobs.tally import Tally
+
+# Keys, files and notifications the page names: the first (or newest) this many.
+SHOWN = 100
 
 # Text of a quarantined record shown on the page; the table holds all of it.
 SAMPLE_CHARS = 200
@@ -181,7 +184,7 @@ class Deliveries:
     oldest_message: tuple[str, float] | None = None
     # When the newest run that took notifications started, and how many it took (through the queue or the inbox).
     notified: tuple[str, int] | None = None
-    # Keys refused (bucket, key, reason): the cache cannot hold them; the newest first.
+    # Keys refused (bucket, key, reason): the lake's disk cannot hold them; the newest first (jobs/sqs.py).
     refused: list[dict[str, str]] = field(default_factory=list)
     # What the newest run found notified outside its landing (jobs/ingest/deliveries.py), kept until taken back.
     outside: dict[str, Any] | None = None
@@ -221,7 +224,7 @@ def deliveries(lake: Lake, queue_url: str | None, runs: Tally) -> Deliveries:
         lag,
         (oldest[0], oldest[1]) if oldest else None,
         (notified[0], notified[1]) if notified else None,
-        runs.get("refused", []),
+        sqs.refused(lake, SHOWN),
         runs.get("outside_landing"),
         mismatched,
     )

@@ -14,6 +14,7 @@ Notifications the event-driven DAG's watcher took from the queue reach a run thr
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -26,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs import options
-from jobs.bucket import BucketLanding
+from jobs.bucket import REFUSED, BucketLanding, Problem
 from jobs.files import write_whole
 from jobs.lake import Lake
 from jobs.notifications import Delivery, parse
@@ -186,6 +187,24 @@ def kept(lake: Lake) -> list[dict[str, str]]:
     """The messages kept as unreadable, each with its reason."""
     folder = lake.kept_messages
     return [json.loads(path.read_text()) for path in sorted(folder.glob("*.json"))] if folder.is_dir() else []
+
+
+def keep_refused(lake: Lake, problems: Iterable[Problem]) -> None:
+    """The keys a run refused (the lake's disk cannot hold them), each kept under notifications/refused/ before their
+    messages are deleted: named even when the run dies before its report."""
+    for problem in problems:
+        if problem.reason.startswith(REFUSED):
+            name = hashlib.sha256(f"{problem.bucket}/{problem.key}".encode()).hexdigest()[:32]
+            path = lake.refused_keys / f"{name}.json"
+            if not path.exists():
+                write_whole(path, json.dumps(problem.to_json()) + "\n")
+
+
+def refused(lake: Lake, newest: int = 100) -> list[dict[str, str]]:
+    """The keys kept as refused, the newest first."""
+    folder = lake.refused_keys
+    paths = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime_ns, reverse=True) if folder.is_dir() else []
+    return [json.loads(path.read_text()) for path in paths[:newest]]
 
 
 def keep_outside(lake: Lake, message_id: str, outside: Sequence[Delivery], landing: str) -> Path:

@@ -5,8 +5,8 @@ run's report names 17,000 of them).
     <lake>/reports/tally.json   per "account/region": the newest plausible eventTime written, the events written
                                 dated after it (future-dated), the newest file taken; per event date: late events;
                                 an S3 landing's newest delivery lag (of a run that took files) and oldest notification,
-                                the newest run that took notifications, the keys refused (the newest 100), and what the
-                                newest run found notified outside its landing
+                                the newest run that took notifications, and what the newest run found notified
+                                outside its landing
 
 One writer: the ingest, at the end of each run, folds the run's report in (`record`). A lake whose runs predate the
 tally gets it from every report at its next run; until then a reader folds the reports itself (`read`).
@@ -18,15 +18,12 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from jobs.bucket import REFUSED
 from jobs.files import write_whole
 from jobs.lake import Lake
 from jobs.landing import delivery_order
 from jobs.report import read_report, read_reports
 
 Tally = dict[str, Any]
-# Keys refused kept by name: the newest.
-SHOWN = 100
 
 
 def empty() -> Tally:
@@ -54,10 +51,6 @@ def fold(tally: Tally, run: dict[str, Any]) -> Tally:
         tally["oldest_message"] = [run.get("started_at"), figures["oldest_message_age_seconds"]]
     if (figures.get("messages") or {}).get("messages"):
         tally["notified"] = [run.get("started_at"), figures["messages"]["messages"]]
-    refused = [p for p in figures.get("problems_shown") or [] if str(p.get("reason", "")).startswith(REFUSED)]
-    if refused:
-        keys = {p["key"] for p in refused}
-        tally["refused"] = (refused + [p for p in tally.get("refused", []) if p["key"] not in keys])[:SHOWN]
     if figures.get("mode") == "notifications":
         tally["outside_landing"] = figures.get("outside_landing")
     late: dict[str, int] = tally["late_per_event_date"]

@@ -23,7 +23,7 @@ from jobs.checkpoint import CheckpointSnapshot
 from jobs.ingest.config import IngestConfig
 from jobs.landing import newest_of
 from jobs.ledger import Plan
-from jobs.sqs import Received, receive, sqs_client
+from jobs.sqs import Received, keep_refused, receive, sqs_client
 
 log = logging.getLogger("cloudtrail_ingest")
 PROBLEMS_SHOWN = 100
@@ -40,8 +40,10 @@ class Deliveries:
     summary: dict[str, Any] = field(default_factory=dict)
 
     def done(self, config: IngestConfig) -> None:
-        """The plan has ledgered every fetched file: the messages that named them can go."""
+        """The plan has ledgered every fetched file: the messages that named them can go (the keys refused kept
+        first, so that a run that dies now has named them)."""
         if self.received is not None:
+            keep_refused(config.lake, self.fetched.problems)
             retry = {p.key for p in self.fetched.problems if not p.lasting}
             self.received.done(self.sqs, config.queue_url, retry)
             self.summary["messages"] = dict(self.received.counts)

@@ -43,8 +43,8 @@ def run(config: IngestConfig, session: Callable[[], SparkSession]) -> RunReport:
         with deliveries.taken(config, checkpoint) as fetched:
             files = plan(config, checkpoint, fetched.notified if fetched else None)
             if fetched is not None:
+                report.deliveries = fetched.summary  # a run that dies deleting its messages still reports what it fetched
                 fetched.done(config)
-                report.deliveries = fetched.summary
         report.ledger = files.summary()
         explain(files)
         if files.pending == 0 and checkpoint.settled:  # no manifest to read, this run's none either
