@@ -23,6 +23,7 @@ from jobs.bucket import BucketLanding
 from jobs.lake import Lake
 from tests.aws import ACCOUNT, REGION, cloudtrail_sns, log_key
 from tests.helpers import command, duckdb_rows, events_of, ingest, refusal, table_rows
+from tools import status
 
 NOW = datetime.now(tz=UTC).replace(microsecond=0)
 HOUR_AGO = NOW - timedelta(hours=1)
@@ -89,6 +90,8 @@ def test_keys_a_posix_disk_cannot_hold_are_refused_by_key_and_every_other_object
     assert {p["key"] for p in found.refused} == {too_long, under_a_file}
     section = _deliveries(found)
     assert "<img" not in section and f"s3://{trail.bucket}/{escape(too_long)}" in section, "named, escaped"
+    shown = status.overview(Lake.at(lake), trail.url, trail.queue_url, timedelta(hours=2), timedelta(minutes=15), NOW)
+    assert sum(line.startswith("refused: s3://") for line in shown) == 2, shown
     assert too_long in "\n".join(run_summary.run_summary(lake_status.ingest_run(Lake.at(lake), None) or {}, None))
 
     # The folder's other order: the hostile key cached first could not take the real file's place either.
@@ -184,6 +187,8 @@ def test_a_mistyped_prefix_deletes_nothing_in_silence_and_the_corrected_run_take
     found = lake_status.deliveries(Lake.at(lake), trail.queue_url, tally.read(Lake.at(lake)))
     assert found.outside and found.outside["landing"] == f"{mistyped}/" and found.outside["files"] == 2
     assert f"s3://{trail.bucket}/o-abc123/, not the landing {mistyped}/" in _deliveries(found)
+    shown = status.overview(Lake.at(lake), f"{mistyped}/", trail.queue_url, timedelta(hours=2), timedelta(minutes=15), NOW)
+    assert any(line.startswith("OUTSIDE THE LANDING: 2 log files") for line in shown), shown
 
     started = time.monotonic()
     report = ingest(spark, trail.url, lake, queue_url=trail.queue_url)  # the setting corrected: no visibility timeout

@@ -226,29 +226,52 @@ def succeeded_stdout(result) -> str:
     return result.stdout
 
 
-def test_the_watcher_fires_while_notifications_wait_and_leaves_them_in_the_queue(trail):
+def test_the_watcher_fires_once_per_delivery_and_leaves_the_notifications_in_the_queue(trail):
     from cloudtrail_airflow.triggers import NotificationsWaiting
 
-    trigger = NotificationsWaiting(trail.queue_url, aws_conn_id=None, poll_seconds=0.2)
+    key = "AWSLogs/1/CloudTrail/r/2024/03/01/1_CloudTrail_r_20240301T0000Z_a.json.gz"
+    trigger = NotificationsWaiting(trail.queue_url, aws_conn_id=None, poll_seconds=0.1, refire_seconds=3)
 
-    async def first_event(seconds: float):
-        async def fired():
+    async def watch() -> list[tuple[str, object]]:
+        """What the watcher raises while the queue goes through a delivery's life, step by step."""
+        seen: list[tuple[str, object]] = []
+        raised: asyncio.Queue = asyncio.Queue()
+
+        async def pump() -> None:  # as the triggerer runs it: one generator, every event it yields
             async for event in trigger.run():
-                return event
+                raised.put_nowait(event.payload)
 
-        try:
-            return await asyncio.wait_for(fired(), seconds)
-        except TimeoutError:
-            return None
+        watcher = asyncio.create_task(pump())
 
-    assert asyncio.run(first_event(1)) is None, "an empty queue raises nothing"
-    trail.notify(cloudtrail_sns(trail.bucket, ["AWSLogs/1/CloudTrail/r/2024/03/01/1_CloudTrail_r_20240301T0000Z_a.json.gz"]))
-    event = asyncio.run(first_event(10))
-    assert event is not None and event.payload == {"queue": trail.queue_url, "waiting": 1}
-    received = trail.sqs.receive_message(QueueUrl=trail.queue_url, VisibilityTimeout=30, AttributeNames=["ApproximateReceiveCount"])
-    (held,) = received["Messages"]
-    assert held["Attributes"]["ApproximateReceiveCount"] == "1", "the watcher received nothing: the message is the run's"
-    assert asyncio.run(first_event(1)) is None, "a message a run holds raises nothing"
+        async def within(seconds: float) -> object:
+            try:
+                return await asyncio.wait_for(raised.get(), seconds)
+            except TimeoutError:
+                return None
+
+        seen.append(("empty queue", await within(0.5)))
+        trail.notify(cloudtrail_sns(trail.bucket, [key]))
+        seen.append(("a delivery", await within(5)))
+        seen.append(("the same message, not taken yet", await within(1)))
+        seen.append(("still waiting after refire_seconds", await within(5)))
+        held = trail.sqs.receive_message(QueueUrl=trail.queue_url, VisibilityTimeout=30, AttributeNames=["ApproximateReceiveCount"])
+        seen.append(("receive count", held["Messages"][0]["Attributes"]["ApproximateReceiveCount"]))
+        seen.append(("a run holds it", await within(4)))
+        trail.notify(cloudtrail_sns(trail.bucket, [key]))
+        seen.append(("a delivery while a run holds one", await within(5)))
+        watcher.cancel()
+        return seen
+
+    one = {"queue": trail.queue_url, "waiting": 1}
+    assert asyncio.run(watch()) == [
+        ("empty queue", None),
+        ("a delivery", one),
+        ("the same message, not taken yet", None),
+        ("still waiting after refire_seconds", one),
+        ("receive count", "1"),  # the watcher received nothing: the message is the run's
+        ("a run holds it", None),
+        ("a delivery while a run holds one", one),
+    ]
 
 
 def test_an_asset_event_of_airflows_sqs_watcher_reaches_a_run_through_the_inbox(spark, trail, lake):

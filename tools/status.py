@@ -13,9 +13,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from jobs import lake_status as status
-from jobs import options, run_summary, tally
+from jobs import options, run_summary, sqs, tally
 from jobs.bucket import is_bucket
 from jobs.lake import Lake
+
+# Keys refused that `make status` names, the newest first (the lake page names 100).
+REFUSED_SHOWN = 5
 
 
 def _printable(name: str) -> str:
@@ -40,6 +43,13 @@ def overview(lake: Lake, landing: str, queue_url: str | None, threshold: timedel
     if walked is None:
         queue, why = status.queue_depth(queue_url)
         lines.append(f"queue: {queue['waiting']} notifications waiting, {queue['in_flight']} being taken" if queue else f"queue: {why}")
+        outside = tallied.get("outside_landing")
+        if outside:
+            named = ", ".join(_printable(place) for place in outside["named"])
+            lines.append(f"OUTSIDE THE LANDING: {outside['files']} log files in {outside['messages']} notifications name {named}, "
+                         f"not {outside['landing']}: kept under {lake.outside_messages}")  # fmt: skip
+        for refused in sqs.refused(lake, REFUSED_SHOWN):
+            lines.append(f"refused: s3://{_printable(refused['bucket'])}/{_printable(refused['key'])}: {refused['reason']}")
     else:
         waiting = status.backlog(lake, walked)
         lines.append(f"backlog: {waiting.files} landing files ({waiting.bytes / 1e6:.1f} MB) not taken by a run yet")
