@@ -284,7 +284,7 @@ def test_with_a_queue_the_ingest_runs_when_cloudtrail_delivers_and_on_its_cron_a
     (watcher,) = asset.watchers
     assert watcher.trigger.serialize() == (
         "cloudtrail_airflow.triggers.NotificationsWaiting",
-        {"queue_url": queue_url, "aws_conn_id": "aws_default", "poll_seconds": 5.0},
+        {"queue_url": queue_url, "aws_conn_id": "aws_default", "poll_seconds": 5.0, "refire_seconds": 60.0},
     )
     assert DagSerialization.to_dict(dag)["dag"]["timetable"]  # the scheduler can store it
     settings = load_settings()
