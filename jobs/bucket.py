@@ -111,9 +111,14 @@ class BucketLanding:
         return bucket == self.bucket and key.startswith(f"{self.prefix}AWSLogs/")
 
     def relative_key(self, key: str) -> str | None:
-        """A key's place under the prefix (AWSLogs/...), or None for a key this landing does not take (`refusal` says
+        """A key's place under the prefix (AWSLogs/...), or None for a key this landing does not take (`place` says
         why)."""
-        return None if self.refusal(key) else key[len(self.prefix) :]
+        return self.place(key)[0]
+
+    def place(self, key: str) -> tuple[str, None] | tuple[None, str]:
+        """(the key's place under the prefix, None), or (None, why it gets none: `refusal`)."""
+        refused = self.refusal(key)
+        return (None, refused) if refused is not None else (key[len(self.prefix) :], None)
 
     def refusal(self, key: str) -> str | None:
         """Why a key gets no place in the cache, None when it gets one: outside the prefix, not a CloudTrail log file
@@ -130,8 +135,9 @@ class BucketLanding:
         longest = max(len(p.encode()) for p in parts)
         if longest > NAME_MAX:
             return f"{REFUSED}: a part of {longest} bytes, over the file system's {NAME_MAX}"
-        if len(os.fsencode(self.cache / rest)) > PATH_MAX:
-            return f"{REFUSED}: {len(os.fsencode(self.cache / rest))} bytes as a path in the cache, over {PATH_MAX}"
+        path_bytes = len(os.fsencode(self.cache / rest))
+        if path_bytes > PATH_MAX:
+            return f"{REFUSED}: {path_bytes} bytes as a path in the cache, over {PATH_MAX}"
         if any(FILE_NAME.fullmatch(p) for p in parts[:-1]):
             return f"{REFUSED}: a log file's name as a folder (where a log file goes)"
         return None
@@ -162,10 +168,10 @@ class BucketLanding:
     def _fetch_one(self, s3: Any, key: str) -> tuple[Path, int | None] | Problem:
         from botocore.exceptions import BotoCoreError, ClientError
 
-        refused = self.refusal(key)
-        if refused is not None:
-            return Problem(self.bucket, key, refused)
-        path = self.cache / key[len(self.prefix) :]
+        relative, refused = self.place(key)
+        if relative is None:
+            return Problem(self.bucket, key, str(refused))
+        path = self.cache / relative
         try:
             response = s3.get_object(Bucket=self.bucket, Key=key)
         except ClientError as exc:
@@ -195,7 +201,8 @@ class BucketLanding:
         return path, response["ContentLength"]
 
     def is_cached(self, key: str, size: int, mtime_ns: int) -> bool:
-        return self.relative_key(key) is not None and _same(self.cached(key), size, mtime_ns)
+        relative = self.relative_key(key)
+        return relative is not None and _same(self.cache / relative, size, mtime_ns)
 
     def prune(self, before: date) -> dict[str, Any]:
         """Delete the cached delivery folders dated before `before`, once per date (a walk of the cache's day folders):

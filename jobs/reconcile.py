@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import io
 import json
 import logging
 import os
@@ -127,10 +128,12 @@ def reconcile(
     with ThreadPoolExecutor(FETCH_THREADS) as pool:
         listed = list(pool.map(lambda prefix: _digest_keys(s3, landing.bucket, prefix, f"{prefix}{first_day}"), digested))
         found.list_calls += sum(made for _, made in listed)
-        keys = [key for names, _ in listed for key in names]
-        found.unreadable_digests += [f"{key}: not at a digest's place (.../CloudTrail-Digest/<region>/YYYY/MM/DD/)"[:600]
-                                     for key in keys if _Proven.day(key) is None]  # fmt: skip
-        keys = [key for key in keys if _Proven.day(key) is not None]
+        keys = []
+        for key in (key for names, _ in listed for key in names):
+            if _Proven.day(key) is None:
+                found.unreadable_digests.append(f"{key}: not at a digest's place (.../CloudTrail-Digest/<region>/YYYY/MM/DD/)"[:600])
+            else:
+                keys.append(key)
         unproven = [key for key in keys if key not in proven.on(key)]
         found.digests_proven_before += len(keys) - len(unproven)
         for key, digest in zip(unproven, pool.map(lambda key: _read_digest(s3, landing.bucket, key), unproven), strict=True):
@@ -161,8 +164,8 @@ def _list_undigested(s3: Any, landing: BucketLanding, known: set[str], digested:
         for page in pages:
             found.list_calls += 1
             for item in page.get("Contents", []):
-                refusal = landing.refusal(item["Key"])
-                if refusal is None and item["Key"][len(landing.prefix) :] not in known:
+                relative, refusal = landing.place(item["Key"])
+                if relative is not None and relative not in known:
                     found.missing.append(item["Key"])
                 elif refusal is not None and FILE_NAME.fullmatch(item["Key"].rsplit("/", 1)[-1]):
                     found.refused[item["Key"]] = refusal
@@ -187,32 +190,17 @@ def _read_digest(s3: Any, bucket: str, key: str) -> dict[str, Any] | str:
             body.close()
         if len(compressed) > DIGEST_MAX:
             raise ValueError(f"over {DIGEST_MAX >> 20} MiB: no digest is")
-        digest = json.loads(_decompressed(compressed, DIGEST_MAX))
+        with gzip.GzipFile(fileobj=io.BytesIO(compressed)) as file:  # decompressed as a stream, up to the cap
+            content = file.read(DIGEST_MAX + 1)
+        if len(content) > DIGEST_MAX:
+            raise ValueError(f"decompresses to over {DIGEST_MAX >> 20} MiB")
+        digest = json.loads(content)
         if not isinstance(digest, dict) or not isinstance(digest.get("logFiles") or [], list):
             raise ValueError("not a digest: a JSON object with a list of logFiles")
         digest["hour"] = f"{digest['awsAccountId']}/{key.split('/')[-5]}/{digest['digestEndTime'][:13]}"
         return digest
     except Exception as exc:  # noqa: BLE001 - see above: reported, never raised
         return f"{key}: {type(exc).__name__}: {exc}"[:300]
-
-
-def _decompressed(data: bytes, limit: int) -> bytes:
-    """A gzip file's content (every member), refused past `limit` bytes without decompressing further."""
-    out, rest = [], data
-    size = 0
-    while rest:
-        inflater = zlib.decompressobj(wbits=31)
-        while rest and not inflater.eof:
-            chunk = inflater.decompress(rest, limit + 1 - size)
-            size += len(chunk)
-            out.append(chunk)
-            if size > limit:
-                raise ValueError(f"decompresses to over {limit >> 20} MiB")
-            rest = inflater.unconsumed_tail
-        if not inflater.eof:
-            raise EOFError("the gzip stream ends early")
-        rest = inflater.unused_data
-    return b"".join(out)
 
 
 def _check(landing: BucketLanding, key: str, digest: dict[str, Any] | str, known: set[str], found: Reconciliation) -> bool:
@@ -228,9 +216,9 @@ def _check(landing: BucketLanding, key: str, digest: dict[str, Any] | str, known
         log_key = str(item.get("s3Object", ""))
         if not landing.holds(str(item.get("s3Bucket")), log_key):
             continue
-        relative, refusal = landing.relative_key(log_key), landing.refusal(log_key)
+        relative, refusal = landing.place(log_key)
         if relative is None:
-            found.refused[log_key] = refusal or ""
+            found.refused[log_key] = str(refusal)
             continue
         figures["delivered"] += 1
         if relative not in known:

@@ -48,10 +48,9 @@ class Received:
     # The log files each message names, by message id.
     named: dict[str, tuple[Delivery, ...]] = field(default_factory=dict)
     inbox_files: list[Path] = field(default_factory=list)
-    # Entries of <lake>/notifications/outside/ taken back, by message id: removed once nothing they name is outside,
-    # written again only when what they name outside changes.
-    outside_files: dict[str, Path] = field(default_factory=dict)
-    outside_kept: dict[str, list[list[str]]] = field(default_factory=dict)
+    # Entries of <lake>/notifications/outside/ taken back, by message id, with what they name: removed once nothing
+    # they name is outside, written again only when what they name outside changes.
+    outside_files: dict[str, tuple[Path, list[list[str]]]] = field(default_factory=dict)
     # What the messages name outside the landing (kept, not deleted in silence), by message id.
     outside: dict[str, list[Delivery]] = field(default_factory=dict)
     counts: Counter[str] = field(default_factory=Counter)
@@ -84,7 +83,7 @@ class Received:
             outside = [d for d in named if not landing.holds(d.bucket, d.key)]
             if outside:
                 self.outside[message_id] = outside
-                if [[d.bucket, d.key] for d in outside] != self.outside_kept.get(message_id):
+                if [[d.bucket, d.key] for d in outside] != self.outside_files.get(message_id, (None, None))[1]:
                     keep_outside(lake, message_id, outside, landing.url)
         self.counts["outside_landing"] = sum(len(named) for named in self.outside.values())
         return list(dict.fromkeys(d.key for d in self.deliveries if landing.holds(d.bucket, d.key)))
@@ -105,7 +104,7 @@ class Received:
             self.counts["deleted"] += len(entries) - len(failed)
         for path in self.inbox_files:
             path.unlink(missing_ok=True)
-        for message_id, path in self.outside_files.items():
+        for message_id, (path, _) in self.outside_files.items():
             if message_id not in self.outside:
                 path.unlink(missing_ok=True)
                 self.counts["taken_back"] += 1
@@ -183,9 +182,13 @@ def keep(lake: Lake, message_id: str, body: str, reason: str) -> Path:
     return path
 
 
-def kept(lake: Lake) -> list[dict[str, str]]:
+def kept(lake: Lake) -> list[dict[str, Any]]:
     """The messages kept as unreadable, each with its reason."""
-    folder = lake.kept_messages
+    return _entries(lake.kept_messages)
+
+
+def _entries(folder: Path) -> list[dict[str, Any]]:
+    """A folder's JSON entries (kept messages), in name order."""
     return [json.loads(path.read_text()) for path in sorted(folder.glob("*.json"))] if folder.is_dir() else []
 
 
@@ -228,14 +231,12 @@ def take_outside(lake: Lake, received: Received) -> None:
             path.unlink()
             continue
         received.named[message_id] = tuple(Delivery(bucket, key) for bucket, key in objects)
-        received.outside_files[message_id] = path
-        received.outside_kept[message_id] = objects
+        received.outside_files[message_id] = (path, objects)
 
 
 def outside(lake: Lake) -> list[dict[str, Any]]:
     """The kept messages naming log files outside the landing, each with the landing it was kept under."""
-    folder = lake.outside_messages
-    return [json.loads(path.read_text()) for path in sorted(folder.glob("*.json"))] if folder.is_dir() else []
+    return _entries(lake.outside_messages)
 
 
 def write_inbox(lake: Lake, event_id: str, bodies: Sequence[str]) -> Path:

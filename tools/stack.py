@@ -92,14 +92,15 @@ def write_env_file(
 def fill_secrets(target: Path, compose: Path = ROOT / "docker-compose.yml") -> list[str]:
     """An existing env file's secrets that the compose file requires and the file leaves empty or out, filled in with
     fresh random values; every other line as the user wrote it. The names filled."""
-    required, lines, filled = required_secrets(compose), [], []
+    required, lines, filled, present = required_secrets(compose), [], [], set()
     for line in target.read_text().splitlines():
         name, assigned, value = line.partition("=")
-        if not line.startswith("#") and assigned and name.strip() in required and not value.strip():
-            filled.append(name.strip())
-            line = f"{name.strip()}={_secret(name.strip())}"
+        if not line.startswith("#") and assigned:
+            present.add(name.strip())
+            if name.strip() in required and not value.strip():
+                filled.append(name.strip())
+                line = f"{name.strip()}={_secret(name.strip())}"
         lines.append(line)
-    present = {line.partition("=")[0].strip() for line in lines if "=" in line and not line.startswith("#")}
     for name in sorted(required - present):
         lines.append(f"{name}={_secret(name)}")
         filled.append(name)

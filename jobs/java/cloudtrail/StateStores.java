@@ -22,11 +22,10 @@ public final class StateStores {
 
   private StateStores() {}
 
-  /** Stop maintenance, then unload every state store provider; how long the maintenance took to stop, in ms. */
-  public static long stop(long waitSeconds) throws ReflectiveOperationException, InterruptedException {
+  /** Stop maintenance, then unload every state store provider. */
+  public static void stop(long waitSeconds) throws ReflectiveOperationException, InterruptedException {
     Class<?> module = Class.forName(STATE_STORE);
     Object stateStore = module.getField("MODULE$").get(null);
-    long started = System.nanoTime();
     Object task = field(module, "maintenanceTask").get(null);
     if (task != null) {
       ExecutorService scheduler = (ExecutorService) field(task.getClass(), "executor").get(task);
@@ -34,9 +33,7 @@ public final class StateStores {
       scheduler.awaitTermination(waitSeconds, TimeUnit.SECONDS);
     }
     module.getMethod("stopMaintenanceTaskWithoutLock").invoke(stateStore);
-    long stopped = (System.nanoTime() - started) / 1_000_000;
     module.getMethod("stop").invoke(stateStore);
-    return stopped;
   }
 
   private static Field field(Class<?> owner, String name) throws NoSuchFieldException {
