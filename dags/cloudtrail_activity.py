@@ -11,7 +11,8 @@ as OCSF 1.1.0 API Activity, laid out as Amazon Security Lake lays out its source
 | `plan` | checks the run parameters and builds each job's arguments |
 | `update` | `spark-submit jobs/activity.py`: event dates whose events changed (or `from_date`..`to_date`), recomputed, swapped in |
 | `ocsf` | `spark-submit jobs/ocsf.py`: the same dates of the OCSF table |
-| `publish` | updates the `cloudtrail_activity` Asset |
+| `announce` | updates the `cloudtrail_activity` Asset |
+| `publish` | `jobs/publish.py`: the swapped-in partitions into the Iceberg catalog's tables (one snapshot each) |
 
 One task per derived job, in the order `jobs/lake.py`'s `DERIVED` lists them.
 
@@ -25,11 +26,12 @@ Reports: `<lake>/reports/<job>/` (`activity`, `ocsf`).
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from airflow.sdk import DAG, chain, get_current_context, task
 
 from cloudtrail_airflow.callbacks import log_failure
-from cloudtrail_airflow.operators import lake_job
+from cloudtrail_airflow.operators import lake_job, publish_task
 from cloudtrail_airflow.params import activity_params, plan_derived
 from cloudtrail_airflow.settings import load_settings
 from jobs.lake import DERIVED
@@ -51,18 +53,18 @@ with DAG(
 ) as dag:
 
     @task(multiple_outputs=True)
-    def plan() -> dict[str, list[str]]:
-        """Each job's arguments, or a clear error before Spark starts."""
+    def plan() -> dict[str, Any]:
+        """Each job's arguments (and the lake, checked with them), or a clear error before Spark starts."""
         context = get_current_context()
         params, run_id = context["params"], context["run_id"]
-        return {derived.job: plan_derived(params, settings, run_id) for derived in DERIVED}
+        return {derived.job: plan_derived(params, settings, run_id) for derived in DERIVED} | {"lake": params["lake"]}
 
     planned = plan()
     jobs = [lake_job(settings, derived.task, derived.job, planned[derived.job]) for derived in DERIVED]
 
     @task(outlets=[activity_asset])
-    def publish() -> str:
+    def announce() -> str:
         """Mark the downstream tables as updated."""
         return settings.activity_uri
 
-    chain(*jobs, publish())
+    chain(*jobs, [announce(), publish_task(planned["lake"])])

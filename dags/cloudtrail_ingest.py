@@ -11,9 +11,10 @@ partitioned Parquet table, then checks the table before anyone downstream uses i
 | `ingest` | `spark-submit jobs/cloudtrail_ingest.py`: new files, exactly once; then the gate on them, same application |
 | `rebuild` | with `mode=rebuild`: `spark-submit jobs/rebuild.py`, the interval's event dates from the landing files, swapped in whole |
 | `rebuild_summary` | per rebuilt partition: rows before and after, files read, duplicates dropped, quarantined (XCom) |
-| `choose_gate` | the ingest's gate passed: publish (failed: the run fails); nothing changed: skip, a report says why |
+| `choose_gate` | the ingest's gate passed: announce and publish (failed: the run fails); nothing changed: publish only, a report says why |
 | `dq_gate` | `spark-submit jobs/validate_events.py`: GX suites on the run's dates, when the ingest did not gate them |
-| `publish` | updates the `cloudtrail_events` Asset, so downstream DAGs can schedule on it |
+| `announce` | updates the `cloudtrail_events` Asset, so downstream DAGs can schedule on it |
+| `publish` | `jobs/publish.py`: the dates whose gate passed into the Iceberg catalog (one snapshot a table); those held back named |
 
 The ingest sweeps crashed attempts' files aside before and after its batches, and starts no
 Spark when nothing is new. One run at a time (`max_active_runs=1`); the tasks that write the
@@ -40,7 +41,7 @@ from datetime import datetime, timedelta
 from airflow.sdk import DAG, get_current_context, task
 
 from cloudtrail_airflow.callbacks import log_failure
-from cloudtrail_airflow.operators import lake_job, spark_job
+from cloudtrail_airflow.operators import lake_job, publish_task, spark_job
 from cloudtrail_airflow.params import dag_params, plan_run, run_interval
 from cloudtrail_airflow.settings import INGEST_DAG_ID, load_settings
 
@@ -93,7 +94,7 @@ with DAG(
         return "rebuild" if rebuild_args else "choose_gate"
 
     @task.branch(trigger_rule="none_failed_min_one_success")
-    def choose_gate(lake: str, dates: list[str]) -> str | None:
+    def choose_gate(lake: str, dates: list[str]) -> str | list[str]:
         """The two paths meet here (after the rebuild, or with it skipped); `plan` skips it in a dry run."""
         from jobs import gate
         from jobs.lake import Lake
@@ -101,14 +102,14 @@ with DAG(
         run_id, layout = get_current_context()["run_id"], Lake.at(lake)
         verdict = gate.verdict(layout, run_id)  # the ingest gated what it wrote in its own application
         if verdict == "passed":
-            return "publish"
+            return ["announce", "publish"]
         if verdict == "failed":
             raise gate.failed(layout, run_id)  # names each failed expectation
         reason = gate.skip_reason(layout, run_id, dates)
         if reason is None:
             return "dq_gate"
         print(f"gate skipped: {reason}; report {gate.record_skip(layout, run_id, dates, reason)}")
-        return None
+        return ["publish"]  # nothing new to announce; a publish an earlier run could not finish is finished
 
     @task
     def rebuild_summary(lake: str) -> dict:
@@ -124,7 +125,7 @@ with DAG(
     dq_gate = spark_job(settings, "dq_gate", "validate_events", run_plan["validate_args"])
 
     @task(outlets=[events_asset], trigger_rule="none_failed_min_one_success")
-    def publish() -> str:
+    def announce() -> str:
         """Mark the events table as updated and checked."""
         return settings.events_uri
 
@@ -135,6 +136,6 @@ with DAG(
     # choose_mode is upstream of the summary too, so the branch skips both at once and the gate
     # can start on the next scheduler loop, not after a second one skips the summary.
     ingest >> mode >> [rebuild, summary, gate]
-    published = publish()
-    rebuild >> summary >> gate >> [dq_gate, published]
-    dq_gate >> published
+    checked = [announce(), publish_task(run_plan["lake"])]
+    rebuild >> summary >> gate >> [dq_gate, *checked]
+    dq_gate >> checked

@@ -17,6 +17,7 @@ Every path under the lake root is named here and nowhere else:
     <lake>/_checkpoints/ingest/restamped.jsonl  taken landing files whose times changed, content unchanged
     <lake>/_checkpoints/ingest/reconciled/ CloudTrail digests proven complete, by digest date
     <lake>/_checkpoints/ingest.lock        one writer at a time (flock)
+    <lake>/_checkpoints/publish.json       per published table's location: when its unreferenced files were last deleted
     <lake>/_checkpoints/rebuilds/<run>.json  a rebuild's swap, written before its first partition is swapped
     <lake>/_staging/<run>/<table>/         partitions a rebuild is writing, hidden from every reader
     <lake>/_swept/<table>/<time>/          uncommitted files the sweep moved aside
@@ -34,6 +35,9 @@ Every path under the lake root is named here and nowhere else:
     <lake>/reports/dq/<run id>.json        gate results
     <lake>/reports/dq/<job>/<run id>.json  a derived job's gate results
     <lake>/reports/dq/_validated.json      per event date: the partition's files when a gate last passed it
+    <lake>/reports/publish/<run id>.json   what a publish to the Iceberg catalog did, per table (jobs/publish.py)
+    <lake>/iceberg/catalog.db              the embedded Iceberg catalog (SQLite), when no other is configured
+    <lake>/iceberg/warehouse/<ns>.db/<table>/  its tables' data and metadata files
 """
 
 from __future__ import annotations
@@ -299,6 +303,25 @@ class Lake:
     @property
     def validated(self) -> Path:
         return self.gate_reports / VALIDATED
+
+    @property
+    def publish_reports(self) -> Path:
+        return self.reports / "publish"
+
+    def publish_report(self, run_id: str) -> Path:
+        return self.publish_reports / _file_name(run_id)
+
+    @property
+    def publish_state(self) -> Path:
+        return self.checkpoints / "publish.json"
+
+    @property
+    def iceberg_catalog(self) -> Path:
+        return self.root / "iceberg" / "catalog.db"
+
+    @property
+    def iceberg_warehouse(self) -> Path:
+        return self.root / "iceberg" / "warehouse"
 
 
 def partition(table: Path, value: object) -> Path:

@@ -336,6 +336,41 @@ def _size(folder: Path) -> tuple[int, int]:
     return total, count
 
 
+@dataclass(frozen=True)
+class Publication:
+    """One Iceberg table as the newest publish left it (jobs/publish.py's report), and the newest error a publish of it
+    met, with its run."""
+
+    table: str
+    snapshot_id: int | None
+    local_commit: str | None
+    local_commit_time: str | None
+    lag_seconds: float
+    held_back: dict[str, str]
+    published_at: str
+    last_error: str | None
+
+
+def publications(lake: Lake, looked_back: int = 50) -> tuple[str | None, list[Publication]]:
+    """The catalog the newest publish wrote to, and each table as it left it (the newest `looked_back` reports are
+    searched for each table's last error)."""
+    reports = read_reports(lake.publish_reports, newest=looked_back)
+    if not reports:
+        return None, []
+    errors: dict[str, str] = {}
+    for report in reports:
+        for table in report.get("tables", []):
+            if table.get("error"):
+                errors[table["table"]] = f"{table['error']} (run {report['run_id']}, {report['started_at']})"
+    newest = reports[-1]
+    found = [
+        Publication(t["table"], t.get("snapshot_id"), t.get("local_commit"), t.get("local_commit_time"), t.get("lag_seconds", 0.0),
+                    t.get("held_back", {}), newest["started_at"], errors.get(t["table"]))
+        for t in newest.get("tables", [])
+    ]  # fmt: skip
+    return newest.get("catalog"), found
+
+
 def checkpoint_health(lake: Lake) -> CheckpointHealth:
     commit = last_commit(lake.checkpoint) if lake.checkpoint.is_dir() else None
     source_bytes, source_files = _size(lake.checkpoint / "sources")

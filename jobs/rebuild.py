@@ -47,6 +47,7 @@ from pyspark.sql import functions as F
 from jobs import cli, options, partitions
 from jobs.bucket import BucketLanding, is_bucket
 from jobs.dedup import Dedup, keep_first_copy
+from jobs.gate import fingerprints, record_validated
 from jobs.lake import EVENT_DATE, EVENTS, QUARANTINE, REASON, TABLES, Lake, partition, partition_folders
 from jobs.ledger_files import MANIFEST_DDL, Entry
 from jobs.lock import LakeLock
@@ -253,7 +254,10 @@ def rebuild(config: RebuildConfig, spark: SparkSession, plans: list[DatePlan], r
             f"under {config.landing} (is it the landing zone these rows came from?). Nothing was swapped; "
             "--allow-empty rebuilds them empty"
         )
-    return staging.publish(passed, {EVENTS: dates, QUARANTINE: sorted(reasons)})
+    swapped = staging.publish(passed, {EVENTS: dates, QUARANTINE: sorted(reasons)})
+    if swapped:  # the partitions swapped in are the files this gate passed: what a publish may take (jobs/publish.py)
+        record_validated(lake, fingerprints(lake, [str(day) for day in dates]), f"{tag}.rebuild")
+    return swapped
 
 
 def run(config: RebuildConfig, session: Any) -> RebuildReport:

@@ -98,7 +98,25 @@ def derived_summary(lake: Lake, run_id: str) -> list[str] | None:
             top = sorted(by.items(), key=lambda item: (-item[1], item[0]))[:5]
             lines.append(f"  {counted:<18} " + (", ".join(f"{name} {count}" for name, count in top) or "none"))
         lines.append(f"  gate               {run.get('gate') or 'not run'}")
+    if lines:
+        lines += publish_summary(read_report(lake.publish_report(run_id)))
     return lines or None
+
+
+def publish_summary(report: dict[str, Any] | None) -> list[str]:
+    """What one publish to the Iceberg catalog did (jobs/publish.py's report): per table its snapshot, the files it
+    added and removed, and each date held back with why."""
+    if report is None:
+        return ["  publish          not run"]
+    lines = [f"  publish          {report['status']:>10}  run {report['run_id']} to {report['catalog']}, namespace {report['namespace']}"]
+    for table in report.get("tables", []):
+        if table.get("error"):
+            lines.append(f"    {table['table']:<18} ERROR {table['error']}")
+            continue
+        shown = f"snapshot {table['snapshot_id']}" if table.get("snapshot_id") else "no rows yet"
+        lines.append(f"    {table['table']:<18} {shown}, +{table['added']} -{table['removed']} files, lag {table['lag_seconds']:.0f} s")
+        lines.extend(f"      held back {day}: {why}" for day, why in table.get("held_back", {}).items())
+    return lines
 
 
 def gate_of(gates: list[dict[str, Any]], run_id: str) -> dict[str, Any] | None:

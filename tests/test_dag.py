@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from jobs import publish
 from jobs.lake import ACTIVITY, OCSF, Lake
 from tests.conftest import ROOT
 from tests.helpers import DAY, deliver, event, events_of
@@ -57,13 +58,14 @@ def test_policies(dag):
     assert dag.get_task("choose_mode").downstream_task_ids == {"rebuild", "rebuild_summary", "choose_gate"}
     assert dag.get_task("choose_gate").upstream_task_ids == {"plan", "choose_mode", "rebuild_summary"}
     assert dag.get_task("dq_gate").upstream_task_ids == {"plan", "choose_gate"}
-    assert dag.get_task("publish").upstream_task_ids == {"choose_gate", "dq_gate"}, "after the ingest's gate or the gate's own"
+    assert dag.get_task("announce").upstream_task_ids == {"choose_gate", "dq_gate"}, "after the ingest's gate or the gate's own"
+    assert dag.get_task("publish").upstream_task_ids == {"plan", "choose_gate", "dq_gate"}, "the lake the plan checked"
     ingest = dag.get_task("ingest")
     assert ingest.retries >= 2 and ingest.retry_exponential_backoff
     writers = {task.task_id for task in dag.tasks if task.pool == "cloudtrail_lake"}
     assert writers == {"ingest", "rebuild"}, "every task that writes the lake queues for the pool's one slot"
     assert all(task.on_failure_callback for task in dag.tasks)
-    assert dag.get_task("publish").outlets[0].name == "cloudtrail_events"
+    assert dag.get_task("announce").outlets[0].name == "cloudtrail_events" and not dag.get_task("publish").outlets
     assert ingest._conn_id == "spark_default"
 
 
@@ -73,8 +75,8 @@ def test_the_activity_dag_runs_on_the_events_asset_and_queues_for_the_lake(dagba
     assert dag.max_active_runs == 1 and dag.doc_md and "### CloudTrail activity" in dag.doc_md
     assert dag.get_task("update").pool == "cloudtrail_lake" and dag.get_task("update").retries >= 2
     assert dag.get_task("ocsf").pool == "cloudtrail_lake" and dag.get_task("ocsf").upstream_task_ids == {"plan", "update"}
-    assert dag.get_task("publish").upstream_task_ids == {"ocsf"}
-    assert dag.get_task("publish").outlets[0].name == "cloudtrail_activity"
+    assert dag.get_task("announce").upstream_task_ids == {"ocsf"} and dag.get_task("publish").upstream_task_ids == {"plan", "ocsf"}
+    assert dag.get_task("announce").outlets[0].name == "cloudtrail_activity"
 
 
 def test_a_new_derived_table_is_one_definition_the_dag_and_the_lake_page_follow(monkeypatch, tmp_path):
@@ -94,7 +96,7 @@ def test_a_new_derived_table_is_one_definition_the_dag_and_the_lake_page_follow(
         monkeypatch.setattr(module, "DERIVED", (*lake.DERIVED, toy))
     dag = DagBag(dag_folder=str(ROOT / "dags" / "cloudtrail_activity.py")).dags["cloudtrail_activity"]
     task = dag.get_task("toy_task")
-    assert task.upstream_task_ids == {"plan", "ocsf"} and dag.get_task("publish").upstream_task_ids == {"toy_task"}
+    assert task.upstream_task_ids == {"plan", "ocsf"} and dag.get_task("announce").upstream_task_ids == {"toy_task"}
     assert task.application.endswith("jobs/toy.py") and task.pool == "cloudtrail_lake"
 
     root = Path(os.environ["CLOUDTRAIL_LAKE"]) / f"toy-{tmp_path.name}"
@@ -206,11 +208,15 @@ def test_dag_run_end_to_end_with_real_spark(dag, dag_roots):
     assert report["run_id"] == run.run_id and report["rows_written"] == 50 and report["duplicates_dropped"] == 5
     gate = json.loads(Lake(lake).gate_report(run.run_id).read_text())
     assert gate["verdict"] == "passed" and gate["event_dates"] == ["2024-03-01"]
-    assert states(run)["dq_gate"] == "skipped" and states(run)["publish"] == "success", "gated in the ingest's application"
+    assert states(run)["dq_gate"] == "skipped" and states(run)["announce"] == "success", "gated in the ingest's application"
+    assert states(run)["publish"] == "success"
+    events = publish.open_catalog(Lake.at(lake), None).load_table("cloudtrail.events").scan(selected_fields=("eventID",)).to_arrow()
+    assert events.num_rows == 50, "the gated date is in the embedded Iceberg catalog"
 
     quiet = dag.test(logical_date=datetime(2024, 3, 1, tzinfo=UTC), run_conf={"landing": str(landing), "lake": str(lake)})
     assert str(quiet.state) == "success", states(quiet)
-    assert states(quiet)["dq_gate"] == "skipped" and states(quiet)["publish"] == "skipped", "nothing new: no Spark at all"
+    assert states(quiet)["dq_gate"] == "skipped" and states(quiet)["announce"] == "skipped", "nothing new: no Spark at all"
+    assert states(quiet)["publish"] == "success", "a publish an earlier run could not finish is finished"
     skipped = json.loads(Lake(lake).gate_report(quiet.run_id).read_text())
     assert skipped["verdict"] == "skipped" and run.run_id in skipped["reason"]
 
@@ -229,6 +235,8 @@ def test_the_activity_dag_builds_the_downstream_tables_with_real_spark(dagbag, d
     assert sum(report["rows"]["activity_hourly"].values()) > 0 and report["counts"] == {"findings by rule": {"cis-4.5": 1}}
     built = json.loads(Lake(lake).derived_report(OCSF.job, run.run_id).read_text())
     assert (built["status"], built["gate"], built["rows"]) == ("succeeded", "passed", {"ocsf/api_activity": {"2024-03-01": 21}})
+    tables = {t["table"]: t for t in json.loads(Lake(lake).publish_report(run.run_id).read_text())["tables"]}
+    assert tables["findings"]["added"] == 1 and tables["ocsf_api_activity"]["added"] == 1, "the derived tables published"
 
 
 def test_a_dry_run_lists_and_writes_nothing(dag_roots):
@@ -243,7 +251,7 @@ def test_a_dry_run_lists_and_writes_nothing(dag_roots):
     assert str(run.state) == "success", states(run)
     assert states(run)["rebuild_dry_run"] == "success" and states(run)["ingest"] == "skipped"
     assert states(run)["choose_gate"] == "skipped", "plan's branch skips everything after the ingest"
-    assert states(run)["dq_gate"] == "skipped" and states(run)["publish"] == "skipped"
+    assert states(run)["dq_gate"] == "skipped" and states(run)["announce"] == "skipped" == states(run)["publish"]
     assert not lake.exists(), "a dry run writes nothing"
 
 
@@ -253,7 +261,7 @@ def test_a_failing_gate_fails_the_run(dag, dag_roots):
     run = dag.test(logical_date=datetime(2024, 3, 1, tzinfo=UTC), run_conf={"landing": str(landing), "lake": str(lake)})
     assert str(run.state) == "failed"
     assert states(run)["ingest"] == "success" and states(run)["choose_gate"] == "failed", "the ingest's gate failed"
-    assert states(run)["publish"] == "upstream_failed"
+    assert states(run)["announce"] == "upstream_failed" == states(run)["publish"], "a date whose gate failed is not published"
     gate = json.loads(next((lake / "reports" / "dq").glob("*.json")).read_text())
     assert ("expect_column_values_to_not_be_null", "eventSource") in {
         (f["expectation"], f["kwargs"]["column"]) for f in gate["failed_critical"]

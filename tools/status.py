@@ -16,6 +16,7 @@ from jobs import lake_status as status
 from jobs import options, run_summary, sqs, tally
 from jobs.bucket import is_bucket
 from jobs.lake import Lake
+from jobs.report import read_report
 
 # Keys refused that `make status` names, the newest first (the lake page names 100).
 REFUSED_SHOWN = 5
@@ -29,7 +30,8 @@ def run_lines(lake: Lake, run_id: str | None) -> list[str]:
     run = status.ingest_run(lake, run_id)
     if run is None:
         return [f"no ingest report {'yet' if run_id is None else 'for run ' + run_id} in {lake.ingest_reports}"]
-    return run_summary.run_summary(run, run_summary.gate_of(status.gate_runs(lake), run["run_id"]))
+    lines = run_summary.run_summary(run, run_summary.gate_of(status.gate_runs(lake), run["run_id"]))
+    return lines + run_summary.publish_summary(read_report(lake.publish_report(run["run_id"])))
 
 
 def overview(lake: Lake, landing: str, queue_url: str | None, threshold: timedelta, skew: timedelta, now: datetime) -> list[str]:

@@ -45,6 +45,7 @@ def summarize(lake: Lake) -> str:
     else:
         lines.append("  nothing quarantined")
     lines.extend(downstream(lake, db))
+    lines.extend(published(lake, os.environ.get("CLOUDTRAIL_CATALOG") or None))
     for derived in DERIVED:
         days = derived_rows(lake, derived, days=100_000)
         for name in derived.tables:
@@ -82,6 +83,32 @@ def downstream(lake: Lake, db: duckdb.DuckDBPyConnection) -> list[str]:
         query = (f"select principal, sum(events) e, sum(errors) from read_parquet('{activity}/*/*.parquet', hive_partitioning = true) "
                  "where principal is not null group by 1 order by e desc, 1 limit 5")  # fmt: skip
         lines.extend(f"  {principal[:70]:<72}{events:>8}{errors:>8}" for principal, events, errors in db.execute(query).fetchall())
+    return lines
+
+
+def published(lake: Lake, catalog_name: str | None) -> list[str]:
+    """The Iceberg tables as a reader elsewhere reads them: through the catalog, with pyiceberg (jobs/publish.py)."""
+    from jobs.publish import NAMESPACE, TABLE_NAMES, open_catalog
+
+    catalog = open_catalog(lake, catalog_name)
+    lines = [f"Iceberg tables in {catalog_name or lake.iceberg_catalog} (namespace {NAMESPACE}), read through pyiceberg:"]
+    for name in TABLE_NAMES.values():
+        identifier = f"{NAMESPACE}.{name}"
+        snapshot = catalog.load_table(identifier).current_snapshot() if catalog.table_exists(identifier) else None
+        if snapshot is None:
+            lines.append(f"  {identifier:<30} not published yet")
+            continue
+        lines.append(f"  {identifier:<30} snapshot {snapshot.snapshot_id}, {snapshot.summary.get('total-records')} rows")
+    if catalog.table_exists(f"{NAMESPACE}.events"):
+        events = catalog.load_table(f"{NAMESPACE}.events")
+        newest = max((str(row["partition"][EVENT_DATE]) for row in events.inspect.partitions().to_pylist()), default=None)
+        if newest:
+            where = f"{EVENT_DATE} = '{newest}'"
+            scan = events.scan(row_filter=where, selected_fields=("eventName",))
+            top = "select eventName, count(*) n from events group by 1 order by n desc, 1 limit 3"
+            counts = scan.to_duckdb("events").execute(top).fetchall()
+            lines.append(f"  catalog.load_table('{NAMESPACE}.events').scan(row_filter=\"{where}\"): "
+                         f"{len(scan.plan_files())} files planned; top calls: " + ", ".join(f"{n} {c}" for n, c in counts))  # fmt: skip
     return lines
 
 

@@ -37,6 +37,7 @@ from cloudtrail_airflow.settings import INGEST_DAG_ID, Settings, load_settings
 from jobs import lake_status as status
 from jobs import ledger_search, run_summary, tally
 from jobs.lake import DERIVED, Derived, Lake
+from jobs.report import read_report
 from jobs.spark_logs import CheckpointError
 
 app = FastAPI(title="CloudTrail lake", dependencies=[Depends(requires_access_dag("GET", param_dag_id=INGEST_DAG_ID))])
@@ -217,6 +218,23 @@ def _derived(derived: Derived, lake: Lake) -> str:
     return note + pages.table(head, rows, numeric=frozenset(range(1, len(head))))
 
 
+def _published(lake: Lake) -> str:
+    """Per Iceberg table: its snapshot, the local commit it reflects, the lag, the dates held back, the last error."""
+    catalog, tables = status.publications(lake)
+    if catalog is None:
+        return "<p>not published yet: the DAGs' <code>publish</code> task, or <code>python -m jobs.publish</code></p>"
+    head = ["table", "snapshot", "local commit", "committed locally", "lag", "held back", "last publish error"]
+    rows = [
+        [escape(t.table), escape(str(t.snapshot_id or "no rows yet")), escape(t.local_commit or ""), escape(t.local_commit_time or ""),
+         f"{t.lag_seconds:.0f} s", "<br>".join(f"{escape(day)}: {escape(why)}" for day, why in t.held_back.items()) or "none",
+         escape(t.last_error or "none")]
+        for t in tables
+    ]  # fmt: skip
+    when = escape(tables[0].published_at) if tables else ""
+    note = f"<p class='muted'>catalog {escape(catalog)}, as the newest publish ({when}) left it</p>"
+    return note + pages.table(head, rows, ["failed" if t.last_error or t.held_back else "" for t in tables])
+
+
 def _settings() -> tuple[Settings, Lake]:
     settings = load_settings()
     return settings, Lake.at(settings.lake)
@@ -280,7 +298,14 @@ def lake_page(request: Request, file: str = "") -> HTMLResponse:
     started = time.perf_counter()
     settings, lake = _settings()
     last, gates, tallied = status.ingest_run(lake, None), status.gate_runs(lake), tally.read(lake)
-    summary = "\n".join(run_summary.run_summary(last, run_summary.gate_of(gates, last["run_id"]))) if last else "no run yet"
+    summary = (
+        "\n".join(
+            run_summary.run_summary(last, run_summary.gate_of(gates, last["run_id"]))
+            + run_summary.publish_summary(read_report(lake.publish_report(last["run_id"])))
+        )
+        if last
+        else "no run yet"
+    )
     threshold, skew, now = settings.freshness_threshold, settings.clock_skew, datetime.now(tz=UTC)
     places = status.freshness(lake, settings.walked, threshold, tallied, now, skew)
 
@@ -298,6 +323,7 @@ def lake_page(request: Request, file: str = "") -> HTMLResponse:
         pages.section("rows", "Rows per event date (last 30 dates)", _chart(status.daily_rows(lake, tallied))),
         *[pages.section(derived.job, f"{derived.title}: rows per event date (last 30 dates)",
                    _readable(functools.partial(_derived, derived, lake))) for derived in DERIVED],
+        pages.section("published", "Published Iceberg tables", _readable(lambda: _published(lake))),
         pages.section("ledger", "File ledger",
                  _readable(lambda: _ledger(file, ledger_search.search(lake, settings.landing, file) if file else []))),
         pages.section("quarantine", "Quarantine", _quarantine(status.quarantine(lake))),
@@ -358,6 +384,7 @@ def status_json() -> dict[str, Any]:
         "derived_rows_per_event_date": {d.job: [dataclasses.asdict(row) for row in status.derived_rows(lake, d)] for d in DERIVED},
         "gate_verdicts": [dataclasses.asdict(v) for v in run_summary.gate_verdicts(status.gate_runs(lake))],
         "checkpoint": _fields(lambda: status.checkpoint_health(lake)),
+        "published": [dataclasses.asdict(t) for t in status.publications(lake)[1]],
     }
 
 

@@ -6,6 +6,7 @@ from datetime import timedelta
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import get_current_context, task
 
 from cloudtrail_airflow.settings import Settings
 from jobs.options import JVM_OPTIONS
@@ -39,3 +40,20 @@ def lake_job(settings: Settings, task_id: str, job: str, application_args: Any, 
     or failed is retried with backoff."""
     retries = {"retries": 2, "retry_delay": timedelta(minutes=1), "retry_exponential_backoff": True}
     return spark_job(settings, task_id, job, application_args, pool=settings.lake_pool, **{**retries, **options})
+
+
+@task(task_id="publish", trigger_rule="none_failed_min_one_success")
+def publish_task(lake: str) -> dict[str, Any]:
+    """Publish the lake's committed, gated tables to the Iceberg catalog (jobs/publish.py; the catalog from
+    $CLOUDTRAIL_CATALOG and pyiceberg's settings, else the embedded one). Per table: its snapshot, the files added and
+    removed, the dates held back and why (XCom); a table that could not be published fails the task, named."""
+    from dataclasses import asdict
+
+    from jobs import publish
+    from jobs.run_summary import publish_summary
+
+    report = publish.publish(publish.parse_args(["--lake", lake, "--run-id", get_current_context()["run_id"]]))
+    print("\n".join(publish_summary(asdict(report))))
+    if report.status == "failed":
+        raise RuntimeError("; ".join(f"{t.table}: {t.error}" for t in report.tables if t.error))
+    return {t.table: asdict(t) for t in report.tables}

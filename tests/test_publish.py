@@ -1,0 +1,255 @@
+"""The lake published as Iceberg tables (jobs/publish.py): read back through pyiceberg, they equal the lake's
+committed, gated rows, through ingest, rebuild, compaction and the derived jobs; a partition filter plans only
+its partition's files; debris is never published; a failed gate holds its date back; a publish killed at any
+point is completed by the next one; snapshots and unreferenced files are kept few."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from datetime import date, timedelta
+from pathlib import Path
+
+import duckdb
+
+from jobs import activity, ocsf, options, publish, rebuild, validate_events
+from jobs.compact import CompactConfig
+from jobs.compact import run as compact_run
+from jobs.derived import DerivedConfig
+from jobs.lake import Lake
+from jobs.run_summary import publish_summary
+from tests.helpers import DAY, command, deliver, duckdb_rows, events_of, ingest, succeeded
+
+NS = "cloudtrail"
+
+
+def published(lake: Path, run_id: str = "p", **options) -> publish.PublishReport:
+    config = dataclasses.replace(publish.parse_args(["--lake", str(lake), "--run-id", run_id]), **options)
+    return publish.publish(config)
+
+
+def catalog(lake: Path):
+    return publish.open_catalog(Lake.at(lake), None)
+
+
+def iceberg_rows(lake: Path, table: str = "events", row_filter: str | None = None, columns=("eventID", "event_date")):
+    scan = catalog(lake).load_table(f"{NS}.{table}").scan(row_filter=row_filter or "True", selected_fields=columns)
+    arrow = scan.to_arrow()
+    return sorted(tuple(str(v) for v in row.values()) for row in arrow.to_pylist())
+
+
+def planned_files(lake: Path, table: str, row_filter: str) -> list[str]:
+    scan = catalog(lake).load_table(f"{NS}.{table}").scan(row_filter=row_filter)
+    return sorted(task.file.file_path for task in scan.plan_files())
+
+
+def lake_files(lake: Path, folder: str) -> list[Path]:
+    return sorted(
+        p for p in (lake / folder).rglob("*.parquet") if not any(part.startswith(("_", ".")) for part in p.relative_to(lake).parts)
+    )
+
+
+def derived_rows(lake: Path, folder: str, columns: str) -> list[tuple]:
+    query = f"select {columns} from read_parquet('{lake}/{folder}/**/*.parquet', hive_partitioning = true, hive_types_autocast = false)"
+    return sorted(tuple(str(v) for v in row) for row in duckdb.sql(query).fetchall())
+
+
+def gated(spark, lake: Path, run_id: str | None, *days: date) -> str:
+    """The events gate on `days`, as the DAG runs it after an ingest (None: without a run, as by hand): its verdict."""
+    layout = Lake.at(lake)
+    spark.catalog.clearCache()  # the gate caches the dates it reads: one application per gate in production
+    config = validate_events.ValidateConfig(layout, run_id, days, options.QUARANTINE_THRESHOLD, layout.gate_report(run_id or "by-hand"))
+    return validate_events.check(spark, config)["verdict"]
+
+
+DAYS = (DAY.date(), DAY.date() + timedelta(days=1))
+
+
+def two_days(spark, landing: Path, lake: Path) -> None:
+    deliver(landing, events_of(40, DAY + timedelta(hours=1), "a"), DAY + timedelta(hours=2))
+    deliver(landing, events_of(25, DAY + timedelta(days=1, hours=3), "b"), DAY + timedelta(days=1, hours=4))
+    report = ingest(spark, landing, lake)
+    assert gated(spark, lake, report.run_id, *DAYS) == "passed"
+
+
+def test_the_four_tables_equal_the_lake_and_a_date_filter_plans_only_its_files(spark, landing, lake):
+    two_days(spark, landing, lake)
+    activity.run(DerivedConfig(str(lake), None, "a1"), lambda: spark)
+    ocsf.run(DerivedConfig(str(lake), None, "o1"), lambda: spark)
+    report = published(lake)
+    assert report.status == "succeeded", publish_summary(dataclasses.asdict(report))
+    by_table = {t.table: t for t in report.tables}
+    assert set(by_table) == {"events", "activity_hourly", "findings", "ocsf_api_activity"}
+
+    assert iceberg_rows(lake) == duckdb_rows(lake) != []
+    day = "2024-03-02"
+    assert iceberg_rows(lake, row_filter=f"event_date = '{day}'") == [r for r in duckdb_rows(lake) if r[1] == day]
+    planned = planned_files(lake, "events", f"event_date = '{day}'")
+    assert planned and all(f"/event_date={day}/" in path for path in planned)
+    assert len(planned) == len(lake_files(lake, f"events/event_date={day}"))
+
+    hourly = iceberg_rows(lake, "activity_hourly", columns=("window_start", "principal", "events", "event_date"))
+    assert hourly == derived_rows(lake, "activity_hourly", "window_start, principal, events, event_date") != []
+    ocsf_rows = iceberg_rows(lake, "ocsf_api_activity", "eventDay = '20240302' and region = 'us-east-1' and accountId = '111122223333'",
+                             columns=("metadata", "region", "accountId", "eventDay"))  # fmt: skip
+    assert len(ocsf_rows) == 25
+    assert {r[1:] for r in ocsf_rows} == {("us-east-1", "111122223333", "20240302")}
+
+    # Nothing new: no snapshot, and the manifests are not read.
+    again = {t.table: t for t in published(lake, "p2").tables}
+    assert all(again[name].snapshot_id == by_table[name].snapshot_id for name in by_table)
+
+
+def snapshots(lake: Path, table: str = "events") -> list:
+    return list(catalog(lake).load_table(f"{NS}.{table}").snapshots())
+
+
+def test_a_late_file_a_compaction_and_a_rebuild_are_one_snapshot_each_and_debris_never_goes(spark, landing, lake):
+    layout = Lake.at(lake)
+    for hour in range(3):  # three runs: three files on the first date
+        deliver(landing, events_of(5, DAY + timedelta(hours=hour), f"h{hour}"), DAY + timedelta(hours=hour, minutes=5))
+        assert gated(spark, lake, ingest(spark, landing, lake).run_id, DAY.date()) == "passed"
+    published(lake, "p1")
+    committed = duckdb_rows(lake)
+    assert iceberg_rows(lake) == committed and len(snapshots(lake)) == 1
+
+    # Debris: a file no commit lists in a partition, and files under _staging, _replaced, _swept.
+    day = layout.events / "event_date=2024-03-01"
+    for folder in (day, layout.staging_root / "x" / "events" / day.name, layout.replaced_tables("events") / "x" / day.name,
+                   layout.root / "_swept" / "events" / "x" / day.name):  # fmt: skip
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "part-99999-debris.c000.zstd.parquet").write_bytes((next(day.glob("*.parquet"))).read_bytes())
+    report = published(lake, "p2")
+    assert iceberg_rows(lake) == committed != duckdb_rows(lake), "the planted files are not published"
+    assert "changed since its gate passed" in report.tables[0].held_back["2024-03-01"] and len(snapshots(lake)) == 1
+    (day / "part-99999-debris.c000.zstd.parquet").unlink()
+
+    # Compaction: the old files out and the new one in, in one snapshot.
+    written = len(lake_files(lake, "events"))
+    assert compact_run(CompactConfig(layout, "c1", dates=(DAY.date(),))) == 0
+    report = published(lake, "p3")
+    events = report.tables[0]
+    assert (events.added, events.removed, events.held_back) == (1, written, {}) and written > 1
+    assert snapshots(lake)[-1].summary.operation.value == "overwrite" and len(snapshots(lake)) == 2
+    assert iceberg_rows(lake) == duckdb_rows(lake)
+
+    # A rebuild of the date swaps a new partition in: one more snapshot, the same rows.
+    config = rebuild.RebuildConfig(str(landing), str(lake), (DAY.date(),), "r1")
+    assert rebuild.run(config, lambda: spark).status == "succeeded"
+    assert published(lake, "p4").tables[0].removed == 1 and len(snapshots(lake)) == 3
+    assert iceberg_rows(lake) == duckdb_rows(lake)
+    files = catalog(lake).load_table(f"{NS}.events").inspect.files()
+    assert files.num_rows == len(lake_files(lake, "events")), "one Iceberg data file per committed local file"
+
+
+def test_a_failed_gate_holds_its_date_back_until_a_gate_passes_it(spark, landing, lake):
+    two_days(spark, landing, lake)
+    published(lake, "p1")
+    before = iceberg_rows(lake)
+
+    # A batch for the second date whose gate fails: readers keep that date's last published rows.
+    deliver(landing, events_of(5, DAY + timedelta(days=1, hours=9), "c"), DAY + timedelta(days=1, hours=10))
+    run = ingest(spark, landing, lake).run_id
+    failing = Lake.at(lake).gate_report(run)
+    failing.parent.mkdir(parents=True, exist_ok=True)
+    failing.write_text(json.dumps({"run_id": run, "dates": ["2024-03-02"], "verdict": "failed"}))
+    report = published(lake, "p2")
+    assert report.tables[0].held_back == {"2024-03-02": f"its gate failed in run {run}"}
+    assert iceberg_rows(lake) == before
+    lines = "\n".join(publish_summary(dataclasses.asdict(report)))
+    assert "held back 2024-03-02: its gate failed" in lines
+
+    assert gated(spark, lake, None, DAYS[1]) == "passed"
+    report = published(lake, "p3")
+    assert report.tables[0].held_back == {} and iceberg_rows(lake) == duckdb_rows(lake) != before
+
+
+def test_glue_and_an_s3_warehouse_on_moto_take_the_same_tables_and_expiry_keeps_them_small(spark, landing, lake, aws, monkeypatch):
+    import boto3
+    import pyiceberg.catalog
+    from pyiceberg.utils.config import Config
+
+    bucket = f"warehouse-{Path(lake).parent.name[-12:].lower().replace('_', '-')}"
+    boto3.client("s3").create_bucket(Bucket=bucket)
+    settings = {"TYPE": "glue", "WAREHOUSE": f"s3://{bucket}/iceberg", "S3__ENDPOINT": aws, "S3__REGION": "us-east-1",
+                "S3__ACCESS_KEY_ID": "testing", "S3__SECRET_ACCESS_KEY": "testing", "GLUE__REGION": "us-east-1"}  # fmt: skip
+    for key, value in settings.items():
+        monkeypatch.setenv(f"PYICEBERG_CATALOG__ATHENA__{key}", value)
+    monkeypatch.setenv("CLOUDTRAIL_CATALOG", "athena")
+    monkeypatch.setattr(pyiceberg.catalog, "_ENV_CONFIG", Config())  # pyiceberg reads its settings once a process
+    two_days(spark, landing, lake)
+    report = published(lake, "g1", expire_after=timedelta(0), orphan_grace=timedelta(0))
+    assert report.status == "succeeded" and report.catalog == "athena"
+    glue = publish.open_catalog(Lake.at(lake), "athena")
+    table = glue.load_table(f"{NS}.events")
+    assert table.location().startswith(f"s3://{bucket}/iceberg")
+    assert boto3.client("glue").get_table(DatabaseName=NS, Name="events")["Table"]["Parameters"]["table_type"].upper() == "ICEBERG"
+    rows = sorted(
+        (r["eventID"], str(r["event_date"])) for r in table.scan(selected_fields=("eventID", "event_date")).to_arrow().to_pylist()
+    )
+    assert rows == duckdb_rows(lake)
+
+    # More runs: each a snapshot; with no grace, expiry leaves the newest and the bucket only what it references.
+    for n in range(3):
+        deliver(landing, events_of(3, DAY + timedelta(hours=12 + n), f"m{n}"), DAY + timedelta(hours=13 + n))
+        assert gated(spark, lake, ingest(spark, landing, lake).run_id, DAY.date()) == "passed"
+        events = published(lake, f"g{n + 2}", expire_after=timedelta(0), orphan_grace=timedelta(0)).tables[0]
+        assert events.snapshots == 1 and events.added >= 1
+    table = glue.load_table(f"{NS}.events")
+    objects = {
+        f"s3://{bucket}/{o['Key']}"
+        for o in boto3.client("s3").list_objects_v2(Bucket=bucket, Prefix="iceberg/cloudtrail.db/events/")["Contents"]
+        if not o["Key"].endswith("/")
+    }  # a folder's marker object is no file
+    assert objects == publish.referenced(table) | {table.metadata_location} - {None}
+    assert sorted(
+        (r["eventID"], str(r["event_date"])) for r in table.scan(selected_fields=("eventID", "event_date")).to_arrow().to_pylist()
+    ) == duckdb_rows(lake)
+
+
+def every_table_equals_the_lake(lake: Path) -> None:
+    """Each published table holds one Iceberg data file per committed local file, and the events the lake holds."""
+    assert iceberg_rows(lake) == duckdb_rows(lake)
+    for name, folder in (("activity_hourly", "activity_hourly"), ("ocsf_api_activity", "ocsf/api_activity")):
+        files = catalog(lake).load_table(f"{NS}.{name}").inspect.files()
+        assert files.num_rows == len(lake_files(lake, folder)), name
+    assert catalog(lake).load_table(f"{NS}.events").inspect.files().num_rows == len(lake_files(lake, "events"))
+
+
+def test_a_publish_killed_anywhere_is_completed_by_the_next_and_takes_no_file_twice(spark, landing, lake, monkeypatch):
+    import random
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from pyiceberg.table import Transaction
+
+    two_days(spark, landing, lake)
+    activity.run(DerivedConfig(str(lake), None, "a1"), lambda: spark)
+    ocsf.run(DerivedConfig(str(lake), None, "o1"), lambda: spark)
+
+    # Dead after the copies were written and before the commit: nothing is published, the copies are orphans.
+    with monkeypatch.context() as patched:
+        patched.setattr(Transaction, "commit_transaction", lambda self: (_ for _ in ()).throw(RuntimeError("killed before the commit")))
+        report = published(lake, "dead")
+    assert report.status == "failed" and all("killed before the commit" in (t.error or "") for t in report.tables if t.table != "findings")
+    copies = sorted(p.name for p in (lake / "iceberg" / "warehouse").rglob("*.parquet"))
+    assert copies, "the copies were written"
+
+    seed = random.randrange(1 << 30)
+    rng = random.Random(seed)
+    for attempt in range(5):
+        if attempt == 2:  # the lake changes between kills: a compaction replaces the first date's files
+            assert compact_run(CompactConfig(Lake.at(lake), "c1", dates=(DAY.date(),))) == 0
+        process = subprocess.Popen([sys.executable, "-m", "jobs.publish", "--lake", str(lake), "--run-id", f"k{attempt}"],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        time.sleep(rng.uniform(0.3, 2.5))
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+    result = command("jobs.publish", "--lake", lake, "--run-id", "last")
+    succeeded(result)
+    assert "succeeded  run last to embedded" in result.stdout, f"seed {seed}"
+    every_table_equals_the_lake(lake)
+    again = json.loads(Lake.at(lake).publish_report("last").read_text())
+    assert {t["table"]: t["local_commit"] for t in again["tables"]}["events"] is not None
