@@ -69,7 +69,7 @@ from jobs.lake import (
     Lake,
 )
 from jobs.partitions import MARKER, fingerprint
-from jobs.report import now_iso, read_reports, write_json
+from jobs.report import now_iso, read_reports, verdict_of, write_json
 from jobs.run_summary import publish_summary
 
 log = logging.getLogger("publish")
@@ -176,9 +176,9 @@ def _failed_gates(lake: Lake) -> dict[str, str]:
     """Per event date, the newest events gate that failed on it, unless a newer one passed or skipped it."""
     seen: dict[str, str] = {}
     for report in reversed(read_reports(lake.gate_reports, newest=20)):
-        for day in report.get("dates") or []:
-            if day not in seen:
-                seen[day] = "" if report.get("verdict") != "failed" else f"its gate failed in run {report.get('run_id')}"
+        failed = verdict_of(report) == "failed"
+        for day in report.get("event_dates") or []:
+            seen.setdefault(day, f"its gate failed in run {report.get('run_id')}" if failed else "")
     return {day: why for day, why in seen.items() if why}
 
 
@@ -240,10 +240,24 @@ def open_catalog(lake: Lake, name: str | None, namespace: str = NAMESPACE) -> An
             lake.iceberg_warehouse.mkdir(parents=True, exist_ok=True)
             catalog = SqlCatalog("lake", uri=f"sqlite:///{lake.iceberg_catalog}", warehouse=lake.iceberg_warehouse.as_uri())
         catalog.create_namespace_if_not_exists(namespace)
+        if not name:
+            _rehome(catalog, lake, namespace)
     except Exception as exc:  # pyiceberg's errors for a missing setting are ValueErrors, a network's are boto's or OSError
         raise CatalogUnusable(f"catalog {name!r} cannot be used: {exc} (pyiceberg reads its settings from .pyiceberg.yaml and "
                               f"PYICEBERG_CATALOG__{(name or '').upper()}__<PROPERTY>)") from exc  # fmt: skip
     return catalog
+
+
+def _rehome(catalog: Any, lake: Lake, namespace: str) -> None:
+    """A lake copied or moved to another path brings an embedded catalog whose tables live at the old path (Iceberg
+    metadata holds absolute paths): they are dropped from this catalog (the old lake's files untouched) and published
+    again from the lake's files by this publish; their snapshot history starts again."""
+    home = lake.iceberg_warehouse.as_uri() + "/"
+    for identifier in catalog.list_tables(namespace):
+        location = catalog.load_table(identifier).location()
+        if not location.startswith(home):
+            log.warning("the lake moved: its embedded table %s lived at %s, published again under %s", ".".join(identifier), location, home)
+            catalog.drop_table(identifier)
 
 
 def _partition_types() -> dict[str, Any]:
@@ -293,6 +307,10 @@ TABLE_PROPERTIES = {
     # Each commit writes a metadata file: the newest ten are kept, older ones deleted as commits go.
     "write.metadata.delete-after-commit.enabled": "true",
     "write.metadata.previous-versions-max": "10",
+    # A publish that adds files merges the table's small manifests once ten of them wait: a plan reads a few
+    # manifests, not one per publish (BENCHMARKS.md, "Publishing as Iceberg tables").
+    "commit.manifest-merge.enabled": "true",
+    "commit.manifest.min-count-to-merge": "10",
 }
 
 
@@ -421,7 +439,7 @@ def publish_table(catalog: Any, config: PublishConfig, name: str, now: datetime)
         properties[LOCAL_COMMIT_TIME] = _iso(found.newest())
     with table.transaction() as tx:
         update = tx.update_snapshot(snapshot_properties=properties)
-        with update.overwrite() if gone else update.fast_append() as producer:
+        with update.overwrite() if gone else update.merge_append() as producer:
             for data_file in gone:
                 producer.delete_data_file(data_file)
             for data_file in chosen:

@@ -236,3 +236,28 @@ def test_the_lake_page_in_the_airflow_ui(server: Server, known: KnownLake, tmp_p
         assert batches[0].split("\t")[:5] == ["0", "2", "32", "30", "1"], "batch 0: files, records, rows written, quarantined"
         page.screenshot(path=str(tmp_path / "run-view.png"), full_page=True)
         browser.close()
+
+
+def test_the_published_tables_show_their_snapshot_the_dates_held_back_and_the_last_error_escaped(server: Server, known: KnownLake):
+    from jobs import publish
+
+    # The known lake's only date failed its gate: held back from the events table; the OCSF table is published.
+    report = publish.publish(publish.parse_args(["--lake", str(known.lake.root), "--run-id", "page-publish"]))
+    tables = {t.table: t for t in report.tables}
+    assert tables["events"].snapshot_id is None and "its gate failed" in tables["events"].held_back["2024-03-01"]
+    assert tables["ocsf_api_activity"].added == 1
+    hostile = "<img src=x onerror=alert(1)>"
+    failed = publish.PublishReport("later", "2024-03-01T02:00:00+00:00", "glue", "cloudtrail", "failed",
+                                   [publish.TableOutcome("findings", error=f"CommitFailedException: {hostile}")])  # fmt: skip
+    failed.write(known.lake)
+    publish.PublishReport("newest", "2024-03-01T03:00:00+00:00", "glue", "cloudtrail", "succeeded", report.tables).write(known.lake)
+    token = Api(server.url, server.password).token
+    code, body, _ = get(f"{server.url}/cloudtrail/", token)
+    page = body.decode()
+    section = page[page.index("id='published'") :]
+    assert code == 200 and "its gate failed" in section and str(tables["ocsf_api_activity"].snapshot_id) in section
+    assert hostile not in page and "&lt;img src=x onerror=alert(1)&gt;" in section, "the last error, escaped"
+    shown = json.loads(get(f"{server.url}/cloudtrail/status.json", token)[1])["published"]
+    assert {t["table"]: t["last_error"] is not None for t in shown} == {
+        "events": False, "activity_hourly": False, "findings": True, "ocsf_api_activity": False
+    }  # fmt: skip

@@ -1,8 +1,10 @@
 """Random sequences of what operators and CloudTrail do to a lake, checked against an oracle after every step
 (hypothesis's stateful testing): deliveries (new, late, re-delivered), ingests, an ingest killed with SIGKILL, a
 compaction, a rebuild of a date range, a repair, a rescale, a copy of the lake to another path, the checkpoint or
-the tables put back from an earlier copy. After each step the events table equals the oracle, read by a directory
-reader and by Spark, or the step's command refused with exit 2 and one line and the documented mend brought it back.
+the tables put back from an earlier copy, a gated publish to the Iceberg catalog and one killed with SIGKILL. After
+each step the events table equals the oracle, read by a directory reader and by Spark, or the step's command refused
+with exit 2 and one line and the documented mend brought it back; the Iceberg table never holds an event twice or
+one never delivered, and right after a publish it equals the oracle.
 
 `make test` runs two scripted sequences that take every rule, and $TORTURE_EXAMPLES (3) generated ones of the
 seed $TORTURE_SEED; `make torture` runs many generated ones of a new seed each time.
@@ -26,9 +28,10 @@ from hypothesis import HealthCheck, seed, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
-from jobs import compact, rebuild, repair, rescale
+from jobs import compact, publish, rebuild, repair, rescale, validate_events
 from jobs.ingest.cli import main as ingest_main
 from jobs.lake import Lake
+from jobs.publish import open_catalog
 from jobs.session import stop_state_stores
 from tests.helpers import DAY, deliver, duckdb_rows, event
 
@@ -217,6 +220,52 @@ class OperatorSequences(RuleBasedStateMachine):
                 shutil.copytree(saved, table, symlinks=True)
         self._mend(self._ingest())
 
+    # What readers elsewhere see: the Iceberg tables (jobs/publish.py).
+
+    def _publish(self) -> int:
+        return publish.main(["--lake", str(self.lake), "--orphan-grace", "0 seconds"])
+
+    @precondition(lambda self: self.clean and self.ingested)
+    @rule()
+    def publish(self) -> None:
+        """The gate on every date the lake holds, then a publish: the Iceberg table equals the oracle."""
+        self.log.append("publish")
+        layout = Lake(self.lake)
+        days = tuple(sorted({datetime.fromisoformat(day).date() for _, day in self.expected}))
+        if days:
+            self.spark.catalog.clearCache()  # the gate caches what it reads: one application per gate in production
+            config = validate_events.ValidateConfig(layout, None, days, 0.5, layout.gate_report(f"seq-gate-{len(self.log)}"))
+            assert validate_events.check(self.spark, config)["verdict"] == "passed", self.log
+        assert self._publish() == 0, self.log
+        assert self.published() == self.expected, self.log
+
+    @precondition(lambda self: self.ingested)
+    @rule(after=st.floats(0.3, 3))
+    def publish_killed(self, after: float) -> None:
+        """A publish killed with SIGKILL at a random moment (its own process): the next one completes it."""
+        self.log.append(f"publish_killed({after:.1f})")
+        job = subprocess.Popen([sys.executable, "-m", "jobs.publish", "--lake", str(self.lake)], start_new_session=True,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        try:
+            job.wait(timeout=after)
+        except subprocess.TimeoutExpired:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()
+
+    def published(self) -> list[tuple[str, str]]:
+        catalog = open_catalog(Lake(self.lake), None)
+        if not catalog.table_exists("cloudtrail.events"):
+            return []
+        rows = catalog.load_table("cloudtrail.events").scan(selected_fields=("eventID", "event_date")).to_arrow().to_pylist()
+        return sorted((row["eventID"], str(row["event_date"])) for row in rows)
+
+    @invariant()
+    def the_published_table_holds_each_event_once(self) -> None:
+        """Whatever ran or died, readers of the Iceberg table never see an event twice or one never delivered."""
+        if Lake(self.lake).iceberg_catalog.exists():
+            seen = self.published()
+            assert len({event_id for event_id, _ in seen}) == len(seen) and set(seen) <= set(self.delivered.items()), self.log
+
     @invariant()
     def the_table_equals_the_oracle(self) -> None:
         if not self.clean:
@@ -250,15 +299,16 @@ SCRIPTS = {
         ("deliver_new", {"n": 5}), ("deliver_late", {"n": 2, "days": 3}), ("ingest", {}), ("back_up", {}),
         ("deliver_new", {"n": 4}), ("redeliver", {"pick": 1}), ("ingest", {}), ("time_passes", {"hours": 20}),
         ("deliver_new", {"n": 3}), ("ingest", {}), ("compact", {}), ("restore_checkpoint", {}),
-        ("deliver_new", {"n": 2}), ("ingest", {}), ("back_up", {}), ("deliver_new", {"n": 3}), ("ingest", {}),
-        ("restore_tables", {}), ("repair", {}),
+        ("deliver_new", {"n": 2}), ("ingest", {}), ("publish", {}), ("back_up", {}), ("deliver_new", {"n": 3}),
+        ("ingest", {}), ("publish_killed", {"after": 1.5}), ("restore_tables", {}), ("repair", {}), ("publish", {}),
     ],
     "kills, copies, rebuilds and rescales": [
         ("deliver_new", {"n": 6}), ("deliver_new", {"n": 6}), ("deliver_late", {"n": 3, "days": 5}),
         ("ingest_killed", {"after": 9.0}), ("ingest", {}), ("copy_lake", {}), ("redeliver", {"pick": 0}),
         ("deliver_new", {"n": 2}), ("ingest", {}), ("rescale", {"partitions": 3}), ("redeliver", {"pick": 3}),
         ("ingest", {}), ("rebuild", {"first": 0, "span": 2}), ("time_passes", {"hours": 30}), ("deliver_new", {"n": 4}),
-        ("ingest", {}), ("compact", {}), ("rebuild", {"first": 1, "span": 0}), ("copy_lake", {}), ("repair", {}),
+        ("ingest", {}), ("publish", {}), ("compact", {}), ("rebuild", {"first": 1, "span": 0}), ("publish_killed", {"after": 2.0}),
+        ("copy_lake", {}), ("repair", {}), ("publish", {}),
     ],
 }  # fmt: skip
 
@@ -266,7 +316,7 @@ SCRIPTS = {
 def test_every_rule_is_scripted():
     scripted = {name for steps in SCRIPTS.values() for name, _ in steps}
     rules = {name for name, method in vars(OperatorSequences).items() if hasattr(method, "hypothesis_stateful_rule")}
-    assert scripted == rules and len(rules) == 14
+    assert scripted == rules and len(rules) == 16
 
 
 @pytest.mark.parametrize("script", SCRIPTS)

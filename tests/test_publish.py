@@ -18,7 +18,7 @@ from jobs.compact import run as compact_run
 from jobs.derived import DerivedConfig
 from jobs.lake import Lake
 from jobs.run_summary import publish_summary
-from tests.helpers import DAY, command, deliver, duckdb_rows, events_of, ingest, succeeded
+from tests.helpers import DAY, command, deliver, duckdb_rows, events_of, ingest, put_raw, succeeded
 
 NS = "cloudtrail"
 
@@ -54,11 +54,11 @@ def derived_rows(lake: Path, folder: str, columns: str) -> list[tuple]:
     return sorted(tuple(str(v) for v in row) for row in duckdb.sql(query).fetchall())
 
 
-def gated(spark, lake: Path, run_id: str | None, *days: date) -> str:
+def gated(spark, lake: Path, run_id: str | None, *days: date, threshold: float = options.QUARANTINE_THRESHOLD) -> str:
     """The events gate on `days`, as the DAG runs it after an ingest (None: without a run, as by hand): its verdict."""
     layout = Lake.at(lake)
     spark.catalog.clearCache()  # the gate caches the dates it reads: one application per gate in production
-    config = validate_events.ValidateConfig(layout, run_id, days, options.QUARANTINE_THRESHOLD, layout.gate_report(run_id or "by-hand"))
+    config = validate_events.ValidateConfig(layout, run_id, days, threshold, layout.gate_report(f"{run_id or 'by-hand'}-{threshold}"))
     return validate_events.check(spark, config)["verdict"]
 
 
@@ -147,21 +147,24 @@ def test_a_failed_gate_holds_its_date_back_until_a_gate_passes_it(spark, landing
     published(lake, "p1")
     before = iceberg_rows(lake)
 
-    # A batch for the second date whose gate fails: readers keep that date's last published rows.
-    deliver(landing, events_of(5, DAY + timedelta(days=1, hours=9), "c"), DAY + timedelta(days=1, hours=10))
+    # A batch for the second date whose gate fails (a file quarantined, over a 0.001 share): readers keep that date's
+    # last published rows.
+    late, delivered = DAY + timedelta(days=1, hours=9), DAY + timedelta(days=1, hours=10)
+    deliver(landing, events_of(5, late, "c"), delivered)
+    put_raw(landing, b"\x1f\x8b\x08\x00" + b"not a gzip stream" * 4, delivered, suffix=".json.gz")
     run = ingest(spark, landing, lake).run_id
-    failing = Lake.at(lake).gate_report(run)
-    failing.parent.mkdir(parents=True, exist_ok=True)
-    failing.write_text(json.dumps({"run_id": run, "dates": ["2024-03-02"], "verdict": "failed"}))
+    assert gated(spark, lake, run, DAYS[1], threshold=0.001) == "failed"
     report = published(lake, "p2")
     assert report.tables[0].held_back == {"2024-03-02": f"its gate failed in run {run}"}
     assert iceberg_rows(lake) == before
-    lines = "\n".join(publish_summary(dataclasses.asdict(report)))
-    assert "held back 2024-03-02: its gate failed" in lines
+    assert "held back 2024-03-02: its gate failed" in "\n".join(publish_summary(dataclasses.asdict(report)))
 
-    assert gated(spark, lake, None, DAYS[1]) == "passed"
+    # The operator accepts the share (--quarantine-threshold 0.5): the gate run again passes the same files, and the
+    # next publish takes the date.
+    assert gated(spark, lake, run, DAYS[1], threshold=0.5) == "passed"
     report = published(lake, "p3")
-    assert report.tables[0].held_back == {} and iceberg_rows(lake) == duckdb_rows(lake) != before
+    assert report.tables[0].held_back == {} and report.tables[0].added >= 1
+    assert iceberg_rows(lake) == duckdb_rows(lake) == sorted([*before, *((f"c-{i}", "2024-03-02") for i in range(5))])
 
 
 def test_glue_and_an_s3_warehouse_on_moto_take_the_same_tables_and_expiry_keeps_them_small(spark, landing, lake, aws, monkeypatch):
