@@ -30,7 +30,7 @@ STACK_HOME ?= $(CURDIR)/.stack
 STACK_ENV ?= $(CURDIR)/.env
 PG_BIN := /usr/lib/postgresql/15/bin
 
-.PHONY: help setup debian-deps browser-deps demo run status test test-fast test-stack stack-up stack-status stack-down lint bench bench-history bench-s3 bench-cost bench-ui bench-stack chaos test-s3-burst fuzz fuzz-queue torture metadata-growth test-next-pyspark bench-next-pyspark clean
+.PHONY: help setup debian-deps browser-deps demo run status test test-fast test-stack stack-up stack-status stack-down lint bench bench-history bench-s3 bench-publish bench-cost bench-ui bench-stack chaos test-s3-burst fuzz fuzz-queue torture metadata-growth test-next-pyspark bench-next-pyspark clean
 
 help:
 	@echo "make setup           - create .venv with the pinned dependencies, runtime and dev (needs Java 17+)"
@@ -44,6 +44,7 @@ help:
 	@echo "make stack-up        - start those services on this machine (no Docker needed); prints the UI URL and admin password"
 	@echo "make stack-status    - what runs, where, and the UI's credentials"
 	@echo "make stack-down      - stop everything stack-up started"
+	@echo "make bench-publish   - what publishing the Iceberg tables adds to a one-file run and a 1,000-file backfill, pruning over 30 dates, metadata over 100 publishes (moto's S3 + Glue)"
 	@echo "make chaos           - 20 random SIGKILLs of the ingest job, then the table against the oracle"
 	@echo "make fuzz            - the property-based test with \$$FUZZ_EXAMPLES (300) generated landing zones"
 	@echo "make fuzz-queue      - \$$QUEUE_EXAMPLES (50) random sequences of \$$QUEUE_STEPS (12) queue steps on moto: deliveries, hostile keys, re-sent notifications, expiries, runs dying mid-fetch or mid-delete"
@@ -175,6 +176,10 @@ bench: setup build/jobs.zip
 	$(PY) -m bench.benchmark
 	$(PY) -m bench.history
 	$(PY) -m bench.s3
+	$(PY) -m bench.publish
+
+bench-publish: setup build/jobs.zip
+	$(PY) -m bench.publish
 
 bench-s3: setup
 	$(PY) -m bench.s3

@@ -90,6 +90,8 @@ def published(lake: Lake, catalog_name: str | None) -> list[str]:
     """The Iceberg tables as a reader elsewhere reads them: through the catalog, with pyiceberg (jobs/publish.py)."""
     from jobs.publish import NAMESPACE, TABLE_NAMES, open_catalog
 
+    if not catalog_name and not lake.iceberg_catalog.exists():  # a reader creates no catalog
+        return ["Iceberg tables: not published yet (the DAGs' publish task, or python -m jobs.publish)"]
     catalog = open_catalog(lake, catalog_name)
     lines = [f"Iceberg tables in {catalog_name or lake.iceberg_catalog} (namespace {NAMESPACE}), read through pyiceberg:"]
     for name in TABLE_NAMES.values():
@@ -101,9 +103,9 @@ def published(lake: Lake, catalog_name: str | None) -> list[str]:
         lines.append(f"  {identifier:<30} snapshot {snapshot.snapshot_id}, {snapshot.summary.get('total-records')} rows")
     if catalog.table_exists(f"{NAMESPACE}.events"):
         events = catalog.load_table(f"{NAMESPACE}.events")
-        newest = max((str(row["partition"][EVENT_DATE]) for row in events.inspect.partitions().to_pylist()), default=None)
-        if newest:
-            where = f"{EVENT_DATE} = '{newest}'"
+        busiest = max(events.inspect.partitions().to_pylist(), key=lambda row: row["record_count"], default=None)
+        if busiest:
+            where = f"{EVENT_DATE} = '{busiest['partition'][EVENT_DATE]}'"
             scan = events.scan(row_filter=where, selected_fields=("eventName",))
             top = "select eventName, count(*) n from events group by 1 order by n desc, 1 limit 3"
             counts = scan.to_duckdb("events").execute(top).fetchall()
