@@ -36,7 +36,7 @@ import boto3
 
 from bench.benchmark import SAMPLES, WORK, measure, product_command, zone
 from jobs import gate, publish
-from jobs.lake import Lake, partition, partition_folders
+from jobs.lake import EVENT_DATE, Lake, partition, partition_folders
 from jobs.landing import delivery_path
 from jobs.partitions import data_files
 from tests.aws import ENVIRONMENT, start_server
@@ -143,7 +143,7 @@ def pruning(source: Path, days: int, scratch: Path) -> dict[str, Any]:
     table = publish.open_catalog(lake, CATALOG).load_table("pruning.events")
     day = made[len(made) // 2]
     started = time.monotonic()
-    planned = table.scan(row_filter=f"event_date = '{day}'").plan_files()
+    planned = table.scan(row_filter=f"{EVENT_DATE} = '{day}'").plan_files()
     plan_s = time.monotonic() - started
     return {"dates": days, "files": table.inspect.files().num_rows, "planned": len(planned), "plan_s": round(plan_s, 3)}
 
