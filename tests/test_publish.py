@@ -256,3 +256,34 @@ def test_a_publish_killed_anywhere_is_completed_by_the_next_and_takes_no_file_tw
     every_table_equals_the_lake(lake)
     again = json.loads(Lake.at(lake).publish_report("last").read_text())
     assert {t["table"]: t["local_commit"] for t in again["tables"]}["events"] is not None
+
+
+def test_a_derived_date_whose_rows_fail_their_gate_keeps_its_published_version_and_is_named(spark, landing, lake, monkeypatch):
+    two_days(spark, landing, lake)
+    ocsf.run(DerivedConfig(str(lake), None, "o1"), lambda: spark)
+    published(lake, "p1")
+    before = iceberg_rows(lake, "ocsf_api_activity", columns=("metadata", "eventDay"))
+
+    late, delivered = DAY + timedelta(days=1, hours=9), DAY + timedelta(days=1, hours=10)
+    deliver(landing, events_of(5, late, "c"), delivered)
+    assert gated(spark, lake, ingest(spark, landing, lake).run_id, DAYS[1]) == "passed"
+    right = ocsf.DERIVATION
+
+    def twice(events):  # every row twice: the OCSF suites fail, nothing is swapped in
+        rows = right.build(events)[ocsf.OCSF_API_ACTIVITY]
+        return {ocsf.OCSF_API_ACTIVITY: rows.unionByName(rows)}
+
+    monkeypatch.setattr(ocsf, "DERIVATION", dataclasses.replace(right, build=twice))
+    assert ocsf.run(DerivedConfig(str(lake), None, "bad"), lambda: spark).status == "gate_failed"
+    tables = {t.table: t for t in published(lake, "p2").tables}
+    assert tables["ocsf_api_activity"].held_back == {
+        "2024-03-02": "the rows of run bad failed their gate; readers keep the last good version"
+    }
+    assert iceberg_rows(lake, "ocsf_api_activity", columns=("metadata", "eventDay")) == before
+    assert tables["events"].added >= 1 and iceberg_rows(lake) == duckdb_rows(lake), "the events table goes on"
+
+    monkeypatch.setattr(ocsf, "DERIVATION", right)
+    assert ocsf.run(DerivedConfig(str(lake), None, "good"), lambda: spark).status == "succeeded"
+    tables = {t.table: t for t in published(lake, "p3").tables}
+    assert tables["ocsf_api_activity"].held_back == {} and tables["ocsf_api_activity"].removed == 1
+    assert len(iceberg_rows(lake, "ocsf_api_activity", columns=("metadata", "eventDay"))) == len(duckdb_rows(lake)) == 70
