@@ -81,6 +81,8 @@ ORPHAN_GRACE = "3 days"
 TABLE_NAMES = {EVENTS: "events", ACTIVITY_HOURLY: "activity_hourly", FINDINGS: "findings", OCSF_API_ACTIVITY: "ocsf_api_activity"}
 # The snapshot properties a publish writes: the local commit the snapshot reflects, and when that was committed.
 LOCAL_COMMIT, LOCAL_COMMIT_TIME, RUN_ID = "cloudtrail.local-commit", "cloudtrail.local-commit-time", "cloudtrail.publish-run"
+# Tries of one table's publish when other publishes keep committing first.
+COMMIT_ATTEMPTS = 3
 # Files copied at once: each is read, given its partition columns and written (pyarrow releases the GIL).
 COPIERS = 4
 
@@ -311,6 +313,9 @@ TABLE_PROPERTIES = {
     # manifests, not one per publish (BENCHMARKS.md, "Publishing as Iceberg tables").
     "commit.manifest-merge.enabled": "true",
     "commit.manifest.min-count-to-merge": "10",
+    # pyiceberg retries a commit another one overtook by replaying the same appends on the newer snapshot: right for
+    # independent writers, a file twice for two publishes of one lake. A publish computes its difference again instead.
+    "commit.retry.num-retries": "0",
 }
 
 
@@ -451,6 +456,22 @@ def publish_table(catalog: Any, config: PublishConfig, name: str, now: datetime)
     return _kept(catalog.load_table(identifier), config, outcome, found, now)
 
 
+def published_table(catalog: Any, config: PublishConfig, name: str, now: datetime) -> TableOutcome:
+    """`publish_table`, again from the start when another publish committed to the table first (the ingest DAG's and
+    the downstream DAG's can overlap): the difference is computed anew, the copies already written are written again
+    under the same names."""
+    from pyiceberg.exceptions import CommitFailedException
+
+    for attempt in range(1, COMMIT_ATTEMPTS + 1):
+        try:
+            return publish_table(catalog, config, name, now)
+        except CommitFailedException:
+            if attempt == COMMIT_ATTEMPTS:
+                raise
+            log.warning("%s: another publish committed first; publishing again (attempt %d)", TABLE_NAMES[name], attempt + 1)
+    raise AssertionError("unreachable")
+
+
 def _partition(key: str) -> str:
     return key.rsplit("/", 1)[0]
 
@@ -569,8 +590,8 @@ def publish(config: PublishConfig, now: datetime | None = None) -> PublishReport
         catalog = open_catalog(config.lake, config.catalog, config.namespace)
         for name in TABLE_NAMES:
             try:
-                report.tables.append(publish_table(catalog, config, name, now or datetime.now(tz=UTC)))
-            except Exception as exc:  # one table's failure (a commit conflict, a schema it cannot take) is named
+                report.tables.append(published_table(catalog, config, name, now or datetime.now(tz=UTC)))
+            except Exception as exc:  # one table's failure (a catalog unreachable, a schema it cannot take) is named
                 log.exception("table %s could not be published", TABLE_NAMES[name])
                 report.tables.append(TableOutcome(TABLE_NAMES[name], error=f"{type(exc).__name__}: {str(exc).splitlines()[0][:500]}"))
         report.status = "failed" if any(t.error for t in report.tables) else "succeeded"

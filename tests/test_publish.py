@@ -287,3 +287,21 @@ def test_a_derived_date_whose_rows_fail_their_gate_keeps_its_published_version_a
     tables = {t.table: t for t in published(lake, "p3").tables}
     assert tables["ocsf_api_activity"].held_back == {} and tables["ocsf_api_activity"].removed == 1
     assert len(iceberg_rows(lake, "ocsf_api_activity", columns=("metadata", "eventDay"))) == len(duckdb_rows(lake)) == 70
+
+
+def test_a_publish_that_another_overtakes_computes_its_difference_again(spark, landing, lake, monkeypatch):
+    two_days(spark, landing, lake)
+    copies = publish._copies
+    overtaken = []
+
+    def overtaken_once(files):  # while this publish copies, another one commits the same files first
+        if not overtaken:
+            overtaken.append(True)
+            published(lake, "other")
+        return copies(files)
+
+    monkeypatch.setattr(publish, "_copies", overtaken_once)
+    report = published(lake, "first")
+    assert report.status == "succeeded" and overtaken and report.tables[0].added == 0, "the other publish added them"
+    assert iceberg_rows(lake) == duckdb_rows(lake)
+    assert catalog(lake).load_table(f"{NS}.events").inspect.files().num_rows == len(lake_files(lake, "events")), "no file twice"
