@@ -1,5 +1,5 @@
-"""Tiny runs of the benchmark harnesses (the real ones are `make bench`, `make bench-cost`, `make bench-ui` and
-`make bench-history`): every measured system runs on a real-shaped zone and writes rows; the incremental and 60-day
+"""Tiny runs of the benchmark harnesses (the real ones are `make bench`, `make bench-cost`, `make bench-ui`,
+`make bench-history` and `make bench-publish`): every measured system runs on a real-shaped zone and writes rows; the incremental and 60-day
 runs are `make bench`'s only."""
 
 import json
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import benchmark, cost, history, lake_page, pyspark_versions, s3
+from bench import benchmark, cost, history, lake_page, publish, pyspark_versions, s3
 
 
 def test_benchmark_harness_runs_each_system_on_a_tiny_zone():
@@ -89,3 +89,14 @@ def test_s3_harness_measures_each_target_on_tiny_buckets():
     assert all(cost["calls"] > 0 for run in results["per_run"] for cost in run["reconciliation"])
     assert results["backlog"]["fetch_mb_s"] > 0 and results["backlog"]["transfer_manager_mb_s"] > 0
     assert set(results["verdicts"]) == {"one_notification", "empty_queue", "fetch_against_transfer_manager"}
+
+
+def test_publish_harness_measures_each_figure_on_tiny_sizes():
+    subprocess.run([sys.executable, "-m", "bench.publish", "--smoke"], check=True, cwd=benchmark.ROOT, capture_output=True)
+    results = json.loads(publish.results_path(smoke=True).read_text())
+    (run,) = results["one_file"]["runs"]
+    assert run["ingest_s"] > 0 and run["publish_s"] > 0 and run["added"] >= 1
+    assert run["calls"]["UpdateTable"] == 1 and run["calls"]["S3 PUT"] >= 1, "the events table's one commit, its objects"
+    assert results["backfill"]["files_published"] >= 1 and results["backfill"]["landing_files"] == 4
+    assert results["pruning"]["planned"] * results["pruning"]["dates"] == results["pruning"]["files"], "one date's files of all"
+    assert results["metadata"]["after_expiry"]["snapshots"] == 1 and results["metadata"]["over_runs"][-1]["snapshots"] == 3
