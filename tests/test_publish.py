@@ -305,3 +305,10 @@ def test_a_publish_that_another_overtakes_computes_its_difference_again(spark, l
     assert report.status == "succeeded" and overtaken and report.tables[0].added == 0, "the other publish added them"
     assert iceberg_rows(lake) == duckdb_rows(lake)
     assert catalog(lake).load_table(f"{NS}.events").inspect.files().num_rows == len(lake_files(lake, "events")), "no file twice"
+
+
+def test_a_catalog_that_is_not_configured_is_refused_in_one_line(tmp_path):
+    result = command("jobs.publish", "--lake", tmp_path / "lake", "--catalog", "nosuch")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    (line,) = [line for line in result.stderr.splitlines() if " ERROR " in line]
+    assert "catalog 'nosuch' cannot be used" in line and "PYICEBERG_CATALOG__NOSUCH__" in line
