@@ -54,20 +54,7 @@ from typing import Any
 
 from jobs import cli, gate, options
 from jobs.files import write_whole
-from jobs.lake import (
-    ACCOUNT_ID,
-    ACTIVITY,
-    ACTIVITY_HOURLY,
-    EVENT_DATE,
-    EVENT_DAY,
-    EVENTS,
-    FINDINGS,
-    OCSF,
-    OCSF_API_ACTIVITY,
-    PARTITION_COLUMNS,
-    REGION,
-    Lake,
-)
+from jobs.lake import ACCOUNT_ID, DERIVED, EVENT_DATE, EVENT_DAY, EVENTS, PARTITION_COLUMNS, REGION, Lake, partition_leaves
 from jobs.partitions import MARKER, fingerprint
 from jobs.report import now_iso, read_reports, verdict_of, write_json
 from jobs.run_summary import publish_summary
@@ -77,8 +64,9 @@ log = logging.getLogger("publish")
 NAMESPACE = "cloudtrail"
 EXPIRE_AFTER = "7 days"
 ORPHAN_GRACE = "3 days"
-# What each published table is called in the catalog, by the lake's folder.
-TABLE_NAMES = {EVENTS: "events", ACTIVITY_HOURLY: "activity_hourly", FINDINGS: "findings", OCSF_API_ACTIVITY: "ocsf_api_activity"}
+# What each published table is called in the catalog, by the lake's folder: the events and every derived table
+# (`ocsf/api_activity` -> `ocsf_api_activity`).
+TABLE_NAMES = {EVENTS: EVENTS} | {name: name.replace("/", "_") for derived in DERIVED for name in derived.tables}
 # The snapshot properties a publish writes: the local commit the snapshot reflects, and when that was committed.
 LOCAL_COMMIT, LOCAL_COMMIT_TIME, RUN_ID = "cloudtrail.local-commit", "cloudtrail.local-commit-time", "cloudtrail.publish-run"
 # Tries of one table's publish when other publishes keep committing first.
@@ -162,12 +150,6 @@ def _parquet(folder: Path) -> list[Path]:
     return sorted(p for p in folder.glob("*.parquet") if not p.name.startswith(("_", ".")))
 
 
-def partition_folders(table: Path, columns: tuple[str, ...]) -> list[Path]:
-    """The table's leaf partition folders (every partition column a level), relative to it."""
-    pattern = "/".join(f"{column}=*" for column in columns)
-    return sorted(folder.relative_to(table) for folder in table.glob(pattern) if folder.is_dir()) if table.is_dir() else []
-
-
 def _date_of(name: str, partition: str) -> str:
     """The event date a partition folder holds (YYYY-MM-DD)."""
     value = partition.rsplit("=", 1)[1]
@@ -187,7 +169,7 @@ def _failed_gates(lake: Lake) -> dict[str, str]:
 def events_published(lake: Lake) -> Published:
     """The events table's dates whose files are the ones their gate passed; the others held back, with why."""
     found, index, failed = Published(), gate.validated(lake), _failed_gates(lake)
-    for folder in partition_folders(lake.events, PARTITION_COLUMNS[EVENTS]):
+    for folder in partition_leaves(lake.events, EVENTS):
         day, live = folder.name.split("=", 1)[1], lake.events / folder
         found.prints[folder.as_posix()] = current = fingerprint(live)
         passed = index.get(day, {}).get("fingerprint")
@@ -204,14 +186,14 @@ def events_published(lake: Lake) -> Published:
 def derived_published(lake: Lake, name: str) -> Published:
     """A derived table's partitions as swapped in (each gated before its swap): the files their marker lists."""
     found, table = Published(), lake.table(name)
-    for folder in partition_folders(table, PARTITION_COLUMNS[name]):
+    for folder in partition_leaves(table, name):
         live, relative = table / folder, folder.as_posix()
         found.prints[relative] = fingerprint(live)
         marker = live / MARKER
         listed = set(json.loads(marker.read_text())["files"]) if marker.exists() else None
         # Without a marker (written before markers were, or by hand), the folder's data files.
         found.files[relative] = [_local(p, relative) for p in _parquet(live) if listed is None or p.name in listed]
-    derived = OCSF if name == OCSF_API_ACTIVITY else ACTIVITY
+    derived = next(derived for derived in DERIVED if name in derived.tables)
     newest = read_reports(lake.derived_reports(derived.job), newest=1)
     if newest and newest[0].get("status") == "gate_failed":
         for day in newest[0].get("dates") or []:
@@ -319,18 +301,25 @@ TABLE_PROPERTIES = {
 }
 
 
-def open_table(catalog: Any, identifier: str, columns: tuple[str, ...], schemas: list[Any]) -> Any:
-    """The Iceberg table, created on its first publish (identity partitions on `columns`), with every column of
-    `schemas` (the files about to be added) it lacks added: the lake's tables gain columns as CloudTrail does."""
+def existing_table(catalog: Any, identifier: str) -> Any | None:
+    """The table, or None before its first publish."""
     from pyiceberg.exceptions import NoSuchTableError
+
+    try:
+        return catalog.load_table(identifier)
+    except NoSuchTableError:
+        return None
+
+
+def open_table(catalog: Any, identifier: str, columns: tuple[str, ...], schemas: list[Any], table: Any | None) -> Any:
+    """`table`, or the Iceberg table created on its first publish (identity partitions on `columns`), with every
+    column of `schemas` (the files about to be added) it lacks added: the lake's tables gain columns as CloudTrail does."""
     from pyiceberg.table import TableProperties
 
     def name_mapping(tx: Any) -> None:  # files carry no Iceberg field ids: every reader maps their columns by name
         tx.set_properties({TableProperties.DEFAULT_NAME_MAPPING: tx.table_metadata.schema().name_mapping.model_dump_json()})
 
-    try:
-        table = catalog.load_table(identifier)
-    except NoSuchTableError:
+    if table is None:
         tx = catalog.create_table_transaction(identifier, schema=schemas[0], properties=TABLE_PROPERTIES)
         with tx.update_spec() as spec:
             for column in columns:
@@ -341,12 +330,11 @@ def open_table(catalog: Any, identifier: str, columns: tuple[str, ...], schemas:
     known = {f.name for f in table.schema().fields}
     wider = [schema for schema in schemas if any(column not in known for column in schema.names)]
     if wider:
-        with table.transaction() as tx:
+        with table.transaction() as tx:  # the table takes the new metadata as it commits
             with tx.update_schema() as update:
                 for schema in wider:
                     update.union_by_name(schema)
             name_mapping(tx)
-        table = catalog.load_table(identifier)
     return table
 
 
@@ -412,11 +400,10 @@ def publish_table(catalog: Any, config: PublishConfig, name: str, now: datetime)
     lake, outcome, identifier = config.lake, TableOutcome(TABLE_NAMES[name]), f"{config.namespace}.{TABLE_NAMES[name]}"
     found = published_files(lake, name)
     outcome.held_back = dict(sorted(found.held_back.items()))
-    exists = catalog.table_exists(identifier)
-    if not found.files and not exists:
+    table = existing_table(catalog, identifier)
+    if not found.files and table is None:
         return outcome  # nothing to publish yet: no empty table to create
     wanted = found.local_commit()
-    table = catalog.load_table(identifier) if exists else None
     snapshot = table.current_snapshot() if table is not None else None
     if snapshot is not None and snapshot.summary.get(LOCAL_COMMIT) == wanted and not found.held_back:
         return _kept(table, config, outcome, found, now)  # the current snapshot is this local commit: no manifest read
@@ -427,7 +414,7 @@ def publish_table(catalog: Any, config: PublishConfig, name: str, now: datetime)
     removed = [key for key in current if key not in listed and _partition(key) not in found.kept]
     if not added and not removed:
         return outcome if table is None else _kept(table, config, outcome, found, now)
-    table = open_table(catalog, identifier, PARTITION_COLUMNS[name], [published_schema(f) for f in added])
+    table = open_table(catalog, identifier, PARTITION_COLUMNS[name], [published_schema(f) for f in added], table)
     location = f"{table.location().rstrip('/')}/data/"
     copied = {}
     for local, body in _copies(added):
@@ -453,7 +440,7 @@ def publish_table(catalog: Any, config: PublishConfig, name: str, now: datetime)
     for part in changed:
         outcome.held_back[_date_of(name, part)] = "changed while it was published; the next publish takes it"
     log.info("%s: one snapshot, %d files added and %d removed (local commit %s)", identifier, len(chosen), len(gone), wanted)
-    return _kept(catalog.load_table(identifier), config, outcome, found, now)
+    return _kept(table, config, outcome, found, now)  # the table took its new snapshot as it committed
 
 
 def published_table(catalog: Any, config: PublishConfig, name: str, now: datetime) -> TableOutcome:
@@ -484,7 +471,6 @@ def _copies(files: list[LocalFile]) -> Iterator[tuple[LocalFile, bytes]]:
 def _kept(table: Any, config: PublishConfig, outcome: TableOutcome, found: Published, now: datetime) -> TableOutcome:
     """Expiry and orphan deletion, then the table's figures for the report."""
     outcome.expired = expire(table, now - config.expire_after)
-    table = table.refresh()
     if _cleaning_due(config, table.location(), now):
         outcome.orphans_deleted = delete_orphans(table, now - config.orphan_grace)
         _cleaned(config, table.location(), now)
