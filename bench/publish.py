@@ -39,7 +39,7 @@ from jobs import gate, publish
 from jobs.lake import EVENT_DATE, Lake, partition, partition_folders
 from jobs.landing import delivery_path
 from jobs.partitions import data_files
-from tests.aws import ENVIRONMENT, start_server
+from tests.aws import ENVIRONMENT, glue_catalog, start_server
 from tools.generate_landing import like, real_records, write_delivery
 
 CATALOG = "bench"
@@ -199,9 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     server, url = start_server()
     calls = counting(server)
     bucket = f"warehouse-{uuid.uuid4().hex[:8]}"
-    settings = {"TYPE": "glue", "WAREHOUSE": f"s3://{bucket}/iceberg", "S3__ENDPOINT": url, "S3__REGION": "us-east-1",
-                "S3__ACCESS_KEY_ID": "testing", "S3__SECRET_ACCESS_KEY": "testing", "GLUE__REGION": "us-east-1"}  # fmt: skip
-    os.environ.update({**ENVIRONMENT, "AWS_ENDPOINT_URL": url, **{f"PYICEBERG_CATALOG__BENCH__{k}": v for k, v in settings.items()}})
+    os.environ.update({**ENVIRONMENT, "AWS_ENDPOINT_URL": url, **glue_catalog(CATALOG, url, f"s3://{bucket}/iceberg")})
     boto3.client("s3").create_bucket(Bucket=bucket)
     scratch = WORK / f"publish-{uuid.uuid4().hex[:8]}"
     scratch.mkdir(parents=True)

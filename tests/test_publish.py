@@ -18,6 +18,7 @@ from jobs.compact import run as compact_run
 from jobs.derived import DerivedConfig
 from jobs.lake import Lake
 from jobs.run_summary import publish_summary
+from tests.aws import glue_catalog
 from tests.helpers import DAY, command, deliver, duckdb_rows, events_of, ingest, put_raw, succeeded
 
 NS = "cloudtrail"
@@ -174,10 +175,8 @@ def test_glue_and_an_s3_warehouse_on_moto_take_the_same_tables_and_expiry_keeps_
 
     bucket = f"warehouse-{Path(lake).parent.name[-12:].lower().replace('_', '-')}"
     boto3.client("s3").create_bucket(Bucket=bucket)
-    settings = {"TYPE": "glue", "WAREHOUSE": f"s3://{bucket}/iceberg", "S3__ENDPOINT": aws, "S3__REGION": "us-east-1",
-                "S3__ACCESS_KEY_ID": "testing", "S3__SECRET_ACCESS_KEY": "testing", "GLUE__REGION": "us-east-1"}  # fmt: skip
-    for key, value in settings.items():
-        monkeypatch.setenv(f"PYICEBERG_CATALOG__ATHENA__{key}", value)
+    for key, value in glue_catalog("athena", aws, f"s3://{bucket}/iceberg").items():
+        monkeypatch.setenv(key, value)
     monkeypatch.setenv("CLOUDTRAIL_CATALOG", "athena")
     monkeypatch.setattr(pyiceberg.catalog, "_ENV_CONFIG", Config())  # pyiceberg reads its settings once a process
     two_days(spark, landing, lake)
