@@ -218,8 +218,9 @@ def every_table_equals_the_lake(lake: Path) -> None:
     assert catalog(lake).load_table(f"{NS}.events").inspect.files().num_rows == len(lake_files(lake, "events"))
 
 
-def test_a_publish_killed_anywhere_is_completed_by_the_next_and_takes_no_file_twice(spark, landing, lake, monkeypatch):
+def test_a_publish_killed_anywhere_is_completed_by_the_next_and_takes_no_file_twice(spark, landing, lake, monkeypatch, tmp_path):
     import random
+    import shutil
     import signal
     import subprocess
     import sys
@@ -255,6 +256,16 @@ def test_a_publish_killed_anywhere_is_completed_by_the_next_and_takes_no_file_tw
     every_table_equals_the_lake(lake)
     again = json.loads(Lake.at(lake).publish_report("last").read_text())
     assert {t["table"]: t["local_commit"] for t in again["tables"]}["events"] is not None
+
+    # The lake copied to another path, its embedded catalog with it: the command publishes there, from its own files,
+    # the events the landing files hold (the catalog of the lake it came from untouched).
+    copy = tmp_path / "elsewhere" / "lake"
+    shutil.copytree(lake, copy)
+    succeeded(command("jobs.publish", "--lake", copy, "--run-id", "moved"))
+    delivered = sorted([*((f"a-{i}", "2024-03-01") for i in range(40)), *((f"b-{i}", "2024-03-02") for i in range(25))])
+    assert iceberg_rows(copy) == delivered == iceberg_rows(lake)
+    assert catalog(copy).load_table(f"{NS}.events").location().startswith((copy / "iceberg").as_uri())
+    assert catalog(lake).load_table(f"{NS}.events").location().startswith((lake / "iceberg").as_uri())
 
 
 def test_a_derived_date_whose_rows_fail_their_gate_keeps_its_published_version_and_is_named(spark, landing, lake, monkeypatch):
