@@ -89,7 +89,7 @@ browser-deps:
 	@command -v chromium >/dev/null || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium >/dev/null; }
 
 # The job code shipped to Spark executors (--py-files).
-build/jobs.zip: $(wildcard jobs/*.py jobs/*/*.py jobs/rules/*)
+build/jobs.zip: $(wildcard jobs/*.py jobs/*/*.py jobs/derived/rules/*)
 	@$(PY) -m tools.package $@ >/dev/null
 
 # The JVM helpers (jobs/java/): every Spark session of the jobs loads them (--jars under spark-submit).
@@ -123,7 +123,7 @@ status: setup
 demo: setup build/jobs.zip
 	$(PY) -m tools.generate_landing --out $(CLOUDTRAIL_LANDING) --records 20000 --days 3 --late-event-files 2 --malformed-files 4 --digests --samples $(CLOUDTRAIL_SAMPLES) --if-absent
 	CLOUDTRAIL_SETTLE="0 seconds" $(MAKE) --no-print-directory run
-	airflow dags test cloudtrail_activity
+	airflow dags test cloudtrail_derived
 	$(PY) -m tools.summary --lake $(CLOUDTRAIL_LAKE)
 
 lint: setup

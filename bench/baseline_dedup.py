@@ -11,9 +11,9 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from jobs.lake import EVENT_DATE
-from jobs.landing import landing_glob
-from jobs.schema import EVENT_TIME_FORMAT, RECORD_FIELDS
-from jobs.session import spark_session
+from jobs.landing.layout import landing_glob
+from jobs.records.schema import EVENT_TIME_FORMAT, RECORD_FIELDS
+from jobs.spark.session import spark_session
 
 landing, out = sys.argv[1], sys.argv[2]
 spark = spark_session("baseline_dedup")  # the product's shared settings (UTC, listing in the driver, the JVM's collector)

@@ -42,7 +42,7 @@ import psutil
 
 from bench.metadata_growth import deliver_one, size_kb
 from jobs.lake import EVENT_DATE, Lake, partition_folders
-from jobs.spark_logs import sink_log
+from jobs.spark.logs import sink_log
 from tools.generate_landing import generate, like, real_records
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -19,9 +19,9 @@ from pathlib import Path
 import duckdb
 
 from bench.benchmark import SAMPLES
-from jobs import partitions
 from jobs.lake import Lake, partition
-from jobs.landing import day_folders, delivered_at, log_files_in
+from jobs.landing.layout import day_folders, delivered_at, log_files_in
+from jobs.tables import partitions
 from tools.generate_landing import generate, like, real_records
 
 DAY = date(2024, 1, 1)

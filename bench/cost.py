@@ -9,7 +9,7 @@ all), real-shaped records (tools/generate_landing.like). Each way is measured as
 - hourly: 24 runs of the job as the DAG runs it hourly (a process each, availableNow), each
   after that hour's 204 files have landed;
 - stream: one always-on driver with a 5-minute trigger. The job plans its files before its
-  query starts (jobs/ledger.py), so it has no processingTime trigger; this measures what each
+  query starts (jobs/ledger/planner.py), so it has no processingTime trigger; this measures what each
   trigger would do, the job's `run()` in one warm session after each 5-minute slice of files
   lands, for the first `--stream-slices` slices, then the idle JVM's CPU for a minute, and
   scales both to a day: an upper bound (each run() also starts its query, plans and sweeps),
@@ -35,7 +35,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from jobs.landing import delivery_path
+from jobs.landing.layout import delivery_path
 from tools.generate_landing import like, real_records, write_delivery
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -141,11 +141,11 @@ def stream_worker(staging: Path, scratch: Path, measured: int, idle_s: float) ->
     """Print this process's CPU (its JVM's included) after the first slice, after `measured` slices, and after idling `idle_s`."""
     import psutil
 
-    from jobs.ingest.cli import parse_args
+    from jobs.ingest.command import parse_args
     from jobs.ingest.run import run
     from jobs.ingest.stream import build_session
-    from jobs.landing import aws_logs
-    from jobs.session import JobSession
+    from jobs.landing.layout import aws_logs
+    from jobs.spark.session import JobSession
 
     def cpu() -> float:
         # Each live process's own time, and that of its children that ended (Python workers come and go).

@@ -33,11 +33,11 @@ from pathlib import Path
 from unittest import mock
 
 from bench.benchmark import SAMPLES, WORK, measure
-from jobs import landing as landing_layout
-from jobs import ledger
-from jobs.ingest import cli as ingest_cli
+from jobs.ingest import command as ingest_cli
 from jobs.lake import Lake
-from jobs.landing import aws_logs, delivery_path
+from jobs.landing import layout as landing_layout
+from jobs.landing.layout import aws_logs, delivery_path
+from jobs.ledger import planner as ledger
 from tools.generate_landing import like, real_records, write_delivery
 
 REGIONS = [
@@ -142,7 +142,7 @@ def recorded(listed: list[str], stated: list[str]) -> Iterator[None]:
     with (
         mock.patch.object(landing_layout, "_entries", listing),
         mock.patch.object(landing_layout, "_ctime_ns", folder_time),
-        mock.patch("jobs.ledger.log_files_in", files_in),
+        mock.patch("jobs.ledger.planner.log_files_in", files_in),
     ):
         yield
 

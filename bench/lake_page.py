@@ -36,13 +36,13 @@ from typing import Any
 
 import duckdb
 
-from jobs import tally
-from jobs.derived_state import record_built
+from jobs.derived.state import record_built
 from jobs.files import write_whole
 from jobs.lake import ACCOUNT_ID, EVENT_DAY, OCSF, OCSF_API_ACTIVITY, REGION, Lake, partition
-from jobs.landing import delivery_path
-from jobs.ledger_files import Entry
-from jobs.report import BatchStats, RunReport, write_json
+from jobs.landing.layout import delivery_path
+from jobs.ledger.store import Entry
+from jobs.reporting import tally
+from jobs.reporting.report import BatchStats, RunReport, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 REGIONS = [f"{area}-{n}" for area in ("us-east", "us-west", "eu-west", "eu-central", "ap-south", "ap-northeast") for n in (1, 2, 3)][:17]
@@ -154,7 +154,7 @@ def build_bucket(root: Path, accounts: int, days: int) -> tuple[Lake, date]:
             cached = delivery_path(lake.landing_cache, account, region, datetime(day.year, day.month, day.day, 23, 55, tzinfo=UTC), "x")
             cached.parent.mkdir(parents=True, exist_ok=True)
             os.link(source, cached)
-        record_built(lake.derived_state(OCSF), {str(day): "built"}, {OCSF_API_ACTIVITY: {str(day): 10 * len(places)}},
+        record_built(lake, OCSF, {str(day): "built"}, {OCSF_API_ACTIVITY: {str(day): 10 * len(places)}},
                      {OCSF_API_ACTIVITY: {str(day): len(places)}})  # fmt: skip
         for hour in range(24):
             at = datetime(day.year, day.month, day.day, hour, tzinfo=UTC)
@@ -290,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
                 for path in folder.glob("*.json"):
                     json.loads(path.read_text())
 
-        from jobs import ledger_search
+        from jobs.ledger import search as ledger_search
 
         measured: dict[str, Any] = {}
         # The first call in a fresh API server imports DuckDB and reads every manifest (then kept: they never change).

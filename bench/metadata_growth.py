@@ -22,8 +22,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from jobs.lake import Lake
-from jobs.landing import delivery_path
-from jobs.spark_logs import batch_files, sink_log
+from jobs.landing.layout import delivery_path
+from jobs.spark.logs import batch_files, sink_log
 from tools.generate_landing import make_record, write_delivery
 
 

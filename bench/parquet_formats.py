@@ -19,7 +19,7 @@ from pathlib import Path
 import duckdb
 
 from jobs.lake import EVENT_DATE, Lake
-from jobs.session import spark_session
+from jobs.spark.session import spark_session
 
 FORMATS = {
     "before (INT96, snappy)": {"spark.sql.parquet.outputTimestampType": "INT96", "spark.sql.parquet.compression.codec": "snappy"},

@@ -35,10 +35,11 @@ from typing import Any
 import boto3
 
 from bench.benchmark import SAMPLES, WORK, measure, product_command, zone
-from jobs import gate, publish
+from jobs.iceberg import publish
 from jobs.lake import EVENT_DATE, Lake, partition, partition_folders
-from jobs.landing import delivery_path
-from jobs.partitions import data_files
+from jobs.landing.layout import delivery_path
+from jobs.quality import gate
+from jobs.tables.partitions import data_files
 from tests.aws import ENVIRONMENT, glue_catalog, start_server
 from tools.generate_landing import like, real_records, write_delivery
 

@@ -38,12 +38,12 @@ import boto3
 
 from bench.benchmark import SAMPLES, WORK, measure
 from bench.history import REGIONS
-from jobs import reconcile
-from jobs.bucket import FETCH_THREADS, BucketLanding
-from jobs.ingest.cli import parse_args
+from jobs.ingest.command import parse_args
 from jobs.ingest.run import run
 from jobs.lake import Lake
-from jobs.ledger_files import verified_checkpoint
+from jobs.landing.bucket import FETCH_THREADS, BucketLanding
+from jobs.ledger import reconcile
+from jobs.ledger.store import verified_checkpoint
 from tests.aws import ENVIRONMENT, cloudtrail_sns, log_key, start_server
 from tools.generate_landing import like, real_records
 

@@ -13,7 +13,7 @@ partitioned Parquet table, then checks the table before anyone downstream uses i
 | `rebuild_summary` | per rebuilt partition: rows before and after, files read, duplicates dropped, quarantined (XCom) |
 | `choose_gate` | the ingest's gate passed: announce and publish (failed: the run fails); nothing changed: publish only, a report says why |
 | `dq_gate` | `spark-submit jobs/validate_events.py`: GX suites on the run's dates, when the ingest did not gate them |
-| `announce` | updates the `cloudtrail_events` Asset, so downstream DAGs can schedule on it |
+| `announce` | updates the `cloudtrail_events` Asset, so derived DAGs can schedule on it |
 | `publish` | `jobs/publish.py`: the dates whose gate passed into the Iceberg catalog (one snapshot a table); those held back named |
 
 The ingest sweeps crashed attempts' files aside before and after its batches, and starts no
@@ -67,8 +67,8 @@ with DAG(
         context = get_current_context()
         planned = plan_run(context["params"], settings, context["run_id"], *run_interval(context))
         if settings.queue_url:  # woken by deliveries: their notifications, kept in the lake before anything can fail
-            from jobs import sqs
             from jobs.lake import Lake
+            from jobs.landing import sqs
 
             kept = sqs.keep_asset_events(Lake.at(planned["lake"]), context["triggering_asset_events"])
             print(f"notifications kept in the lake's inbox for this run: {kept}")
@@ -83,7 +83,7 @@ with DAG(
         """What a rebuild of this run's dates would read, per date, and how long it would take."""
         from dataclasses import asdict
 
-        from jobs import rebuild
+        from jobs.upkeep import rebuild
 
         if not rebuild_args:
             return {"dates": {}, "note": "mode is not rebuild, or no event date ends in this data interval"}
@@ -96,8 +96,8 @@ with DAG(
     @task.branch(trigger_rule="none_failed_min_one_success")
     def choose_gate(lake: str, dates: list[str]) -> str | list[str]:
         """The two paths meet here (after the rebuild, or with it skipped); `plan` skips it in a dry run."""
-        from jobs import gate
         from jobs.lake import Lake
+        from jobs.quality import gate
 
         run_id, layout = get_current_context()["run_id"], Lake.at(lake)
         verdict = gate.verdict(layout, run_id)  # the ingest gated what it wrote in its own application
@@ -115,7 +115,7 @@ with DAG(
     def rebuild_summary(lake: str) -> dict:
         """The rebuild's report, per partition, as this task's XCom."""
         from jobs.lake import Lake
-        from jobs.report import read_report
+        from jobs.reporting.report import read_report
 
         reports = Lake.at(lake).rebuild_reports(get_current_context()["run_id"])
         return read_report(reports[-1]) or {}

@@ -1,1 +1,28 @@
-"""Spark jobs of the CloudTrail lake (shipped to the cluster as jobs.zip)."""
+"""Spark jobs of the CloudTrail lake (shipped to the cluster as jobs.zip).
+
+The house, bottom up: a module imports only from its own package or from the ones below it (tests/test_layout.py).
+
+    jobs/*.py     the kernel: the lake's layout (lake), options, files written whole, the command line and exit codes
+                  (cli), the lake lock, DuckDB over the lake (duck); and one door per command (below)
+    landing/      the landing zone: its layout, an S3 bucket's objects, their SQS notifications
+    records/      a landed file -> typed rows: schema, decode, transforms, de-duplication, the tables' rows
+    reporting/    every report the lake keeps, the run summaries and the tally
+    spark/        Spark: the session, its logs and state, the sinks, the ingest checkpoint
+    ledger/       the file ledger: which landing files a run takes, its records on disk, the digests' reconciliation
+    tables/       the lake's tables: partitions swapped whole, staging, the sweep, the quarantine, rows' sources
+    quality/      the data-quality gates (Great Expectations)
+    ingest/       the ingest job
+    upkeep/       rebuild, repair, rescale, compaction, the quarantine's replay
+    derived/      tables derived from the events table date by date: activity, findings, OCSF
+    status/       what the lake holds and how fresh it is (the lake page, `make status`)
+    iceberg/      the lake published as Apache Iceberg tables through a catalog
+
+The doors: `python -m jobs.<command>` or `spark-submit jobs/<command>.py` for each of COMMANDS; each door's module
+holds its usage and runs the command's `main` in its package.
+"""
+
+# The packages of jobs/, bottom up: a package imports from the kernel and from the packages before it.
+PACKAGES = ("landing", "records", "reporting", "spark", "ledger", "tables", "quality", "ingest", "upkeep", "derived", "status", "iceberg")
+# The commands a user or a DAG runs: jobs/<command>.py, each a door into its package.
+COMMANDS = ("cloudtrail_ingest", "replay_quarantine", "validate_events", "sweep", "rebuild", "repair", "rescale", "compact",
+            "activity", "ocsf", "publish")  # fmt: skip

@@ -16,8 +16,6 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from jobs import options
-from jobs.lock import LakeBusyError, LakeUnusableError
-from jobs.spark_logs import CheckpointError
 
 log = logging.getLogger("cloudtrail")
 
@@ -27,6 +25,13 @@ FAILED = 1  # the run failed, or its gate did
 USAGE = 2  # bad arguments, or a checkpoint the job cannot use as it is
 ROWS_LOST = 3  # the de-duplication watermark dropped rows (docs/design.md, "Recovering dropped rows")
 LAKE_BUSY = 75  # another writer held the lake longer than the job waits (EX_TEMPFAIL: try again later)
+
+
+class Refused(RuntimeError):
+    """A failure the operator acts on (a lake that cannot be used as it is, a busy lake): `run` ends the job with
+    `exit_code` and the message, one line, no traceback. Each raiser subclasses it where its concept lives."""
+
+    exit_code = USAGE
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
@@ -135,9 +140,6 @@ def run(body: Callable[[], int]) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     try:
         return body()
-    except LakeBusyError as exc:
+    except Refused as exc:
         log.error("%s", exc)
-        return LAKE_BUSY
-    except (CheckpointError, LakeUnusableError) as exc:
-        log.error("%s", exc)
-        return USAGE
+        return exc.exit_code

@@ -5,14 +5,10 @@ Run it with either of:
     spark-submit --py-files build/jobs.zip jobs/cloudtrail_ingest.py --landing DIR --lake DIR [options]
     python -m jobs.cloudtrail_ingest --landing DIR --lake DIR [options]
 
-`--help` lists the options. The job itself is the package jobs/ingest/ (cli.py reads these arguments).
+`--help` lists the options. The job itself is the package jobs/ingest/ (command.py reads these arguments).
 """
 
-from __future__ import annotations
-
-import sys
-
-from jobs.ingest.cli import main
+from jobs.ingest.command import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

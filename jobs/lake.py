@@ -5,10 +5,10 @@ Every path under the lake root is named here and nowhere else:
     <lake>/events/event_date=YYYY-MM-DD/   the table (its commit log in _spark_metadata/)
     <lake>/quarantine/reason=.../          what could not be read, with the reason
     <lake>/activity_hourly/event_date=YYYY-MM-DD/  hourly counts per account, region, call, principal, error
-    <lake>/findings/event_date=YYYY-MM-DD/ events the detection rules (jobs/rules/) match
+    <lake>/findings/event_date=YYYY-MM-DD/ events the detection rules (jobs/derived/rules/) match
     <lake>/ocsf/api_activity/region=R/accountId=A/eventDay=YYYYMMDD/  the events as OCSF API Activity (Security Lake's layout)
     <lake>/ocsf/api_activity/_ocsf.json    that table's OCSF version, class and profiles
-    <lake>/_checkpoints/downstream.json    per event date: what the downstream tables were built from, and their rows
+    <lake>/_checkpoints/<job>.json         per event date: what a derived job's tables were built from, and their rows
     <lake>/_checkpoints/ocsf.json          the same, for the OCSF table (each Derived job's `state`)
     <lake>/_checkpoints/ingest/            the stream's checkpoint, and last_success.json
     <lake>/_checkpoints/ingest/manifests/  the file ledger: the landing files each batch reads
@@ -23,9 +23,9 @@ Every path under the lake root is named here and nowhere else:
     <lake>/_swept/<table>/<time>/          uncommitted files the sweep moved aside
     <lake>/_replaced/<table>/<tag>/        files a later read replaced (quarantine rows read again),
                                            partitions a rebuild replaced (<tag>: its run id)
-    <lake>/landing/AWSLogs/...             an S3 landing's objects, fetched (jobs/bucket.py): what Spark reads
+    <lake>/landing/AWSLogs/...             an S3 landing's objects, fetched (jobs/landing/bucket.py): what Spark reads
     <lake>/notifications/inbox/<event>.json  notifications the event-driven DAG's watcher took, until ledgered
-    <lake>/notifications/kept/<message>.json  notifications that cannot be read, with the reason (jobs/sqs.py)
+    <lake>/notifications/kept/<message>.json  notifications that cannot be read, with the reason (jobs/landing/sqs.py)
     <lake>/notifications/outside/<message>.json  log files notified outside the configured landing, until taken back
     <lake>/notifications/refused/<key hash>.json  keys the lake's disk cannot hold, named with their reason
     <lake>/reports/ingest/<run id>.json    run reports
@@ -58,24 +58,21 @@ REGION, ACCOUNT_ID, EVENT_DAY = "region", "accountId", "eventDay"
 
 @dataclass(frozen=True)
 class Derived:
-    """A job that derives tables from the events table event date by event date (jobs/derived.py): its module
-    jobs/<job>.py computes and checks the rows; the lake's paths, the downstream DAG's task, the run form's plan,
-    the lake page's section and the reports come from this definition."""
+    """A job that derives tables from the events table event date by event date (jobs/derived/derivation.py): its module
+    jobs/<job>.py computes and checks the rows; the lake's paths, the derived DAG's task, the run form's plan,
+    the lake page's section and the reports come from this definition. One name, `job`, for all of them."""
 
-    job: str  # jobs/<job>.py; reports/<job>/, reports/dq/<job>/
-    task: str  # its task in the cloudtrail_activity DAG
+    job: str  # jobs/<job>.py; its task in the cloudtrail_derived DAG; reports/<job>/, reports/dq/<job>/, _checkpoints/<job>.json
     title: str  # what the lake page calls its tables
     tables: dict[str, tuple[str, ...]]  # folder -> partition columns, outermost first (the innermost holds the date)
-    state: str  # _checkpoints/<state>: what each event date was built from, and its rows
 
 
-# What the downstream DAG builds, in the order it builds it. A table computed from the events date by date is a
+# What the derived DAG builds, in the order it builds it. A table computed from the events date by date is a
 # module like jobs/ocsf.py (its transform, its checks), its suites in expectations/, and an entry here.
-ACTIVITY = Derived("activity", "update", "Activity and findings", {"activity_hourly": (EVENT_DATE,), "findings": (EVENT_DATE,)},
-                   "downstream.json")  # fmt: skip
+ACTIVITY = Derived("activity", "Activity and findings", {"activity_hourly": (EVENT_DATE,), "findings": (EVENT_DATE,)})
 # The OCSF view of the events, partitioned as Amazon Security Lake partitions its sources: one folder per region,
 # account and event day (YYYYMMDD, an event date's value in it: `event_day`).
-OCSF = Derived("ocsf", "ocsf", "OCSF API Activity", {"ocsf/api_activity": (REGION, ACCOUNT_ID, EVENT_DAY)}, "ocsf.json")
+OCSF = Derived("ocsf", "OCSF API Activity", {"ocsf/api_activity": (REGION, ACCOUNT_ID, EVENT_DAY)})
 DERIVED = (ACTIVITY, OCSF)
 ACTIVITY_HOURLY, FINDINGS = ACTIVITY.tables
 (OCSF_API_ACTIVITY,) = OCSF.tables
@@ -89,13 +86,13 @@ PARTITION_COLUMN = {name: columns[0] for name, columns in PARTITION_COLUMNS.item
 OCSF_DESCRIPTOR = "_ocsf.json"
 # The one file among the gate reports that is no report: the index of what the gates passed.
 VALIDATED = "_validated.json"
-# The streaming checkpoint's own file (jobs/checkpoint.py): the last successful run's check time and batch.
+# The streaming checkpoint's own file (jobs/spark/checkpoint.py): the last successful run's check time and batch.
 LAST_SUCCESS = "last_success.json"
-# The ledger's index of the landing files in retired delivery folders (jobs/ledger.py), one file per delivery date.
+# The ledger's index of the landing files in retired delivery folders (jobs/ledger/planner.py), one file per delivery date.
 RETIRED = "retired"
 # In that index, the names of the manifests the ledger let go of: one Spark's log names that is gone and not here was lost.
 LET_GO = "let_go.txt"
-# The ledger's record of taken files whose times changed and whose content did not (jobs/ledger.py).
+# The ledger's record of taken files whose times changed and whose content did not (jobs/ledger/planner.py).
 RESTAMPED = "restamped.jsonl"
 # The file ledger's manifests, one per batch, in the checkpoint: the folder the ingest's stream reads.
 MANIFESTS = "manifests"
@@ -162,8 +159,13 @@ class Lake:
         return self.checkpoint / "late_files"
 
     def derived_state(self, derived: Derived) -> Path:
-        """Per event date, what a derived job's rows were built from, and how many (jobs/derived.py)."""
-        return self.checkpoints / derived.state
+        """Per event date, what a derived job's rows were built from, and how many (jobs/derived/state.py)."""
+        return self.checkpoints / f"{derived.job}.json"
+
+    def derived_state_before(self, derived: Derived) -> Path:
+        """Where a lake written before the state files took their job's name keeps it (the activity job's was
+        downstream.json); jobs/derived/state.py reads it there until its first write moves it."""
+        return self.checkpoints / ("downstream.json" if derived.job == "activity" else f"{derived.job}.json")
 
     @property
     def lock(self) -> Path:
@@ -175,7 +177,7 @@ class Lake:
 
     @property
     def reconciled(self) -> Path:
-        """CloudTrail digests a reconciliation proved complete, one file per digest date (jobs/reconcile.py)."""
+        """CloudTrail digests a reconciliation proved complete, one file per digest date (jobs/ledger/reconcile.py)."""
         return self.checkpoint / "reconciled"
 
     @property
@@ -262,7 +264,7 @@ class Lake:
 
     @property
     def tally(self) -> Path:
-        """The ingest runs' running tallies (jobs/tally.py)."""
+        """The ingest runs' running tallies (jobs/reporting/tally.py)."""
         return self.reports / "tally.json"
 
     def derived_reports(self, job: str) -> Path:

@@ -8,14 +8,17 @@ import time
 from datetime import UTC, datetime
 from typing import IO
 
+from jobs.cli import LAKE_BUSY, Refused
 from jobs.lake import Lake
 
 
-class LakeBusyError(RuntimeError):
+class LakeBusyError(Refused):
     """Another writer holds the lake."""
 
+    exit_code = LAKE_BUSY
 
-class LakeUnusableError(RuntimeError):
+
+class LakeUnusableError(Refused):
     """The lake's folder cannot be written: a file, a read-only mount, no permission."""
 
 

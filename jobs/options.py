@@ -40,7 +40,7 @@ FRESHNESS_THRESHOLD = "2 hours"
 # one dated later is future-dated (counted, never the newest event of its place).
 CLOCK_SKEW = "15 minutes"
 # An S3 landing's queue: messages one run takes at most; how often a run proves completeness against CloudTrail's
-# digests (jobs/reconcile.py), and over how many delivery days back.
+# digests (jobs/ledger/reconcile.py), and over how many delivery days back.
 MAX_MESSAGES = 20_000
 # How long a received notification stays hidden from other receivers: longer than a run takes to ledger its files.
 VISIBILITY_SECONDS = 900

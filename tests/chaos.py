@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
 
-from jobs.session import STREAM_CONF, spark_session
+from jobs.spark.session import STREAM_CONF, spark_session
 from tests.helpers import committed_files, duckdb_rows, table_rows
 from tools.generate_landing import generate
 

@@ -54,7 +54,7 @@ LONGEST_FIRST = (
     "test_chaos.py",
     "test_bench_smoke.py",
     "test_dag.py",
-    "test_downstream.py",
+    "test_derived.py",
     "test_cluster.py",
     "test_rebuild.py",
     "test_s3_landing.py",
@@ -72,7 +72,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def spark():
-    from jobs.session import STREAM_CONF, spark_session, stop_state_stores
+    from jobs.spark.session import STREAM_CONF, spark_session, stop_state_stores
 
     # A driver as large as the job's default: the parser-limit test holds a 20 MB record.
     conf = {**STREAM_CONF, "spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false", "spark.driver.memory": "2g"}

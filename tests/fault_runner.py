@@ -23,11 +23,11 @@ import threading
 import time
 from pathlib import Path
 
-from jobs.bucket import BucketLanding
-from jobs.ingest import cli
+from jobs.ingest import command as cli
 from jobs.ingest.batch_writer import BatchWriter
-from jobs.sinks import ParquetSink
-from jobs.sqs import Received
+from jobs.landing.bucket import BucketLanding
+from jobs.landing.sqs import Received
+from jobs.spark.sinks import ParquetSink
 
 
 def die() -> None:

@@ -18,16 +18,16 @@ from typing import Any
 import duckdb
 from pyspark.sql import functions as F
 
-from jobs.ingest.cli import parse_args
+from jobs.ingest.command import parse_args
 from jobs.ingest.run import run
 from jobs.lake import Lake
-from jobs.landing import delivery_path
-from jobs.quarantine import Replay
-from jobs.report import RunReport
-from jobs.schema import EVENTS_SCHEMA, QUARANTINE_SCHEMA
-from jobs.session import stop_state_stores
-from jobs.sinks import IGNORE_SINK_LOG
-from jobs.spark_logs import batch_files, local_path, sink_log, sink_log_files
+from jobs.landing.layout import delivery_path
+from jobs.records.schema import EVENTS_SCHEMA, QUARANTINE_SCHEMA
+from jobs.reporting.report import RunReport
+from jobs.spark.logs import batch_files, local_path, sink_log, sink_log_files
+from jobs.spark.session import stop_state_stores
+from jobs.spark.sinks import IGNORE_SINK_LOG
+from jobs.tables.quarantine import Replay
 from tools.generate_landing import write_delivery
 
 DAY = datetime(2024, 3, 1, tzinfo=UTC)

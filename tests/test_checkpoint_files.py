@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from jobs import compact, rebuild, repair, rescale
-from jobs.ingest.cli import main
+from jobs.ingest.command import main
 from jobs.lake import Lake
-from jobs.spark_logs import batch_files, sink_log
+from jobs.spark.logs import batch_files, sink_log
+from jobs.upkeep import compact, rebuild, repair, rescale
 from tests.helpers import DAY, command, deliver, duckdb_rows, events_of, ingest, refusal, succeeded
 
 SHAPES = ("cut", "garbage", "version line only", "empty", "deleted", "deleted, its .crc kept")

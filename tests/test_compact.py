@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from jobs import compact, partitions, rebuild
 from jobs.lake import Lake, partition
+from jobs.tables import partitions
+from jobs.upkeep import compact, rebuild
 from tests.helpers import COUNT_LOOP, DAY, counts_seen, deliver, duckdb_rows, events_of, ingest
 
 RUNS = 8
@@ -76,7 +77,7 @@ def test_only_closed_dates_with_more_files_than_their_size_needs_are_planned(tmp
         for n in range(files):
             (folder / f"part-{n}.parquet").write_bytes(b"x" * 100)
     config = compact.CompactConfig(lake, "plan", target_bytes=150)
-    planned = compact.plan(config, today=date(2024, 3, 10))
+    planned = compact.plan_compaction(config, today=date(2024, 3, 10))
     assert [(p.event_date, len(p.files), p.needed) for p in planned] == [(date(2024, 3, 1), 3, 2)], "9 March is within the horizon"
-    asked = compact.plan(compact.CompactConfig(lake, "plan", dates=(date(2024, 3, 9),)), today=date(2024, 3, 10))
+    asked = compact.plan_compaction(compact.CompactConfig(lake, "plan", dates=(date(2024, 3, 9),)), today=date(2024, 3, 10))
     assert [(p.event_date, p.needed) for p in asked] == [(date(2024, 3, 9), 1)], "dates asked for are compacted, closed or not"

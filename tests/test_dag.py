@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from jobs import publish
-from jobs.lake import ACTIVITY, OCSF, Lake
+from jobs.iceberg import publish
+from jobs.lake import ACTIVITY, DERIVED, OCSF, Lake
 from tests.conftest import ROOT
 from tests.helpers import DAY, deliver, event, events_of
 
-DAG_FILES = [ROOT / "dags" / f"{name}.py" for name in ("cloudtrail_ingest", "cloudtrail_activity", "cloudtrail_compact")]
+DAG_FILES = [ROOT / "dags" / f"{name}.py" for name in ("cloudtrail_ingest", "cloudtrail_derived", "cloudtrail_compact")]
 HEAVY_MODULES = ["pyspark", "great_expectations", "pandas", "duckdb", "pyarrow", "py4j"]
 
 
@@ -34,7 +34,7 @@ def dag(dagbag):
 
 def test_dagbag_imports_without_errors_and_each_file_parses_under_a_second(dagbag):
     assert dagbag.import_errors == {}
-    assert {"cloudtrail_ingest", "cloudtrail_activity", "cloudtrail_compact"} <= set(dagbag.dag_ids)
+    assert {"cloudtrail_ingest", "cloudtrail_derived", "cloudtrail_compact"} <= set(dagbag.dag_ids)
     assert dagbag.dagbag_stats and all(stat.duration < timedelta(seconds=1) for stat in dagbag.dagbag_stats)
 
 
@@ -69,14 +69,19 @@ def test_policies(dag):
     assert ingest._conn_id == "spark_default"
 
 
-def test_the_activity_dag_runs_on_the_events_asset_and_queues_for_the_lake(dagbag):
-    dag = dagbag.dags["cloudtrail_activity"]
+def test_the_derived_dag_runs_on_the_events_asset_and_queues_for_the_lake(dagbag):
+    """One task per derived job, named after it, in DERIVED's order; the Asset and the publish after the last."""
+    dag = dagbag.dags["cloudtrail_derived"]
     assert [asset.name for asset in dag.timetable.asset_condition.objects] == ["cloudtrail_events"]
     assert dag.max_active_runs == 1 and dag.doc_md and "### CloudTrail activity" in dag.doc_md
-    assert dag.get_task("update").pool == "cloudtrail_lake" and dag.get_task("update").retries >= 2
-    assert dag.get_task("ocsf").pool == "cloudtrail_lake" and dag.get_task("ocsf").upstream_task_ids == {"plan", "update"}
-    assert dag.get_task("announce").upstream_task_ids == {"ocsf"} and dag.get_task("publish").upstream_task_ids == {"plan", "ocsf"}
-    assert dag.get_task("announce").outlets[0].name == "cloudtrail_activity"
+    before = "plan"
+    for derived in DERIVED:
+        job = dag.get_task(derived.job)
+        assert job.pool == "cloudtrail_lake" and job.retries >= 2 and job.application.endswith(f"jobs/{derived.job}.py")
+        assert job.upstream_task_ids == {"plan"} | {before}, derived.job
+        before = derived.job
+    assert dag.get_task("announce").upstream_task_ids == {before} and dag.get_task("publish").upstream_task_ids == {"plan", before}
+    assert dag.get_task("announce").outlets[0].name == "cloudtrail_derived"
 
 
 def test_a_new_derived_table_is_one_definition_the_dag_and_the_lake_page_follow(monkeypatch, tmp_path):
@@ -89,23 +94,23 @@ def test_a_new_derived_table_is_one_definition_the_dag_and_the_lake_page_follow(
 
     from cloudtrail_airflow import lake_view
     from jobs import lake
-    from jobs.derived_state import record_built
+    from jobs.derived.state import record_built
 
-    toy = lake.Derived("toy", "toy_task", "Toy counts", {"toy_hourly": (lake.EVENT_DATE,)}, "toy.json")
+    toy = lake.Derived("toy", "Toy counts", {"toy_hourly": (lake.EVENT_DATE,)})
     for module in (lake, lake_view):
         monkeypatch.setattr(module, "DERIVED", (*lake.DERIVED, toy))
-    dag = DagBag(dag_folder=str(ROOT / "dags" / "cloudtrail_activity.py")).dags["cloudtrail_activity"]
-    task = dag.get_task("toy_task")
-    assert task.upstream_task_ids == {"plan", "ocsf"} and dag.get_task("announce").upstream_task_ids == {"toy_task"}
+    dag = DagBag(dag_folder=str(ROOT / "dags" / "cloudtrail_derived.py")).dags["cloudtrail_derived"]
+    task = dag.get_task("toy")
+    assert task.upstream_task_ids == {"plan", DERIVED[-1].job} and dag.get_task("announce").upstream_task_ids == {"toy"}
     assert task.application.endswith("jobs/toy.py") and task.pool == "cloudtrail_lake"
 
     root = Path(os.environ["CLOUDTRAIL_LAKE"]) / f"toy-{tmp_path.name}"
     counts = {"toy_hourly": {"2024-03-01": 7}}, {"toy_hourly": {"2024-03-01": 1}}
-    record_built(Lake(root).derived_state(toy), {"2024-03-01": "built"}, *counts)
+    record_built(Lake(root), toy, {"2024-03-01": "built"}, *counts)
     monkeypatch.setenv("CLOUDTRAIL_LAKE", str(root))
     shown = lake_view.status_json()["derived_rows_per_event_date"]
     toy_rows = [{"event_date": "2024-03-01", "rows": {"toy_hourly": 7}, "folders": {"toy_hourly": 1}}]
-    assert shown == {"activity": [], "ocsf": [], "toy": toy_rows}
+    assert shown == {**{derived.job: [] for derived in DERIVED}, "toy": toy_rows}
     page = lake_view.lake_page(Request({"type": "http", "root_path": ""}), "").body.decode()
     assert "<h2>Toy counts: rows per event date (last 30 dates)</h2>" in page and "<th>toy_hourly rows</th>" in page
 
@@ -228,7 +233,7 @@ def test_the_activity_dag_builds_the_downstream_tables_with_real_spark(dagbag, d
     deliver(landing, [*events_of(20, DAY, "act"), event("stop", DAY, eventSource="cloudtrail.amazonaws.com", eventName="StopLogging")],
             DAY + timedelta(minutes=20))  # fmt: skip
     ingest(spark, landing, lake)
-    run = dagbag.dags["cloudtrail_activity"].test(run_conf={"lake": str(lake)})
+    run = dagbag.dags["cloudtrail_derived"].test(run_conf={"lake": str(lake)})
     assert str(run.state) == "success", states(run)
     report = json.loads(Lake(lake).derived_report(ACTIVITY.job, run.run_id).read_text())
     assert report["dates"] == ["2024-03-01"] and report["rows"]["findings"] == {"2024-03-01": 1}

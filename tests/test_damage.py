@@ -18,12 +18,15 @@ from types import SimpleNamespace
 import pytest
 from starlette.requests import Request
 
-from jobs import compact, lake_status, ledger, ledger_files, rebuild, repair
-from jobs import landing as landing_zone
-from jobs.ingest.cli import main
+from jobs.ingest.command import main
 from jobs.lake import Lake
-from jobs.run_summary import run_summary
-from jobs.spark_logs import last_commit
+from jobs.landing import layout as landing_zone
+from jobs.ledger import planner as ledger
+from jobs.ledger import store as ledger_files
+from jobs.reporting.summary import run_summary
+from jobs.spark.logs import last_commit
+from jobs.status import lake_status
+from jobs.upkeep import compact, rebuild, repair
 from tests.helpers import DAY, deliver, duckdb_rows, events_of, ingest
 from tools import status as status_tool
 
@@ -309,7 +312,7 @@ def copied_elsewhere(landing: Path, keep_times: bool = True) -> Path:
 
 
 def test_a_copy_that_resets_times_reads_nothing_again_and_a_rebuild_reads_the_files_where_they_are_now(spark, landing, lake):
-    """A copy tool that does not keep modification times makes every taken file look changed: the content's fingerprint
+    """A copy tool that does not keep modification times makes every taken file look changed: the content's SHA-256
     says it is not, and it is not read again (events older than the de-duplication horizon would come back twice)."""
     starts = {f"d{day}": DAY + timedelta(days=day) for day in range(3)}
     for prefix, start in starts.items():

@@ -1,4 +1,4 @@
-"""The JVM decoder (jobs/java/cloudtrail/LandingFile.java, Json.java and Salvage.java through jobs/decode.py), file by file."""
+"""The JVM decoder (jobs/java/cloudtrail/LandingFile.java, Json.java and Salvage.java through jobs/records/decode.py), file by file."""
 
 import gzip
 import json
@@ -8,9 +8,9 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from jobs.decode import SHAPE_ARRAY, SHAPE_OBJECT, UNKNOWN_KEY, decode_files, key_flag, parse_json, salvage
-from jobs.ledger_files import MANIFEST_DDL
-from jobs.schema import TYPED_RECORD
+from jobs.ledger.store import MANIFEST_DDL
+from jobs.records.decode import SHAPE_ARRAY, SHAPE_OBJECT, UNKNOWN_KEY, decode_files, key_flag, parse_json, salvage
+from jobs.records.schema import TYPED_RECORD
 
 pytestmark = pytest.mark.unit
 

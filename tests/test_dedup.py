@@ -10,9 +10,9 @@ from pyspark.sql import Row
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from jobs.dedup import Dedup, deduplicate, raise_arrival_floor
-from jobs.rows import mark_late
-from jobs.spark_logs import last_commit
+from jobs.records.dedup import Dedup, deduplicate, raise_arrival_floor
+from jobs.records.rows import mark_late
+from jobs.spark.logs import last_commit
 
 T = datetime(2024, 3, 1, tzinfo=UTC)
 HORIZON = timedelta(hours=10)

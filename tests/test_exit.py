@@ -12,7 +12,7 @@ from tests.helpers import DAY, STACK_TRACE, deliver, events_of
 
 def test_an_ingest_exits_at_once_after_its_run_succeeded_with_nothing_at_error(landing, lake):
     """Spark's StateStore.stop() waited on a maintenance task that waited on its lock: 20 s, then an ERROR and a
-    stack after "succeeded". The state stores are stopped with the maintenance first (jobs/session.py)."""
+    stack after "succeeded". The state stores are stopped with the maintenance first (jobs/spark/session.py)."""
     for n in range(12):
         deliver(landing, events_of(500, DAY + timedelta(minutes=n), f"x{n}"), DAY + timedelta(minutes=n + 3), f"f{n}")
     command = [sys.executable, "-m", "jobs.cloudtrail_ingest", "--landing", str(landing), "--lake", str(lake), "--settle", "0 seconds",

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from jobs.lake import Lake
-from jobs.landing import delivery_path
+from jobs.landing.layout import delivery_path
 from tests.helpers import DAY, duckdb_rows, ingest
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "4"))

@@ -16,11 +16,12 @@ from urllib.parse import quote, urlparse
 
 import pytest
 
-from jobs import lake_status as status
-from jobs import tally, validate_events
 from jobs.lake import Lake
-from jobs.landing import delivery_path
-from jobs.report import RunReport
+from jobs.landing.layout import delivery_path
+from jobs.quality import validate_events
+from jobs.reporting import tally
+from jobs.reporting.report import RunReport
+from jobs.status import lake_status as status
 from tests.conftest import own_airflow_home
 from tests.helpers import DAY, event, events_of, ingest
 from tools import status as terminal

@@ -18,9 +18,12 @@ from html import escape
 import pytest
 
 from cloudtrail_airflow.lake_view import _deliveries
-from jobs import lake_status, run_summary, sqs, tally
-from jobs.bucket import BucketLanding
 from jobs.lake import Lake
+from jobs.landing import sqs
+from jobs.landing.bucket import BucketLanding
+from jobs.reporting import summary as run_summary
+from jobs.reporting import tally
+from jobs.status import lake_status
 from tests.aws import ACCOUNT, REGION, cloudtrail_sns, log_key
 from tests.helpers import command, duckdb_rows, events_of, ingest, refusal, table_rows
 from tools import status
@@ -222,7 +225,7 @@ def test_the_landing_cache_stays_flat_and_a_rebuild_of_a_pruned_date_fetches_it_
     """$PRUNE_DAYS (11 in make test; 30 for BENCHMARKS.md) delivery days, a run each: the cache holds the days the
     ledger has not retired and no more: a run retires the folders 7 days (--source-retention) before the newest the
     ledger held when it began, so 9 delivery days stay."""
-    from jobs import rebuild
+    from jobs.upkeep import rebuild
 
     days = int(os.environ.get("PRUNE_DAYS", "11"))
     first = NOW - timedelta(days=days)

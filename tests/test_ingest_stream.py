@@ -15,13 +15,13 @@ import pytest
 from pyspark.errors.utils import is_debugging_enabled
 from pyspark.sql import functions as F
 
-from jobs import session
-from jobs.ingest.cli import main, parse_args
+from jobs.ingest.command import main, parse_args
 from jobs.ingest.run import run
 from jobs.lake import Lake
 from jobs.lock import LakeBusyError, LakeLock
-from jobs.session import JobSession, class_archive
-from jobs.spark_logs import CheckpointError, batch_time
+from jobs.spark import session
+from jobs.spark.logs import CheckpointError, batch_time
+from jobs.spark.session import JobSession, class_archive
 from tests.helpers import (
     DAY,
     committed_batches,

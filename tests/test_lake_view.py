@@ -18,12 +18,17 @@ from pathlib import Path
 
 import pytest
 
-from jobs import lake_status as status
-from jobs import ledger_search, ocsf, partitions, run_summary, tally, validate_events
-from jobs.derived import DerivedConfig
-from jobs.lake import Lake, partition
-from jobs.landing import delivery_path
-from jobs.report import DerivedReport, RunReport
+from jobs.derived import ocsf
+from jobs.derived.derivation import DerivedConfig
+from jobs.lake import DERIVED, Lake, partition
+from jobs.landing.layout import delivery_path
+from jobs.ledger import search as ledger_search
+from jobs.quality import validate_events
+from jobs.reporting import summary as run_summary
+from jobs.reporting import tally
+from jobs.reporting.report import DerivedReport, RunReport
+from jobs.status import lake_status as status
+from jobs.tables import partitions
 from tests.conftest import own_airflow_home
 from tests.helpers import DAY, deliver, event, events_of, ingest, put_raw
 from tools.airflow_api import Api, Server, api_server, sign_in
@@ -181,13 +186,15 @@ def test_a_downstream_run_has_a_view_of_its_own(server: Server, known: KnownLake
     DerivedReport("asset_triggered__x", "2024-03-01T01:00:00+00:00", ["2024-03-01"], "succeeded",
                   {"ocsf/api_activity": {"2024-03-01": 30}}, gate="passed", job="ocsf",
                   folders={"ocsf/api_activity": {"2024-03-01": 1}}).write(known.lake)  # fmt: skip
-    code, page, _ = get(f"{server.url}/cloudtrail/runs/cloudtrail_activity/asset_triggered__x", token)
+    code, page, _ = get(f"{server.url}/cloudtrail/runs/cloudtrail_derived/asset_triggered__x", token)
     assert code == 200 and re.search(r"activity_hourly +3 rows", page.decode()) and re.search(r"findings by rule +cis-4.1 2", page.decode())
     assert re.search(r"ocsf run asset_triggered__x: succeeded.*ocsf/api_activity +30 rows", page.decode(), re.S)
     code, body, _ = get(f"{server.url}/cloudtrail/status.json", token)
     shown = json.loads(body)["derived_rows_per_event_date"]
     ocsf_rows = [{"event_date": "2024-03-01", "rows": {"ocsf/api_activity": 30}, "folders": {"ocsf/api_activity": 1}}]
-    assert shown == {"activity": [], "ocsf": ocsf_rows}, "as the known lake's OCSF run counted them (its state), no activity run"
+    assert shown == {derived.job: [] for derived in DERIVED} | {"ocsf": ocsf_rows}, (
+        "as the known lake's OCSF run counted them (its state), no activity run"
+    )
 
 
 def test_the_lake_page_in_the_airflow_ui(server: Server, known: KnownLake, tmp_path: Path):
@@ -239,7 +246,7 @@ def test_the_lake_page_in_the_airflow_ui(server: Server, known: KnownLake, tmp_p
 
 
 def test_the_published_tables_show_their_snapshot_the_dates_held_back_and_the_last_error_escaped(server: Server, known: KnownLake):
-    from jobs import publish
+    from jobs.iceberg import publish
 
     # The known lake's only date failed its gate: held back from the events table; the OCSF table is published.
     report = publish.publish(publish.parse_args(["--lake", str(known.lake.root), "--run-id", "page-publish"]))

@@ -12,14 +12,15 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from jobs import ledger, ledger_files
-from jobs.checkpoint import CheckpointSnapshot
-from jobs.dedup import Dedup
 from jobs.lake import Lake
-from jobs.landing import Older, aws_logs, day_folders, delivery_date, delivery_path
-from jobs.ledger import LedgerOptions, plan_files
-from jobs.ledger_files import read_manifests
-from jobs.spark_logs import CheckpointError, local_path, read_source_log
+from jobs.landing.layout import Older, aws_logs, day_folders, delivery_date, delivery_path
+from jobs.ledger import planner as ledger
+from jobs.ledger import store as ledger_files
+from jobs.ledger.planner import LedgerOptions, plan_files
+from jobs.ledger.store import read_manifests
+from jobs.records.dedup import Dedup
+from jobs.spark.checkpoint import CheckpointSnapshot
+from jobs.spark.logs import CheckpointError, local_path, read_source_log
 from tests.helpers import DAY, deliver, duckdb_rows, events_of, ingest
 from tools.generate_landing import write_delivery
 

@@ -1,4 +1,4 @@
-"""The OCSF view of the lake (jobs/ocsf.py, jobs/ocsf_mapping.py): every event of the events table as one OCSF 1.1.0
+"""The OCSF view of the lake (jobs/ocsf.py, jobs/derived/ocsf_mapping.py): every event of the events table as one OCSF 1.1.0
 API Activity row that validates against the class's JSON Schema, laid out as Security Lake lays out its sources, kept
 up to date date by date, gated before it is swapped in."""
 
@@ -21,12 +21,12 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from jobs import ocsf
-from jobs.derived import DerivedConfig
+from jobs.derived import ocsf
+from jobs.derived.derivation import DerivedConfig
+from jobs.derived.ocsf_mapping import activity_id, api_activity, source
 from jobs.lake import OCSF, Lake, partition
-from jobs.lake_status import derived_rows
-from jobs.ocsf_mapping import activity_id, api_activity, source
-from jobs.schema import EVENTS_SCHEMA
+from jobs.records.schema import EVENTS_SCHEMA
+from jobs.status.lake_status import derived_rows
 from tests.helpers import DAY, deliver, event, events_of, ingest
 from tests.test_samples import deliver_samples
 from tools.summary import summarize

@@ -28,11 +28,13 @@ from hypothesis import HealthCheck, seed, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
-from jobs import compact, publish, rebuild, repair, rescale, validate_events
-from jobs.ingest.cli import main as ingest_main
+from jobs.iceberg import publish
+from jobs.iceberg.publish import open_catalog
+from jobs.ingest.command import main as ingest_main
 from jobs.lake import Lake
-from jobs.publish import open_catalog
-from jobs.session import stop_state_stores
+from jobs.quality import validate_events
+from jobs.spark.session import stop_state_stores
+from jobs.upkeep import compact, rebuild, repair, rescale
 from tests.helpers import DAY, deliver, duckdb_rows, event
 
 EXAMPLES = int(os.environ.get("TORTURE_EXAMPLES", "3"))

@@ -12,12 +12,16 @@ from pathlib import Path
 
 import duckdb
 
-from jobs import activity, ocsf, options, publish, rebuild, validate_events
-from jobs.compact import CompactConfig
-from jobs.compact import run as compact_run
-from jobs.derived import DerivedConfig
+from jobs import options
+from jobs.derived import activity, ocsf
+from jobs.derived.derivation import DerivedConfig
+from jobs.iceberg import publish
 from jobs.lake import Lake
-from jobs.run_summary import publish_summary
+from jobs.quality import validate_events
+from jobs.reporting.summary import publish_summary
+from jobs.upkeep import rebuild
+from jobs.upkeep.compact import CompactConfig
+from jobs.upkeep.compact import run as compact_run
 from tests.aws import glue_catalog
 from tests.helpers import DAY, command, deliver, duckdb_rows, events_of, ingest, put_raw, succeeded
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import duckdb
 
-from jobs import replay_quarantine
 from jobs.lake import Lake
-from jobs.landing import delivery_path
-from jobs.quarantine import Replay
+from jobs.landing.layout import delivery_path
+from jobs.tables.quarantine import Replay
+from jobs.upkeep import replay_quarantine
 from tests.helpers import DAY, duckdb_rows, event, events_of, ingest
 
 

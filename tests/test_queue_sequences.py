@@ -23,9 +23,9 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
-from jobs import sqs
-from jobs.bucket import BucketLanding
 from jobs.lake import Lake
+from jobs.landing import sqs
+from jobs.landing.bucket import BucketLanding
 from tests.aws import Trail, cloudtrail_sns, log_key, s3_event
 from tests.helpers import duckdb_rows, events_of, ingest, table_rows
 

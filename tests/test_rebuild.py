@@ -14,10 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from jobs import partitions, rebuild, validate_events
 from jobs.lake import Lake
-from jobs.landing import delivery_path
-from jobs.rebuild import RebuildConfig
+from jobs.landing.layout import delivery_path
+from jobs.quality import validate_events
+from jobs.tables import partitions
+from jobs.upkeep import rebuild
+from jobs.upkeep.rebuild import RebuildConfig
 from tests.helpers import COUNT_LOOP, DAY, command, counts_seen, deliver, duckdb_rows, event, events_of, ingest, refusal
 from tools.generate_landing import write_delivery
 

@@ -94,7 +94,7 @@ def test_every_function_or_name_the_prose_of_jobs_names_exists():
     for path in [*ROOT.glob("jobs/**/*.py"), *ROOT.glob("plugins/**/*.py"), *ROOT.glob("dags/*.py"), *ROOT.glob("tools/*.py")]:
         prose[str(path.relative_to(ROOT))], words = prose_and_code(path)
         code |= words
-    for data in [*ROOT.glob("expectations/*.json"), *ROOT.glob("jobs/rules/*.json"), *ROOT.glob("jobs/java/cloudtrail/*.java")]:
+    for data in [*ROOT.glob("expectations/*.json"), *ROOT.glob("jobs/derived/rules/*.json"), *ROOT.glob("jobs/java/cloudtrail/*.java")]:
         code.update(re.findall(r"\w+", data.read_text()))
     unknown = sorted(
         (where, name)

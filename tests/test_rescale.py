@@ -9,10 +9,10 @@ from datetime import timedelta
 
 import pytest
 
-from jobs import compact, rescale
 from jobs.lake import Lake
-from jobs.spark_logs import CheckpointError, state_folder
-from jobs.spark_state import state_partitions
+from jobs.spark.logs import CheckpointError, state_folder
+from jobs.spark.state import state_partitions
+from jobs.upkeep import compact, rescale
 from tests.helpers import DAY, command, deliver, duckdb_rows, events_of, ingest, succeeded
 
 

@@ -19,9 +19,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from cloudtrail_airflow.lake_view import _deliveries
-from jobs import lake_status, notifications, sqs, tally
-from jobs.bucket import BucketLanding
 from jobs.lake import Lake
+from jobs.landing import notifications, sqs
+from jobs.landing.bucket import BucketLanding
+from jobs.reporting import tally
+from jobs.status import lake_status
 from tests.aws import ACCOUNT, REGION, S3_TEST_EVENT, cloudtrail_sns, eventbridge, log_key, s3_event
 from tests.helpers import command, duckdb_rows, events_of, ingest, succeeded, table_rows
 

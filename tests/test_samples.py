@@ -9,7 +9,7 @@ import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
-from jobs.landing import delivery_path
+from jobs.landing.layout import delivery_path
 from tests.helpers import DAY, duckdb_rows, ingest, quarantine_rows, table_rows
 from tools.generate_landing import SAMPLE_SOURCES, add_samples
 

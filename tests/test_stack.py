@@ -5,7 +5,7 @@ PostgreSQL, the Airflow API server, scheduler (LocalExecutor), DAG processor and
 a Spark master and two workers. The DAG is unpaused and driven through the REST API with the
 admin's credentials, as the UI does: a scheduled run and a backfill at the same time (every socket the
 services open meanwhile is on loopback, read from the kernel), then a
-`mode=rebuild` backfill over 3 damaged partitions; the downstream DAG follows on the events Asset.
+`mode=rebuild` backfill over 3 damaged partitions; the derived DAG follows on the events Asset.
 A last test starts the stack with `make stack-up`,
 clicks a backfill through the UI in headless Chromium (Debian's, driven by Playwright) and stops it
 with `make stack-down`. The tables are checked against the oracle."""
@@ -30,12 +30,12 @@ from typing import Any
 import duckdb
 import pytest
 
-from jobs import gate
 from jobs.lake import OCSF, OCSF_API_ACTIVITY, Lake
-from jobs.lake_status import derived_rows
+from jobs.quality import gate
+from jobs.status.lake_status import derived_rows
 from tests.aws import burst_lags, cloudtrail_sns, committed_ids, queryable_after, s3_stack
 from tests.helpers import DAY, deliver, duckdb_rows, events_of
-from tests.test_downstream import hourly_from_activity, hourly_from_events
+from tests.test_derived import hourly_from_activity, hourly_from_events
 from tools.airflow_api import DAG_ID, Api, sign_in
 from tools.stack import ROOT, STATE, Listener, Stack, alive, write_env_file
 
@@ -83,7 +83,7 @@ def watching_sockets(stack: Stack, every: float = 1.0) -> Iterator[set[Listener]
 
 
 def spark_applications(stack: Stack, timeout: float = 600) -> list[dict]:
-    """The cluster's applications, once none is running (a downstream DAG run on the events Asset may still be)."""
+    """The cluster's applications, once none is running (a derived DAG run on the events Asset may still be)."""
     deadline = time.monotonic() + timeout
     while True:
         with urllib.request.urlopen(f"{stack.url('spark-master', 8081)}/json/", timeout=10) as response:
@@ -108,7 +108,7 @@ def test_a_scheduled_run_and_a_backfill_at_the_same_time_on_postgres_and_the_spa
     deliver(landing, events_of(5, DAY - timedelta(days=5), "late"), DAY + timedelta(days=2, hours=13))  # late delivery
     deliver(landing, events_of(10, DAY + timedelta(hours=11), "d0"), DAY + timedelta(days=1, hours=13))  # re-delivered
 
-    downstream = Api(stack.url("airflow-api", 8080), stack.admin_password(), "cloudtrail_activity")
+    downstream = Api(stack.url("airflow-api", 8080), stack.admin_password(), "cloudtrail_derived")
     downstream.unpause()  # scheduled on the events Asset: it runs after each ingest run that publishes
     api = Api.of(stack)
     with watching_sockets(stack) as sockets:
@@ -154,7 +154,7 @@ def test_a_scheduled_run_and_a_backfill_at_the_same_time_on_postgres_and_the_spa
         gates[run_id]["verdict"] == "passed" for run_id in gated_apart
     ), "a run that wrote something gated it in the ingest's application; a gate application only for the others"
 
-    # The downstream DAG ran on the Asset events, on the cluster, and its tables agree with the events table.
+    # The derived DAG ran on the Asset events, on the cluster, and its tables agree with the events table.
     deadline = time.monotonic() + 900
     while True:
         downstream_runs = downstream.finished_runs(expected=1, timeout=900)

@@ -8,8 +8,8 @@ from datetime import timedelta
 from pathlib import Path
 
 from jobs.lake import Lake
-from jobs.sinks import ParquetSink
-from jobs.sweep import data_files, sweep_lake
+from jobs.spark.sinks import ParquetSink
+from jobs.tables.sweep import data_files, sweep_lake
 from tests.helpers import DAY, deliver, duckdb_rows, events_of, ingest
 
 ONE_FILE_PER_BATCH = {"max_files_per_trigger": 1, "max_bytes_per_trigger": None}

@@ -1,4 +1,4 @@
-"""The ingest runs' tally (jobs/tally.py): what the lake page adds up over every run, kept as the runs finish."""
+"""The ingest runs' tally (jobs/reporting/tally.py): what the lake page adds up over every run, kept as the runs finish."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from jobs import tally
 from jobs.lake import Lake
-from jobs.report import write_json
+from jobs.reporting import tally
+from jobs.reporting.report import write_json
 
 pytestmark = pytest.mark.unit
 

@@ -11,14 +11,14 @@ from pyspark.sql import Row
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from jobs.decode import decode_files
-from jobs.dedup import Dedup, mark_dedup_key
 from jobs.ingest.batch_writer import batch_figures
 from jobs.lake import Lake
-from jobs.ledger_files import MANIFEST_DDL
-from jobs.rows import WRITER_ROW, kept_rows, mark_late, split_quarantine, stamp_ingest_time, table_rows
-from jobs.sinks import write_tables
-from jobs.transforms import normalize_records, parse_containers, read_records
+from jobs.ledger.store import MANIFEST_DDL
+from jobs.records.decode import decode_files
+from jobs.records.dedup import Dedup, mark_dedup_key
+from jobs.records.rows import WRITER_ROW, kept_rows, mark_late, split_quarantine, stamp_ingest_time, table_rows
+from jobs.records.transforms import normalize_records, parse_containers, read_records
+from jobs.spark.sinks import write_tables
 from tests.helpers import split_events
 
 pytestmark = pytest.mark.unit

@@ -14,9 +14,9 @@ from pathlib import Path
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from jobs import partitions
 from jobs.lake import Lake
-from jobs.spark_logs import last_commit
+from jobs.spark.logs import last_commit
+from jobs.tables import partitions
 from tests.helpers import DAY, deliver, duckdb_rows, events_of, ingest
 
 OLDER_LAKE = Path(__file__).parent / "fixtures" / "lake-spark-4.2.0.tar.gz"

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from jobs import validate_events
 from jobs.lake import Lake, partition
-from jobs.schema import EVENTS_SCHEMA
+from jobs.quality import validate_events
+from jobs.records.schema import EVENTS_SCHEMA
 from tests.conftest import ROOT
 from tests.helpers import DAY, deliver, events_of, ingest
 
@@ -148,7 +148,7 @@ def test_a_table_with_nothing_committed_yet_passes_with_no_rows(lake):
 
 
 def test_the_gate_is_skipped_only_while_the_partitions_it_passed_are_unchanged(spark, lake):
-    from jobs import gate as gates
+    from jobs.quality import gate as gates
 
     write_table(spark, lake, [good_row(i) for i in range(5)])
     assert gate(lake)[0] == 0

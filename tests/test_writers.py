@@ -5,7 +5,7 @@ Python's writes are seen through an audit hook (`open` for writing, `os.rename`/
 innermost module of jobs/ on the stack, jobs/files.py's helpers aside. Spark writes the tables, its checkpoint and
 its logs from the JVM: those files are the module's that runs the query or the write (SPARK_WRITES). Where an
 operator command edits one of Spark's files (rescale's state partitions in an offsets file, a lost stream metadata
-file, a moved lake's source log), jobs/spark_logs.py does, and the hook sees that module; that such a file also had
+file, a moved lake's source log), jobs/spark/logs.py does, and the hook sees that module; that such a file also had
 Spark as its writer, the JVM does not tell. A file seen neither way fails the test, as does a file two modules write."""
 
 from __future__ import annotations
@@ -18,7 +18,12 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from jobs import activity, compact, ocsf, rebuild, repair, rescale, validate_events
+from jobs import COMMANDS
+from jobs.derived import activity, ocsf
+from jobs.iceberg import publish
+from jobs.quality import validate_events
+from jobs.tables import sweep
+from jobs.upkeep import compact, rebuild, repair, replay_quarantine, rescale
 from tests.helpers import DAY, deliver, events_of, ingest, put_raw
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,10 +31,12 @@ JOBS = ROOT / "jobs"
 HELPERS = {JOBS / "files.py"}  # write a file whole for whoever asks: the asker is the writer
 # Files the JVM writes, by pattern (see `pattern`), and the module whose query or write it is.
 SPARK_WRITES = {
-    r"(events|quarantine)/[^/]*=\*/[^/]*": "Spark: jobs/ingest/stream.py's sink, jobs/staging.py's partitions",
+    r"(events|quarantine)/[^/]*=\*/[^/]*": "Spark: jobs/ingest/stream.py's sink, jobs/tables/staging.py's partitions",
     r"(events|quarantine)/_spark_metadata/[^/]*": "Spark: jobs/ingest/stream.py's sink",
     r"_checkpoints/ingest/((offsets|commits)/\*|sources/\*/\*|state/.*|metadata|\.metadata\.crc)": "Spark: jobs/ingest/stream.py's query",
-    r"(activity_hourly|findings|ocsf/api_activity)/([^/]*=\*/)+[^/]*": "Spark: jobs/staging.py's partitions",
+    r"(activity_hourly|findings|ocsf/api_activity)/([^/]*=\*/)+[^/]*": "Spark: jobs/tables/staging.py's partitions",
+    # pyiceberg writes the embedded catalog (SQLite) and the tables' metadata and data files from C and Arrow.
+    r"iceberg/.*": "pyiceberg: jobs/iceberg/publish.py's catalog",
 }
 
 written: dict[str, set[str]] = defaultdict(set)  # absolute path -> writer modules
@@ -74,19 +81,24 @@ def test_every_file_of_a_lake_has_one_writer(spark, landing, lake, tmp_path):
     put_raw(landing, b"{not json", DAY + timedelta(hours=3))
     watching.append(lake)
     try:
-        commands = {
-            "ingest": lambda: ingest(spark, landing, lake, run_id="first") and 0,
-            "gate": lambda: validate_events.main(["--lake", str(lake), "--run-id", "first", "--dates", "2024-03-01"]),
-            "activity": lambda: activity.main(["--lake", str(lake), "--run-id", "downstream"]),
-            "ocsf": lambda: ocsf.main(["--lake", str(lake), "--run-id", "downstream"]),
-            "compact": lambda: compact.main(["--lake", str(lake), "--closed-at", "2024-04-01", "--run-id", "compact"]),
-            "rebuild": lambda: rebuild.main(["--landing", str(landing), "--lake", str(lake), "--from-date", "2024-03-02",
-                                             "--to-date", "2024-03-02"]),
-            "repair": lambda: repair.main(["--lake", str(lake), "--landing", str(landing)]),
-            "rescale": lambda: rescale.main(["--lake", str(lake), "--state-partitions", "3"]),
-            "ingest again": lambda: ingest(spark, landing, lake, run_id="second") and 0,
-        }  # fmt: skip
-        for name, command in commands.items():
+        lake_args, landing_args = ["--lake", str(lake)], ["--landing", str(landing)]
+        # Every command of the product (jobs.COMMANDS), some twice; each name is the command's.
+        commands = [
+            ("cloudtrail_ingest", lambda: ingest(spark, landing, lake, run_id="first") and 0),
+            ("validate_events", lambda: validate_events.main([*lake_args, "--run-id", "first", "--dates", "2024-03-01"])),
+            ("activity", lambda: activity.main([*lake_args, "--run-id", "derived"])),
+            ("ocsf", lambda: ocsf.main([*lake_args, "--run-id", "derived"])),
+            ("compact", lambda: compact.main([*lake_args, "--closed-at", "2024-04-01", "--run-id", "compact"])),
+            ("rebuild", lambda: rebuild.main([*landing_args, *lake_args, "--from-date", "2024-03-02", "--to-date", "2024-03-02"])),
+            ("repair", lambda: repair.main([*lake_args, *landing_args])),
+            ("rescale", lambda: rescale.main([*lake_args, "--state-partitions", "3"])),
+            ("replay_quarantine", lambda: replay_quarantine.main([*landing_args, *lake_args, "--settle", "0 seconds"])),
+            ("sweep", lambda: sweep.main(lake_args)),
+            ("publish", lambda: publish.main(lake_args)),
+            ("cloudtrail_ingest", lambda: ingest(spark, landing, lake, run_id="second") and 0),
+        ]
+        assert {name for name, _ in commands} == set(COMMANDS)
+        for name, command in commands:
             assert command() == 0, name
     finally:
         watching.clear()

@@ -17,10 +17,10 @@ from pathlib import Path
 from pyspark import SparkContext
 
 from jobs import options
-from jobs.ingest.cli import parse_args
+from jobs.ingest.command import parse_args
 from jobs.ingest.run import run
 from jobs.ingest.stream import build_session
-from jobs.session import CLASS_ARCHIVE_QUIET, class_archive, class_archive_size
+from jobs.spark.session import CLASS_ARCHIVE_QUIET, class_archive, class_archive_size
 from tools.generate_landing import generate
 
 

@@ -26,7 +26,7 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from jobs.landing import aws_logs, delivery_path
+from jobs.landing.layout import aws_logs, delivery_path
 
 ACCOUNTS = ["111122223333", "444455556666", "017622104382"]
 REGIONS = ["us-east-1", "us-west-2", "eu-west-1"]

@@ -30,7 +30,7 @@ def build_jobs_zip(target: Path) -> Path:
     """Every module of jobs/ (its packages too) and its data (the rules), as the package `jobs`, written whole or not at all."""
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f".{target.name}.partial")
-    sources = [*(ROOT / "jobs").rglob("*.py"), *(ROOT / "jobs" / "rules").glob("*.json")]
+    sources = [*(ROOT / "jobs").rglob("*.py"), *(ROOT / "jobs" / "derived" / "rules").glob("*.json")]
     with zipfile.ZipFile(partial, "w") as archive:
         for source in sorted(sources):
             archive.write(source, source.relative_to(ROOT).as_posix())

@@ -12,11 +12,14 @@ import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from jobs import lake_status as status
-from jobs import options, run_summary, sqs, tally
-from jobs.bucket import is_bucket
+from jobs import options
 from jobs.lake import Lake
-from jobs.report import read_report
+from jobs.landing import sqs
+from jobs.landing.bucket import is_bucket
+from jobs.reporting import summary as run_summary
+from jobs.reporting import tally
+from jobs.reporting.report import read_report
+from jobs.status import lake_status as status
 
 # Keys refused that `make status` names, the newest first (the lake page names 100).
 REFUSED_SHOWN = 5

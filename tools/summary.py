@@ -12,8 +12,8 @@ from pathlib import Path
 import duckdb
 
 from jobs.lake import DERIVED, EVENT_DATE, REASON, Lake
-from jobs.lake_status import derived_rows
-from jobs.report import failure_line, read_reports, verdict_of
+from jobs.reporting.report import failure_line, read_reports, verdict_of
+from jobs.status.lake_status import derived_rows
 
 
 def latest(folder: Path) -> dict | None:
@@ -59,7 +59,7 @@ def summarize(lake: Lake) -> str:
             f"{ingest['rows_written']} rows written, {ingest['duplicates_dropped']} duplicates dropped, {ingest['quarantined']} quarantined"
         )
     gate = latest(lake.gate_reports)
-    if gate and verdict_of(gate) == "skipped":  # jobs/gate.py: nothing changed since a gate passed
+    if gate and verdict_of(gate) == "skipped":  # jobs/quality/gate.py: nothing changed since a gate passed
         lines.append(f"DQ gate: SKIPPED ({gate['reason']})")
     elif gate:
         failed = gate.get("failed_critical", [])
@@ -69,7 +69,7 @@ def summarize(lake: Lake) -> str:
 
 
 def downstream(lake: Lake, db: duckdb.DuckDBPyConnection) -> list[str]:
-    """The top findings and the busiest principals, from the downstream tables (jobs/activity.py)."""
+    """The top findings and the busiest principals, from the derived tables (jobs/activity.py)."""
     found, activity = lake.table("findings"), lake.table("activity_hourly")
     lines = [f"findings: {found}"]
     if any(found.glob("*/*.parquet")):
@@ -88,7 +88,7 @@ def downstream(lake: Lake, db: duckdb.DuckDBPyConnection) -> list[str]:
 
 def published(lake: Lake, catalog_name: str | None) -> list[str]:
     """The Iceberg tables as a reader elsewhere reads them: through the catalog, with pyiceberg (jobs/publish.py)."""
-    from jobs.publish import NAMESPACE, TABLE_NAMES, open_catalog
+    from jobs.iceberg.publish import NAMESPACE, TABLE_NAMES, open_catalog
 
     if not catalog_name and not lake.iceberg_catalog.exists():  # a reader creates no catalog
         return ["Iceberg tables: not published yet (the DAGs' publish task, or python -m jobs.publish)"]

@@ -1,9 +1,14 @@
 """The ingest job: new landing files into the events table and the quarantine, exactly once.
 
-    cli.py           the command line -> one IngestConfig (config.py); main(): lock, session, run, gate, exit code
+    command.py       the command line -> one IngestConfig (config.py); main(): lock, session, run, gate, exit code
     run.py           one run as named steps: recover, plan the files, stream them, record the success, report
     stream.py        the streaming query: manifests in, de-duplicated rows out (extract -> transform -> load)
     batch_writer.py  the query's foreachBatch body: a batch's statistics, then its two outputs
+    config.py        the run's one config object
+    deliveries.py    an S3 landing's deliveries: the queue's notifications fetched into the landing cache
 
-`python -m jobs.cloudtrail_ingest` and `spark-submit jobs/cloudtrail_ingest.py` run cli.main.
+`python -m jobs.cloudtrail_ingest` and `spark-submit jobs/cloudtrail_ingest.py` run command.main.
 """
+
+# The modules other packages import; the rest are this package's own (tests/test_layout.py).
+__all__ = ["command", "run", "stream"]

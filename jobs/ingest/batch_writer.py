@@ -1,6 +1,6 @@
 """The streaming query's foreachBatch body: one batch into both tables in one Spark job, its figures counted on
 the way (jobs/sinks.write_tables), then each table's commit, exactly once per batch id: the quarantine (with
-the rows it keeps from the quarantine files its reads replace, jobs/quarantine.py), then the events."""
+the rows it keeps from the quarantine files its reads replace, jobs/tables/quarantine.py), then the events."""
 
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ from pyspark.sql import DataFrame, SparkSession
 
 from jobs.ingest.config import IngestConfig
 from jobs.lake import EVENT_DATE, REASON
-from jobs.landing import place
-from jobs.ledger_files import record_late_files
-from jobs.quarantine import Replacement
-from jobs.report import BatchStats, RunReport
-from jobs.rows import kept_rows, table_rows
-from jobs.sinks import ParquetSink, write_tables
-from jobs.spark_logs import batch_time, local_path
+from jobs.landing.layout import place
+from jobs.ledger.store import record_late_files
+from jobs.records.rows import kept_rows, table_rows
+from jobs.reporting.report import BatchStats, RunReport
+from jobs.spark.logs import batch_time, local_path
+from jobs.spark.sinks import ParquetSink, write_tables
+from jobs.tables.quarantine import Replacement
 
 EPOCH = date(1970, 1, 1)  # an event date as the write counts it: days since
 

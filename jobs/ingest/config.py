@@ -1,4 +1,4 @@
-"""What one ingest run is asked to do, parsed once from its command line (jobs/ingest/cli.py)."""
+"""What one ingest run is asked to do, parsed once from its command line (jobs/ingest/command.py)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from datetime import date, timedelta
 from pathlib import Path
 
 from jobs import options
-from jobs.bucket import BucketLanding
-from jobs.dedup import Dedup
 from jobs.lake import Lake
-from jobs.ledger import LedgerOptions
-from jobs.quarantine import Replay
+from jobs.landing.bucket import BucketLanding
+from jobs.ledger.planner import LedgerOptions
+from jobs.records.dedup import Dedup
+from jobs.tables.quarantine import Replay
 
 
 @dataclass(frozen=True)

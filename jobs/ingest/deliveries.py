@@ -17,13 +17,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from jobs import reconcile
-from jobs.bucket import BucketLanding, Fetched, s3_client
-from jobs.checkpoint import CheckpointSnapshot
 from jobs.ingest.config import IngestConfig
-from jobs.landing import newest_of
-from jobs.ledger import Plan
-from jobs.sqs import Received, keep_refused, receive, sqs_client
+from jobs.landing.bucket import BucketLanding, Fetched, s3_client
+from jobs.landing.layout import newest_of
+from jobs.landing.sqs import Received, keep_refused, receive, sqs_client
+from jobs.ledger import reconcile
+from jobs.ledger.planner import Plan
+from jobs.spark.checkpoint import CheckpointSnapshot
 
 log = logging.getLogger("cloudtrail_ingest")
 PROBLEMS_SHOWN = 100
@@ -152,7 +152,7 @@ def prune(config: IngestConfig, plan: Plan, now: datetime) -> dict[str, Any] | N
     return config.bucket.prune(before)
 
 
-def newest_per_place(plan: Plan, until: datetime) -> dict[str, str]:
+def newest_file_per_place(plan: Plan, until: datetime) -> dict[str, str]:
     """Per "account/region", the newest file this run took (delivered by `until`): the lake page's freshness for a
     bucket, whose cache it does not walk."""
     newest = newest_of((e.path for m in plan.written for e in m.entries), until)

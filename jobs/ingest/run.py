@@ -1,6 +1,6 @@
 """One ingest run, as named steps:
 
-open_checkpoint   finish a rebuild's swap a dead run left; mend, read and check the checkpoint (jobs/checkpoint.py), and
+open_checkpoint   finish a rebuild's swap a dead run left; mend, read and check the checkpoint (jobs/spark/checkpoint.py), and
                   the ledger's manifests against it; refuse what cannot be mended
 deliveries        an S3 landing: fetch what the queue's notifications (or a listing) name into the landing cache
 plan              list the landing zone (or the notified files) against the ledger: this run's manifests
@@ -20,17 +20,19 @@ from datetime import UTC, datetime
 
 from pyspark.sql import SparkSession
 
-from jobs import options, partitions, tally
-from jobs.checkpoint import CheckpointSnapshot, open_for_ingest, record_success
+from jobs import options
 from jobs.ingest import deliveries, stream
 from jobs.ingest.config import IngestConfig
 from jobs.lake import TABLES
-from jobs.ledger import Plan, plan_files
-from jobs.ledger_files import check_manifests
-from jobs.quarantine import replay_entries
-from jobs.report import RunReport, now_iso
-from jobs.spark_logs import last_commit
-from jobs.sweep import sweep_lake
+from jobs.ledger.planner import Plan, plan_files
+from jobs.ledger.store import check_manifests
+from jobs.reporting import tally
+from jobs.reporting.report import RunReport, now_iso
+from jobs.spark.checkpoint import CheckpointSnapshot, open_for_ingest, record_success
+from jobs.spark.logs import last_commit
+from jobs.tables import partitions
+from jobs.tables.quarantine import replay_entries
+from jobs.tables.sweep import sweep_lake
 
 log = logging.getLogger("cloudtrail_ingest")
 SKIPPED_LOGGED = 10
@@ -41,7 +43,7 @@ def run(config: IngestConfig, session: Callable[[], SparkSession]) -> RunReport:
     checkpoint = open_checkpoint(config)
     with reported(config, checkpoint) as report:
         with deliveries.taken(config, checkpoint) as fetched:
-            files = plan(config, checkpoint, fetched.notified if fetched else None)
+            files = plan_run(config, checkpoint, fetched.notified if fetched else None)
             if fetched is not None:
                 report.deliveries = fetched.summary  # a run that dies deleting its messages still reports what it fetched
                 fetched.done(config)
@@ -57,7 +59,7 @@ def run(config: IngestConfig, session: Callable[[], SparkSession]) -> RunReport:
         if fetched is not None:
             finished = datetime.now(tz=UTC)
             report.deliveries["delivery_lag"] = deliveries.delivery_lags(files, finished)
-            report.deliveries["newest_per_place"] = deliveries.newest_per_place(files, finished + config.clock_skew)
+            report.deliveries["newest_per_place"] = deliveries.newest_file_per_place(files, finished + config.clock_skew)
             report.deliveries["cache_pruned"] = deliveries.prune(config, files, finished)
     return report
 
@@ -69,7 +71,7 @@ def open_checkpoint(config: IngestConfig) -> CheckpointSnapshot:
     return checkpoint
 
 
-def plan(config: IngestConfig, checkpoint: CheckpointSnapshot, notified: list[str] | None) -> Plan:
+def plan_run(config: IngestConfig, checkpoint: CheckpointSnapshot, notified: list[str] | None) -> Plan:
     replay = replay_entries(config.lake, config.replay) if config.replay else []
     return plan_files(checkpoint, config.lake.manifests, config.landing, config.ledger, config.dedup, replay, notified)
 

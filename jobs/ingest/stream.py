@@ -17,14 +17,14 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
-from jobs.dedup import deduplicate
 from jobs.ingest.batch_writer import BatchWriter
 from jobs.ingest.config import IngestConfig
-from jobs.ledger_files import MANIFEST_DDL
-from jobs.report import RunReport, apply_progress, log_batch
-from jobs.rows import mark_late
-from jobs.session import STREAM_CONF, spark_session
-from jobs.transforms import read_records
+from jobs.ledger.store import MANIFEST_DDL
+from jobs.records.dedup import deduplicate
+from jobs.records.rows import mark_late
+from jobs.records.transforms import read_records
+from jobs.reporting.report import RunReport, apply_progress, log_batch
+from jobs.spark.session import STREAM_CONF, spark_session
 
 log = logging.getLogger("cloudtrail_ingest")
 

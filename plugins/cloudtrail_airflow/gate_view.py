@@ -18,10 +18,10 @@ from fastapi.responses import HTMLResponse
 
 from cloudtrail_airflow import pages
 from cloudtrail_airflow.settings import load_settings
-from jobs import lake_status as status
-from jobs import run_summary
 from jobs.lake import DERIVED, Lake
-from jobs.report import verdict_of
+from jobs.reporting import summary as run_summary
+from jobs.reporting.report import verdict_of
+from jobs.status import lake_status as status
 
 router = APIRouter()
 
@@ -56,7 +56,7 @@ def _suite(name: str, suite: dict[str, Any]) -> str:
 
 
 def _gate_reports(lake: Lake) -> dict[str, list[dict[str, Any]]]:
-    """The gates' reports by the tables they checked: the events table (ingest and rebuild), the downstream tables, the OCSF table."""
+    """The gates' reports by the tables they checked: the events table (ingest and rebuild), the derived tables, the OCSF table."""
     return {"events": status.gate_runs(lake)} | {d.job: status.derived_gate_runs(lake, d.job) for d in DERIVED}
 
 

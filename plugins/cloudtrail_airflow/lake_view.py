@@ -34,11 +34,13 @@ from fastapi.responses import HTMLResponse
 
 from cloudtrail_airflow import gate_view, pages
 from cloudtrail_airflow.settings import INGEST_DAG_ID, Settings, load_settings
-from jobs import lake_status as status
-from jobs import ledger_search, run_summary, tally
 from jobs.lake import DERIVED, Derived, Lake
-from jobs.report import read_report
-from jobs.spark_logs import CheckpointError
+from jobs.ledger import search as ledger_search
+from jobs.reporting import summary as run_summary
+from jobs.reporting import tally
+from jobs.reporting.report import read_report
+from jobs.spark.logs import CheckpointError
+from jobs.status import lake_status as status
 
 app = FastAPI(title="CloudTrail lake", dependencies=[Depends(requires_access_dag("GET", param_dag_id=INGEST_DAG_ID))])
 
@@ -204,7 +206,7 @@ def _derived(derived: Derived, lake: Lake) -> str:
     days = status.derived_rows(lake, derived)
     if not days:
         return (
-            "<p>no rows yet: the <code>cloudtrail_activity</code> DAG builds them after each ingest run, once it is unpaused "
+            "<p>no rows yet: the <code>cloudtrail_derived</code> DAG builds them after each ingest run, once it is unpaused "
             f"(every DAG starts paused), or <code>python -m jobs.{escape(derived.job)}</code></p>"
         )
     nested = [name for name, columns in derived.tables.items() if len(columns) > 1]
@@ -240,7 +242,7 @@ def _settings() -> tuple[Settings, Lake]:
     return settings, Lake.at(settings.lake)
 
 
-def _deliveries(found: status.Deliveries) -> str:
+def _deliveries(found: status.DeliveryStatus) -> str:
     queue = found.queue
     lines = [
         f"Queue: {queue['waiting']:,} notifications waiting, {queue['in_flight']:,} being taken, {queue['delayed']:,} delayed."
@@ -280,7 +282,7 @@ def _deliveries(found: status.Deliveries) -> str:
     return "".join(f"<p>{line}</p>" for line in lines)
 
 
-def _notified(found: status.Deliveries) -> str:
+def _notified(found: status.DeliveryStatus) -> str:
     if found.notified is None:
         return "No run has taken a notification yet."
     line = f"The newest run that took notifications started {escape(found.notified[0])} and took {found.notified[1]:,}"
@@ -309,7 +311,7 @@ def lake_page(request: Request, file: str = "") -> HTMLResponse:
     threshold, skew, now = settings.freshness_threshold, settings.clock_skew, datetime.now(tz=UTC)
     places = status.freshness(lake, settings.walked, threshold, tallied, now, skew)
 
-    def delivered() -> status.Deliveries:
+    def delivered() -> status.DeliveryStatus:
         return status.deliveries(lake, settings.queue_url, tallied)
 
     sections = [
@@ -341,7 +343,7 @@ def run_page(dag_id: str, run_id: str) -> HTMLResponse:
     if run is None:
         built = run_summary.derived_summary(lake, run_id)
         if built is not None:
-            return pages.page("CloudTrail lake: downstream run", f"<pre>{escape(chr(10).join(built))}</pre>", started)
+            return pages.page("CloudTrail lake: derived run", f"<pre>{escape(chr(10).join(built))}</pre>", started)
         body = f"<p>No report in the lake for {escape(dag_id)} run {escape(run_id)}: it has not reached its Spark job yet.</p>"
         return pages.page("CloudTrail lake: run", body, started)
     gate = run_summary.gate_of(status.gate_runs(lake), run_id)

@@ -27,7 +27,7 @@ def spark_job(settings: Settings, task_id: str, job: str, application_args: Any,
             "spark.pyspark.python": settings.python,
             "spark.pyspark.driver.python": settings.python,
             "spark.sql.session.timeZone": "UTC",
-            "spark.driver.defaultJavaOptions": JVM_OPTIONS,  # the executors take theirs from jobs/session.py
+            "spark.driver.defaultJavaOptions": JVM_OPTIONS,  # the executors take theirs from jobs/spark/session.py
         },
         driver_memory=settings.driver_memory,
         name=f"cloudtrail_{job.removeprefix('cloudtrail_')}",
@@ -49,8 +49,8 @@ def publish_task(lake: str) -> dict[str, Any]:
     removed, the dates held back and why (XCom); a table that could not be published fails the task, named."""
     from dataclasses import asdict
 
-    from jobs import publish
-    from jobs.run_summary import publish_summary
+    from jobs.iceberg import publish
+    from jobs.reporting.summary import publish_summary
 
     report = publish.publish(publish.parse_args(["--lake", lake, "--run-id", get_current_context()["run_id"]]))
     print("\n".join(publish_summary(asdict(report))))

@@ -19,7 +19,7 @@ from airflow.sdk import Param
 
 from cloudtrail_airflow.settings import Settings
 from jobs import options
-from jobs.bucket import is_bucket
+from jobs.landing.bucket import is_bucket
 
 log = logging.getLogger(__name__)
 
@@ -212,8 +212,8 @@ def plan_run(params: dict[str, Any], settings: Settings, run_id: str, interval_s
     }
 
 
-def activity_params(settings: Settings) -> dict[str, Param]:
-    """cloudtrail_activity's form: without dates, what changed upstream; with them, those event dates."""
+def derived_params(settings: Settings) -> dict[str, Param]:
+    """cloudtrail_derived's form: without dates, what changed upstream; with them, those event dates."""
     return {
         "from_date": Param(None, type=["null", "string"], format="date", description="First event date to rebuild (YYYY-MM-DD)."),
         "to_date": Param(None, type=["null", "string"], format="date", description="Last event date to rebuild (YYYY-MM-DD)."),
@@ -234,7 +234,7 @@ def plan_compact(params: dict[str, Any], settings: Settings, run_id: str, interv
 
 
 def plan_derived(params: dict[str, Any], settings: Settings, run_id: str) -> list[str]:
-    """Check cloudtrail_activity's parameters and return the arguments of each derived job (jobs/derived.py's)."""
+    """Check cloudtrail_derived's parameters and return the arguments of each derived job (jobs/derived/derivation.py's)."""
     lake = _inside(params["lake"], settings.lake, "lake")
     first, last = _date(params.get("from_date"), "from_date"), _date(params.get("to_date"), "to_date")
     if (first is None) != (last is None) or (first and last and first > last):

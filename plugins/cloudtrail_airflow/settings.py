@@ -12,8 +12,8 @@ from typing import Any
 from airflow.sdk import Asset
 
 from jobs import options
-from jobs.bucket import is_bucket
 from jobs.lake import Lake
+from jobs.landing.bucket import is_bucket
 
 INGEST_DAG_ID = "cloudtrail_ingest"
 PROJECT_ROOT = Path(os.environ.get("CLOUDTRAIL_HOME", Path(__file__).resolve().parents[2]))
@@ -66,12 +66,12 @@ class Settings:
         return Lake(self.lake).events.as_uri()
 
     @property
-    def activity_uri(self) -> str:
+    def derived_uri(self) -> str:
         return Lake(self.lake).table("activity_hourly").as_uri()
 
     @property
     def events_asset(self) -> Asset:
-        """The events table as an Asset: the ingest DAG publishes it, the activity DAG is scheduled on it."""
+        """The events table as an Asset: the ingest DAG publishes it, the derived DAG is scheduled on it."""
         return Asset(name="cloudtrail_events", uri=self.events_uri)
 
     @property
@@ -97,8 +97,8 @@ class Settings:
         return AssetOrTimeSchedule(timetable=CronTriggerTimetable(self.schedule or "@daily", timezone="UTC"), assets=self.deliveries_asset)
 
     @property
-    def activity_asset(self) -> Asset:
-        return Asset(name="cloudtrail_activity", uri=self.activity_uri)
+    def derived_asset(self) -> Asset:
+        return Asset(name="cloudtrail_derived", uri=self.derived_uri)
 
 
 def load_settings() -> Settings:

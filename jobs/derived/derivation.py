@@ -1,0 +1,214 @@
+"""Tables derived from the events table event date by event date (jobs/activity.py, jobs/ocsf.py): which dates
+changed since they were last built, and the one way they are rebuilt: stage -> gate -> swap.
+
+A date's rows of a derived table are computed from that date's whole events partition and swapped in
+atomically (jobs/tables/staging.py), so the table is exact whatever order the events arrived in. What each date
+was built from is the events partition's fingerprint (its data files' names and sizes) and the table's recipe
+(a hash of the code and data that compute it: the job's modules, its rules), kept per job in <lake>/_checkpoints/
+with the rows and folders each table's date holds (the lake page's figures): any change to the partition (a new
+batch, a late file, a rebuild, a rollback, a compaction) or to the recipe (a rule added or edited, the mapping
+changed) makes the date due again. Which jobs there are, their tables and their state files: jobs/lake.py's DERIVED.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import logging
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import date
+from types import ModuleType
+from typing import Any
+
+import pandas as pd
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from jobs import cli, options
+from jobs.derived.state import built_dates, record_built
+from jobs.lake import EVENT_DATE, PARTITION_COLUMNS, Derived, Lake, partition, partition_folders, partition_value
+from jobs.lock import LakeLock
+from jobs.quality import validate_events
+from jobs.records.schema import EVENTS_SCHEMA
+from jobs.reporting.report import DerivedReport, now_iso
+from jobs.spark.session import JobSession
+from jobs.tables import partitions
+from jobs.tables.partitions import fingerprint
+from jobs.tables.staging import Staging
+from jobs.tables.sweep import sweep_lake
+
+log = logging.getLogger("derived")
+
+
+@dataclass(frozen=True)
+class DerivedConfig:
+    """A run of a job that derives tables from the events table."""
+
+    lake: str
+    # Event dates to rebuild; None: those whose events partition changed since they were last built.
+    dates: tuple[date, ...] | None
+    run_id: str
+    lock_wait: float = options.LOCK_WAIT_SECONDS
+
+    @property
+    def layout(self) -> Lake:
+        return Lake.at(self.lake)
+
+    @classmethod
+    def parse(cls, prog: str, doc: str | None, argv: list[str] | None) -> DerivedConfig:
+        """The job's command line as its config."""
+        parser = cli.parser(prog, doc)
+        cli.add_lake(parser)
+        cli.add_dates(parser, "event date to rebuild")
+        cli.add_run_id(parser)
+        cli.add_lock_wait(parser)
+        args = parser.parse_args(argv)
+        cli.required(parser, args, "lake")
+        return cls(
+            lake=os.path.abspath(args.lake),
+            dates=cli.date_range(parser, args.from_date, args.to_date, "--from-date and --to-date"),
+            run_id=cli.run_id(args.run_id),
+            lock_wait=args.lock_wait,
+        )
+
+
+@dataclass(frozen=True)
+class Derivation:
+    """How one derived job (jobs/lake.py's `Derived`: its tables, reports and state) computes and checks its tables."""
+
+    derived: Derived
+    # A date's events -> each table's rows (pure).
+    build: Callable[[DataFrame], dict[str, DataFrame]]
+    # The suites on the staged rows: (lake, run id, dates, events, staged, staged rows per table and date) -> the verdict.
+    check: Callable[[Lake, str, list[str], DataFrame, dict[str, DataFrame], dict[str, dict[str, int]]], str]
+    # Anything the job's report says besides the rows per table and date.
+    summarize: Callable[[dict[str, DataFrame], DerivedReport], None] = lambda staged, report: None
+    # A row's event date as YYYY-MM-DD text, in the tables' own columns.
+    event_date: Callable[[], Column] = lambda: F.col(EVENT_DATE).cast("string")
+    # Done first in every run, under the lock: what the tables need besides their partitions.
+    prepare: Callable[[Lake], None] = lambda lake: None
+    # What computes the tables (recipe_of): a date built with another recipe is due again.
+    recipe: Callable[[], str] = lambda: ""
+
+    @property
+    def job(self) -> str:
+        return self.derived.job
+
+
+def recipe_of(modules: Iterable[ModuleType], data: Iterable[str] = ()) -> str:
+    """A derived table's recipe, as a short hash of its modules' code and the data they read (rules)."""
+    digest = hashlib.sha256()
+    for text in [*(inspect.getsource(module) for module in modules), *data]:
+        digest.update(hashlib.sha256(text.encode()).digest())
+    return digest.hexdigest()[:16]
+
+
+def built_stamp(lake: Lake, day: str, recipe: str) -> str:
+    """What a date's derived rows are built from: its events partition's fingerprint and the recipe."""
+    return f"{fingerprint(partition(lake.events, day))} {recipe}"
+
+
+def changed_dates(lake: Lake, derived: Derived, recipe: str) -> list[str]:
+    """The event dates whose events partition or recipe is not the one their derived rows were built from."""
+    built = built_dates(lake, derived)
+    dates = {partition_value(folder) for folder in partition_folders(lake.events)} | set(built)
+    return sorted(day for day in dates if day not in built or built_stamp(lake, day, recipe) != built[day].stamp)
+
+
+def extract(spark: SparkSession, lake: Lake, dates: list[str]) -> DataFrame:
+    """The events table's rows of these event dates."""
+    folders = [str(partition(lake.events, day)) for day in dates if partition(lake.events, day).is_dir()]
+    if not folders:
+        return spark.createDataFrame([], EVENTS_SCHEMA)
+    return spark.read.schema(EVENTS_SCHEMA).option("basePath", str(lake.events)).parquet(*folders)
+
+
+def count_rows(staged: dict[str, DataFrame], event_date: Column, dates: list[str], report: DerivedReport) -> None:
+    """Per table and date, the staged rows and the partition folders they fill: the lake page reads these from the
+    job's state rather than every folder's Parquet footers (at 1,000 accounts in 17 regions, 17,000 folders a day)."""
+    for name, rows in staged.items():
+        folder = F.struct(*PARTITION_COLUMNS[name])
+        counted = rows.groupBy(event_date.alias("day")).agg(F.count(F.lit(1)), F.count_distinct(folder)).collect()
+        report.rows[name] = {day: 0 for day in dates} | {row[0]: row[1] for row in counted}
+        report.folders[name] = {day: 0 for day in dates} | {row[0]: row[2] for row in counted}
+
+
+def per_date(dates: list[str], **figures: dict[str, int]) -> pd.DataFrame:
+    """Per event date, each named figure (0 where a date has none): a reconciliation suite's frame."""
+    return pd.DataFrame([{EVENT_DATE: day} | {name: counts.get(day, 0) for name, counts in figures.items()} for day in dates])
+
+
+def gate(
+    job: str,
+    lake: Lake,
+    run_id: str,
+    dates: list[str],
+    frames: dict[str, DataFrame | pd.DataFrame],
+    figures: pd.DataFrame,
+    parameters: dict[str, Any] | None = None,
+) -> str:
+    """A derived job's suites on `frames` (suite name -> frame; `figures`, per date, the staged rows against the events
+    table, also written into the gate's report): its verdict, the report in reports/dq/<job>/."""
+    days = tuple(date.fromisoformat(day) for day in dates)
+    config = validate_events.ValidateConfig(lake, run_id, days, options.QUARANTINE_THRESHOLD, lake.derived_gate_report(job, run_id))
+    verdict: str = validate_events.judge(frames, config, dates, parameters, figures=figures.to_dict("records"))["verdict"]
+    return verdict
+
+
+def refresh(derivation: Derivation, config: DerivedConfig, session: Callable[[], SparkSession]) -> DerivedReport:
+    """Rebuild the dates given (None: those whose events changed), each table's partitions staged, gated, swapped in."""
+    lake, run_id, given = config.layout, config.run_id, config.dates
+    started = time.monotonic()
+    report = DerivedReport(run_id=run_id, started_at=now_iso(), job=derivation.job)
+    try:
+        partitions.recover(lake)
+        derivation.prepare(lake)
+        tables = tuple(derivation.derived.tables)
+        for name in tables:  # old versions of derived partitions: a run later, no reader still reads them
+            shutil.rmtree(lake.replaced_tables(name), ignore_errors=True)
+        recipe = derivation.recipe()
+        if given is not None or changed_dates(lake, derivation.derived, recipe):  # else Spark is not started
+            spark = session()
+            sweep_lake(spark, lake)  # a crashed ingest's files are not part of the events table
+            # Listed again: the sweep may have moved a crashed ingest's files out of a partition, changing its fingerprint.
+            dates = [str(day) for day in given] if given is not None else changed_dates(lake, derivation.derived, recipe)
+            report.dates = dates
+            stamps = {day: built_stamp(lake, day, recipe) for day in dates}  # before reading
+            events = extract(spark, lake, dates)
+            staging = Staging(lake, run_id)
+            # One file per partition: a reader opens each partition's files, and these are a date's rows at most.
+            staged = {name: staging.write(name, rows, one_file_each=len(dates)) for name, rows in derivation.build(events).items()}
+            count_rows(staged, derivation.event_date(), dates, report)
+            derivation.summarize(staged, report)
+            report.gate = derivation.check(lake, run_id, dates, events, staged, report.rows)
+            if not staging.publish(report.gate == "passed", dict.fromkeys(tables, dates)):
+                report.status = "gate_failed"
+                return report
+            record_built(lake, derivation.derived, stamps, report.rows, report.folders)
+        report.status = "succeeded"
+    except Exception as exc:
+        report.status, report.error = "failed", str(exc).splitlines()[0][:2000]
+        raise
+    finally:
+        report.seconds = round(time.monotonic() - started, 1)
+        path = report.write(lake)
+        log.info("%s run %s %s: dates %s, rows %s; report %s", derivation.job, run_id, report.status, report.dates,
+                 {name: sum(days.values()) for name, days in report.rows.items()}, path)  # fmt: skip
+    return report
+
+
+def build(derivation: Derivation, config: DerivedConfig, spark: Callable[[str], SparkSession]) -> int:
+    """A run under the lake lock, Spark started only when a date is due (`spark`: builds a session by app name); its
+    exit code."""
+    lock = LakeLock(config.layout, f"{derivation.job} run {config.run_id}", wait_seconds=config.lock_wait)
+    with lock, JobSession(lambda: spark(f"cloudtrail_{derivation.job}")) as session:
+        report = refresh(derivation, config, session)
+    if report.status == "gate_failed":
+        failed = config.layout.derived_gate_report(derivation.job, config.run_id)
+        log.error("the %s partitions failed their suites: nothing swapped; %s", derivation.job, failed)
+        return cli.FAILED
+    return cli.OK

@@ -1,0 +1,67 @@
+"""A derived job's state (stdlib only; written by jobs/derived/derivation.py, read by it and the lake page): per event date,
+what the job's rows were built from and, per table, how many rows and partition folders that date holds.
+
+    <lake>/_checkpoints/<job>.json  {"format": 2, "dates": {"2024-03-01": {"built_from": "<partition fingerprint> <recipe>",
+                                                                         "rows": {table: n}, "folders": {table: n}}, ...}}
+
+Format 1 (before issue #68) was the dates object alone, the activity job's in downstream.json; before the figures were
+kept, a date held its bare stamp. `built_dates` reads every format; `record_built` writes the current one, under the
+job's name, and removes the older file.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from jobs.files import write_whole
+from jobs.lake import Derived, Lake
+
+FORMAT = 2
+
+
+@dataclass(frozen=True)
+class Built:
+    """One event date of a derived job's state."""
+
+    stamp: str  # what its rows were built from (jobs/derived/derivation.py's built_stamp)
+    rows: dict[str, int]  # per table
+    folders: dict[str, int]  # per table, the partition folders those rows fill
+
+
+def _dates(body: dict[str, Any]) -> dict[str, Any]:
+    """The dates of a state of any format (format 1: the dates object alone)."""
+    if "format" not in body:
+        return body
+    if body["format"] > FORMAT:
+        raise ValueError(f"a derived state of format {body['format']}, newer than this code's {FORMAT}: upgrade the code")
+    dates: dict[str, Any] = body["dates"]
+    return dates
+
+
+def built_dates(lake: Lake, derived: Derived) -> dict[str, Built]:
+    """Per event date, what its derived rows were built from (a bare stamp, without figures, before the figures
+    were kept; a partition's fingerprint alone before recipes were, which no stamp equals: built once more)."""
+    state = next((path for path in (lake.derived_state(derived), lake.derived_state_before(derived)) if path.exists()), None)
+    body: dict[str, Any] = json.loads(state.read_text()) if state else {}
+    return {
+        day: Built(kept, {}, {}) if isinstance(kept, str) else Built(kept["built_from"], kept["rows"], kept["folders"])
+        for day, kept in _dates(body).items()
+    }
+
+
+def record_built(
+    lake: Lake, derived: Derived, stamps: dict[str, str], rows: dict[str, dict[str, int]], folders: dict[str, dict[str, int]]
+) -> None:
+    """The dates of `stamps` built, with their rows and folders per table (per table, per date); written whole (rename)
+    after the swaps: a run that dies before it leaves its dates to the next run."""
+    built = built_dates(lake, derived) | {
+        day: Built(stamp, {name: counts.get(day, 0) for name, counts in rows.items()},
+                   {name: counts.get(day, 0) for name, counts in folders.items()})
+        for day, stamp in stamps.items()
+    }  # fmt: skip
+    dates = {day: {"built_from": b.stamp, "rows": b.rows, "folders": b.folders} for day, b in sorted(built.items())}
+    write_whole(lake.derived_state(derived), json.dumps({"format": FORMAT, "dates": dates}, indent=1) + "\n")
+    if lake.derived_state_before(derived) != lake.derived_state(derived):
+        lake.derived_state_before(derived).unlink(missing_ok=True)

@@ -1,0 +1,606 @@
+"""Publish the lake's committed, gated tables as Apache Iceberg tables through a catalog (write, audit, publish).
+
+    python -m jobs.publish --lake DIR [--catalog NAME] [--namespace NS] [--run-id ID]
+        [--expire-after '7 days'] [--orphan-grace '3 days']
+
+Spark keeps writing the POSIX lake; this publishes exactly what its gates passed, so readers elsewhere (Athena,
+Trino, Spark, DuckDB, pyiceberg) read the committed rows through a catalog:
+
+    <namespace>.events             <lake>/events, partitioned by event_date
+    <namespace>.activity_hourly    <lake>/activity_hourly, by event_date
+    <namespace>.findings           <lake>/findings, by event_date
+    <namespace>.ocsf_api_activity  <lake>/ocsf/api_activity, by region, accountId, eventDay
+
+The catalog is pyiceberg's (`.pyiceberg.yaml`, `PYICEBERG_CATALOG__<NAME>__<PROPERTY>`), named by --catalog or
+$CLOUDTRAIL_CATALOG: Glue for Athena, a REST catalog, SQL. Without a name: the embedded default, a SQLite catalog
+and a warehouse folder inside the lake (<lake>/iceberg/).
+
+Which local files a table publishes, per partition (`published_files`): for the events table, a date's files
+when they are the very files its gate passed (their fingerprint is the one <lake>/reports/dq/_validated.json
+holds); a date changed since (a batch not gated yet, a failed gate, a file planted in it) is held back and
+readers keep its last published files. A derived table's partitions are swapped in only after their gate
+passed (jobs/tables/staging.py), and its files are those the swap's marker lists. Debris never qualifies: files outside
+the table folders (_staging, _replaced, _swept) are never looked at.
+
+Each file is copied once into the table's location, the partition columns written into it (the lake keeps them
+in folder names only, which Iceberg readers would read as NULL), under a name made of the local file's name,
+size and time: a publish killed at any point and run again writes the same objects and commits the same
+difference. One snapshot per table per publish: the files the local table no longer holds (a rebuild's swap, a
+compaction's rewrite) are removed and the new ones added in the same snapshot. The snapshot records the local
+commit it reflects (`cloudtrail.local-commit`, a hash of the published file set): a publish that finds it
+current reads no manifest. Then snapshots older than --expire-after are expired (the newest kept), and files no
+snapshot or metadata references, older than --orphan-grace, are deleted from the table's location.
+
+Report: <lake>/reports/publish/<run id>.json (the lake page reads the newest). Exit codes (jobs/cli.py): 0
+published (held-back dates are named, not failures), 1 a table could not be published (the others were),
+2 bad arguments or a catalog that is not configured.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import os
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from jobs import cli, options
+from jobs.files import write_whole
+from jobs.lake import ACCOUNT_ID, DERIVED, EVENT_DATE, EVENT_DAY, EVENTS, PARTITION_COLUMNS, REGION, Lake, partition_leaves
+from jobs.quality import gate
+from jobs.reporting.report import now_iso, read_reports, verdict_of, write_json
+from jobs.reporting.summary import publish_summary
+from jobs.tables.partitions import MARKER, fingerprint
+
+log = logging.getLogger("publish")
+
+NAMESPACE = "cloudtrail"
+EXPIRE_AFTER = "7 days"
+ORPHAN_GRACE = "3 days"
+# What each published table is called in the catalog, by the lake's folder: the events and every derived table
+# (`ocsf/api_activity` -> `ocsf_api_activity`).
+TABLE_NAMES = {EVENTS: EVENTS} | {name: name.replace("/", "_") for derived in DERIVED for name in derived.tables}
+# The snapshot properties a publish writes: the local commit the snapshot reflects, and when that was committed.
+LOCAL_COMMIT, LOCAL_COMMIT_TIME, RUN_ID = "cloudtrail.local-commit", "cloudtrail.local-commit-time", "cloudtrail.publish-run"
+# Tries of one table's publish when other publishes keep committing first.
+COMMIT_ATTEMPTS = 3
+# Files copied at once: each is read, given its partition columns and written (pyarrow releases the GIL).
+COPIERS = 4
+
+
+@dataclass(frozen=True)
+class PublishConfig:
+    lake: Lake
+    run_id: str
+    catalog: str | None  # None: the embedded SQLite catalog inside the lake
+    namespace: str = NAMESPACE
+    expire_after: timedelta = options.duration(EXPIRE_AFTER)
+    orphan_grace: timedelta = options.duration(ORPHAN_GRACE)
+
+
+def parse_args(argv: list[str] | None = None) -> PublishConfig:
+    parser = cli.parser("python -m jobs.publish", __doc__)
+    cli.add_lake(parser)
+    cli.add_run_id(parser)
+    parser.add_argument("--catalog", default=os.environ.get("CLOUDTRAIL_CATALOG") or None,
+                        help="a pyiceberg catalog's name [$CLOUDTRAIL_CATALOG]; none: SQLite in <lake>/iceberg/")  # fmt: skip
+    parser.add_argument("--namespace", default=NAMESPACE, help="the catalog namespace (Glue: database) of the tables")
+    parser.add_argument(
+        "--expire-after", type=cli.duration, default=EXPIRE_AFTER, help="snapshots older than this expire (the newest stays)"
+    )
+    parser.add_argument("--orphan-grace", type=cli.duration, default=ORPHAN_GRACE,
+                        help="files no snapshot references are deleted once this old")  # fmt: skip
+    args = parser.parse_args(argv)
+    cli.required(parser, args, "lake")
+    return PublishConfig(Lake.at(args.lake), cli.run_id(args.run_id), args.catalog, args.namespace, args.expire_after, args.orphan_grace)
+
+
+# --- what the lake holds, gated -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LocalFile:
+    """A committed, gated data file of a lake table, and where its copy goes in the table's location."""
+
+    path: Path
+    partition: str  # its partition folder, relative to the table (`event_date=2024-03-01`, `region=.../eventDay=...`)
+    size: int
+    mtime_ns: int
+
+    @property
+    def key(self) -> str:
+        """The copy's path inside the table's data folder: the same local file always gets the same name, another
+        version of it (another size or time) another."""
+        token = hashlib.sha256(f"{self.path.name}\0{self.size}\0{self.mtime_ns}".encode()).hexdigest()[:12]
+        return f"{self.partition}/{self.path.stem.removesuffix('.c000').removesuffix('.snappy').removesuffix('.zstd')}-{token}.parquet"
+
+
+@dataclass
+class Published:
+    """What the lake offers a table's readers: its files per partition, and the partitions held back with why."""
+
+    files: dict[str, list[LocalFile]] = field(default_factory=dict)
+    held_back: dict[str, str] = field(default_factory=dict)  # event date -> why
+    kept: set[str] = field(default_factory=set)  # partitions whose published files stay as they are (held back)
+    prints: dict[str, str] = field(default_factory=dict)  # partition -> fingerprint when listed
+
+    def keys(self) -> set[str]:
+        return {f.key for files in self.files.values() for f in files}
+
+    def local_commit(self) -> str:
+        return hashlib.sha256("\n".join(sorted(self.keys())).encode()).hexdigest()[:16]
+
+    def newest(self) -> int:
+        return max((f.mtime_ns for files in self.files.values() for f in files), default=0)
+
+
+def _local(path: Path, partition: str) -> LocalFile:
+    stat = path.stat()
+    return LocalFile(path, partition, stat.st_size, stat.st_mtime_ns)
+
+
+def _parquet(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.glob("*.parquet") if not p.name.startswith(("_", ".")))
+
+
+def _date_of(name: str, partition: str) -> str:
+    """The event date a partition folder holds (YYYY-MM-DD)."""
+    value = partition.rsplit("=", 1)[1]
+    return f"{value[:4]}-{value[4:6]}-{value[6:]}" if PARTITION_COLUMNS[name][-1] == EVENT_DAY else value
+
+
+def _failed_gates(lake: Lake) -> dict[str, str]:
+    """Per event date, the newest events gate that failed on it, unless a newer one passed or skipped it."""
+    seen: dict[str, str] = {}
+    for report in reversed(read_reports(lake.gate_reports, newest=20)):
+        failed = verdict_of(report) == "failed"
+        for day in report.get("event_dates") or []:
+            seen.setdefault(day, f"its gate failed in run {report.get('run_id')}" if failed else "")
+    return {day: why for day, why in seen.items() if why}
+
+
+def events_published(lake: Lake) -> Published:
+    """The events table's dates whose files are the ones their gate passed; the others held back, with why."""
+    found, index, failed = Published(), gate.validated(lake), _failed_gates(lake)
+    for folder in partition_leaves(lake.events, EVENTS):
+        day, live = folder.name.split("=", 1)[1], lake.events / folder
+        found.prints[folder.as_posix()] = current = fingerprint(live)
+        passed = index.get(day, {}).get("fingerprint")
+        if passed == current:
+            found.files[folder.as_posix()] = [_local(p, folder.as_posix()) for p in _parquet(live)]
+        else:
+            found.kept.add(folder.as_posix())
+            found.held_back[day] = failed.get(day) or (
+                "changed since its gate passed; the next gate checks it" if passed else "no gate has passed it yet"
+            )
+    return found
+
+
+def derived_published(lake: Lake, name: str) -> Published:
+    """A derived table's partitions as swapped in (each gated before its swap): the files their marker lists."""
+    found, table = Published(), lake.table(name)
+    for folder in partition_leaves(table, name):
+        live, relative = table / folder, folder.as_posix()
+        found.prints[relative] = fingerprint(live)
+        marker = live / MARKER
+        listed = set(json.loads(marker.read_text())["files"]) if marker.exists() else None
+        # Without a marker (written before markers were, or by hand), the folder's data files.
+        found.files[relative] = [_local(p, relative) for p in _parquet(live) if listed is None or p.name in listed]
+    derived = next(derived for derived in DERIVED if name in derived.tables)
+    newest = read_reports(lake.derived_reports(derived.job), newest=1)
+    if newest and newest[0].get("status") == "gate_failed":
+        for day in newest[0].get("dates") or []:
+            found.held_back[day] = f"the rows of run {newest[0]['run_id']} failed their gate; readers keep the last good version"
+    return found
+
+
+def published_files(lake: Lake, name: str) -> Published:
+    return events_published(lake) if name == EVENTS else derived_published(lake, name)
+
+
+# --- the catalog ------------------------------------------------------------------------------------------------
+
+
+class CatalogUnusable(RuntimeError):
+    """The catalog named is not configured, or cannot be reached: nothing was published."""
+
+
+def open_catalog(lake: Lake, name: str | None, namespace: str = NAMESPACE) -> Any:
+    """The catalog named (pyiceberg's configuration), or the embedded one inside the lake, holding `namespace`."""
+    from pyiceberg.catalog import load_catalog
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    try:
+        if name:
+            catalog = load_catalog(name)
+        else:
+            lake.iceberg_warehouse.mkdir(parents=True, exist_ok=True)
+            catalog = SqlCatalog("lake", uri=f"sqlite:///{lake.iceberg_catalog}", warehouse=lake.iceberg_warehouse.as_uri())
+        catalog.create_namespace_if_not_exists(namespace)
+        if not name:
+            _rehome(catalog, lake, namespace)
+    except Exception as exc:  # pyiceberg's errors for a missing setting are ValueErrors, a network's are boto's or OSError
+        raise CatalogUnusable(f"catalog {name!r} cannot be used: {exc} (pyiceberg reads its settings from .pyiceberg.yaml and "
+                              f"PYICEBERG_CATALOG__{(name or '').upper()}__<PROPERTY>)") from exc  # fmt: skip
+    return catalog
+
+
+def _rehome(catalog: Any, lake: Lake, namespace: str) -> None:
+    """A lake copied or moved to another path brings an embedded catalog whose tables live at the old path (Iceberg
+    metadata holds absolute paths): they are dropped from this catalog (the old lake's files untouched) and published
+    again from the lake's files by this publish; their snapshot history starts again."""
+    home = lake.iceberg_warehouse.as_uri() + "/"
+    for identifier in catalog.list_tables(namespace):
+        location = catalog.load_table(identifier).location()
+        if not location.startswith(home):
+            log.warning("the lake moved: its embedded table %s lived at %s, published again under %s", ".".join(identifier), location, home)
+            catalog.drop_table(identifier)
+
+
+def _partition_types() -> dict[str, Any]:
+    import pyarrow as pa
+
+    # Security Lake's partitions are text (an account id keeps its leading zeros); an event date is a date.
+    return {EVENT_DATE: pa.date32(), REGION: pa.string(), ACCOUNT_ID: pa.string(), EVENT_DAY: pa.string()}
+
+
+def with_partition_columns(rows: Any, partition: str) -> Any:
+    """A local file's rows as published: timestamps as microseconds in UTC, the partition folder's values as columns."""
+    import pyarrow as pa
+
+    types = _partition_types()
+    for i, column in enumerate(rows.schema):
+        if pa.types.is_timestamp(column.type) and column.type != pa.timestamp("us", tz="UTC"):
+            rows = rows.set_column(i, column.name, rows.column(i).cast(pa.timestamp("us", tz="UTC")))
+    for part in partition.split("/"):
+        column, value = part.split("=", 1)
+        typed = date.fromisoformat(value) if types[column] == pa.date32() else value
+        if column in rows.column_names:
+            rows = rows.drop_columns([column])
+        rows = rows.append_column(pa.field(column, types[column]), pa.array([typed] * rows.num_rows, types[column]))
+    return rows
+
+
+def published_schema(file: LocalFile) -> Any:
+    """The columns a local file has once published (its footer read, not its rows)."""
+    import pyarrow.parquet as pq
+
+    return with_partition_columns(pq.read_schema(file.path).empty_table(), file.partition).schema
+
+
+def _copy(file: LocalFile) -> tuple[LocalFile, bytes]:
+    """A local file with its partition columns, as Parquet bytes (zstd, as the lake writes)."""
+    import pyarrow.parquet as pq
+
+    rows = with_partition_columns(pq.read_table(file.path, coerce_int96_timestamp_unit="us"), file.partition)
+    sink = io.BytesIO()
+    pq.write_table(rows, sink, compression="zstd")
+    return file, sink.getvalue()
+
+
+TABLE_PROPERTIES = {
+    "format-version": "2",
+    "write.parquet.compression-codec": "zstd",
+    # Each commit writes a metadata file: the newest ten are kept, older ones deleted as commits go.
+    "write.metadata.delete-after-commit.enabled": "true",
+    "write.metadata.previous-versions-max": "10",
+    # A publish that adds files merges the table's small manifests once ten of them wait: a plan reads a few
+    # manifests, not one per publish (BENCHMARKS.md, "Publishing as Iceberg tables").
+    "commit.manifest-merge.enabled": "true",
+    "commit.manifest.min-count-to-merge": "10",
+    # pyiceberg retries a commit another one overtook by replaying the same appends on the newer snapshot: right for
+    # independent writers, a file twice for two publishes of one lake. A publish computes its difference again instead.
+    "commit.retry.num-retries": "0",
+}
+
+
+def existing_table(catalog: Any, identifier: str) -> Any | None:
+    """The table, or None before its first publish."""
+    from pyiceberg.exceptions import NoSuchTableError
+
+    try:
+        return catalog.load_table(identifier)
+    except NoSuchTableError:
+        return None
+
+
+def open_table(catalog: Any, identifier: str, columns: tuple[str, ...], schemas: list[Any], table: Any | None) -> Any:
+    """`table`, or the Iceberg table created on its first publish (identity partitions on `columns`), with every
+    column of `schemas` (the files about to be added) it lacks added: the lake's tables gain columns as CloudTrail does."""
+    from pyiceberg.table import TableProperties
+
+    def name_mapping(tx: Any) -> None:  # files carry no Iceberg field ids: every reader maps their columns by name
+        tx.set_properties({TableProperties.DEFAULT_NAME_MAPPING: tx.table_metadata.schema().name_mapping.model_dump_json()})
+
+    if table is None:
+        tx = catalog.create_table_transaction(identifier, schema=schemas[0], properties=TABLE_PROPERTIES)
+        with tx.update_spec() as spec:
+            for column in columns:
+                spec.add_identity(column)
+        name_mapping(tx)
+        tx.commit_transaction()
+        table = catalog.load_table(identifier)
+    known = {f.name for f in table.schema().fields}
+    wider = [schema for schema in schemas if any(column not in known for column in schema.names)]
+    if wider:
+        with table.transaction() as tx:  # the table takes the new metadata as it commits
+            with tx.update_schema() as update:
+                for schema in wider:
+                    update.union_by_name(schema)
+            name_mapping(tx)
+    return table
+
+
+def current_files(table: Any) -> dict[str, Any]:
+    """The data files the table's current snapshot holds, by their path inside its data folder."""
+    snapshot = table.current_snapshot()
+    if snapshot is None:
+        return {}
+    prefix = f"{table.location().rstrip('/')}/data/"
+    found = {}
+    for manifest in snapshot.manifests(table.io):
+        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+            found[entry.data_file.file_path.removeprefix(prefix)] = entry.data_file
+    return found
+
+
+def _data_file(table: Any, path: str, body: bytes) -> Any:
+    """The manifest entry of a copied file, from its own footer (no read back from the warehouse)."""
+    import pyarrow.parquet as pq
+    from pyiceberg.io.pyarrow import compute_statistics_plan, data_file_statistics_from_parquet_metadata, parquet_path_to_id_mapping
+    from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+
+    metadata, schema = table.metadata, table.schema()
+    statistics = data_file_statistics_from_parquet_metadata(
+        parquet_metadata=pq.read_metadata(io.BytesIO(body)),
+        stats_columns=compute_statistics_plan(schema, metadata.properties),
+        parquet_column_mapping=parquet_path_to_id_mapping(schema),
+    )
+    return DataFile.from_args(
+        content=DataFileContent.DATA, file_path=path, file_format=FileFormat.PARQUET,
+        partition=statistics.partition(metadata.spec(), schema), file_size_in_bytes=len(body), sort_order_id=None,
+        spec_id=metadata.default_spec_id, equality_ids=None, key_metadata=None, **statistics.to_serialized_dict(),
+    )  # fmt: skip
+
+
+# --- one table ---------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class TableOutcome:
+    """What one publish did to one table (a report's entry, and a row of the lake page)."""
+
+    table: str
+    snapshot_id: int | None = None
+    local_commit: str | None = None  # the local commit the current snapshot reflects
+    local_commit_time: str | None = None
+    lag_seconds: float = 0.0  # the newest local file's time less the published local commit's
+    added: int = 0
+    removed: int = 0
+    held_back: dict[str, str] = field(default_factory=dict)  # event date -> why
+    snapshots: int = 0
+    expired: int = 0
+    orphans_deleted: int = 0
+    error: str | None = None
+
+
+def _iso(ns: int) -> str:
+    return datetime.fromtimestamp(ns // 1_000_000_000, tz=UTC).isoformat()
+
+
+def publish_table(catalog: Any, config: PublishConfig, name: str, now: datetime) -> TableOutcome:
+    """Bring table `name`'s Iceberg table to what the lake publishes of it, in one snapshot; then keep it small."""
+    lake, outcome, identifier = config.lake, TableOutcome(TABLE_NAMES[name]), f"{config.namespace}.{TABLE_NAMES[name]}"
+    found = published_files(lake, name)
+    outcome.held_back = dict(sorted(found.held_back.items()))
+    table = existing_table(catalog, identifier)
+    if not found.files and table is None:
+        return outcome  # nothing to publish yet: no empty table to create
+    wanted = found.local_commit()
+    snapshot = table.current_snapshot() if table is not None else None
+    if snapshot is not None and snapshot.summary.get(LOCAL_COMMIT) == wanted and not found.held_back:
+        return _kept(table, config, outcome, found, now)  # the current snapshot is this local commit: no manifest read
+    current = current_files(table) if table is not None else {}
+    added = [f for files in found.files.values() for f in files if f.key not in current]
+    # A partition held back keeps what readers have; any other file the lake no longer holds goes.
+    listed = found.keys()
+    removed = [key for key in current if key not in listed and _partition(key) not in found.kept]
+    if not added and not removed:
+        return outcome if table is None else _kept(table, config, outcome, found, now)
+    table = open_table(catalog, identifier, PARTITION_COLUMNS[name], [published_schema(f) for f in added], table)
+    location = f"{table.location().rstrip('/')}/data/"
+    copied = {}
+    for local, body in _copies(added):
+        path = location + local.key
+        with table.io.new_output(path).create(overwrite=True) as out:
+            out.write(body)
+        copied[local.key] = _data_file(table, path, body)
+    # A partition that changed while its files were copied waits for the next publish: its new files are not these.
+    changed = {part for part, before in found.prints.items() if fingerprint(lake.table(name) / part) != before}
+    chosen = [data_file for key, data_file in copied.items() if _partition(key) not in changed]
+    gone = [current[key] for key in removed if _partition(key) not in changed]
+    properties = {LOCAL_COMMIT: f"partial-{wanted}" if changed else wanted, RUN_ID: config.run_id}
+    if found.newest():
+        properties[LOCAL_COMMIT_TIME] = _iso(found.newest())
+    with table.transaction() as tx:
+        update = tx.update_snapshot(snapshot_properties=properties)
+        with update.overwrite() if gone else update.merge_append() as producer:
+            for data_file in gone:
+                producer.delete_data_file(data_file)
+            for data_file in chosen:
+                producer.append_data_file(data_file)
+    outcome.added, outcome.removed = len(chosen), len(gone)
+    for part in changed:
+        outcome.held_back[_date_of(name, part)] = "changed while it was published; the next publish takes it"
+    log.info("%s: one snapshot, %d files added and %d removed (local commit %s)", identifier, len(chosen), len(gone), wanted)
+    return _kept(table, config, outcome, found, now)  # the table took its new snapshot as it committed
+
+
+def published_table(catalog: Any, config: PublishConfig, name: str, now: datetime) -> TableOutcome:
+    """`publish_table`, again from the start when another publish committed to the table first (the ingest DAG's and
+    the derived DAG's can overlap): the difference is computed anew, the copies already written are written again
+    under the same names."""
+    from pyiceberg.exceptions import CommitFailedException
+
+    for attempt in range(1, COMMIT_ATTEMPTS + 1):
+        try:
+            return publish_table(catalog, config, name, now)
+        except CommitFailedException:
+            if attempt == COMMIT_ATTEMPTS:
+                raise
+            log.warning("%s: another publish committed first; publishing again (attempt %d)", TABLE_NAMES[name], attempt + 1)
+    raise AssertionError("unreachable")
+
+
+def _partition(key: str) -> str:
+    return key.rsplit("/", 1)[0]
+
+
+def _copies(files: list[LocalFile]) -> Iterator[tuple[LocalFile, bytes]]:
+    with ThreadPoolExecutor(COPIERS) as pool:
+        yield from pool.map(_copy, files)
+
+
+def _kept(table: Any, config: PublishConfig, outcome: TableOutcome, found: Published, now: datetime) -> TableOutcome:
+    """Expiry and orphan deletion, then the table's figures for the report."""
+    outcome.expired = expire(table, now - config.expire_after)
+    if _cleaning_due(config, table.location(), now):
+        outcome.orphans_deleted = delete_orphans(table, now - config.orphan_grace)
+        _cleaned(config, table.location(), now)
+    snapshot = table.current_snapshot()
+    outcome.snapshots = len(table.metadata.snapshots)
+    if snapshot is not None:
+        outcome.snapshot_id = snapshot.snapshot_id
+        outcome.local_commit = snapshot.summary.get(LOCAL_COMMIT)
+        outcome.local_commit_time = snapshot.summary.get(LOCAL_COMMIT_TIME)
+        if outcome.local_commit_time and found.newest():  # whole seconds on both sides
+            published = datetime.fromisoformat(outcome.local_commit_time).timestamp()
+            outcome.lag_seconds = max(0.0, float(found.newest() // 1_000_000_000) - published)
+    return outcome
+
+
+# --- kept small ----------------------------------------------------------------------------------------------------
+
+
+def _cleaned_at(config: PublishConfig) -> dict[str, str]:
+    state = config.lake.publish_state
+    return json.loads(state.read_text()) if state.exists() else {}
+
+
+def _cleaning_due(config: PublishConfig, location: str, now: datetime) -> bool:
+    """Unreferenced files are looked for at most once a day (every manifest is read, the location listed), and
+    always when the grace is shorter."""
+    last = _cleaned_at(config).get(location)
+    return last is None or now - datetime.fromisoformat(last) >= min(config.orphan_grace, timedelta(days=1))
+
+
+def _cleaned(config: PublishConfig, location: str, now: datetime) -> None:
+    write_whole(config.lake.publish_state, json.dumps(_cleaned_at(config) | {location: now.isoformat()}, indent=1) + "\n")
+
+
+def expire(table: Any, before: datetime) -> int:
+    """Expire the snapshots older than `before`, the current one kept; how many."""
+    current = table.current_snapshot()
+    old = [s.snapshot_id for s in table.metadata.snapshots
+           if s.timestamp_ms < before.timestamp() * 1000 and (current is None or s.snapshot_id != current.snapshot_id)]  # fmt: skip
+    if old:
+        table.maintenance.expire_snapshots().by_ids(old).commit()
+    return len(old)
+
+
+def referenced(table: Any) -> set[str]:
+    """Every file the table's metadata reaches: metadata files, manifest lists, manifests, data files."""
+    found = {table.metadata_location, *(entry.metadata_file for entry in table.metadata.metadata_log)}
+    for snapshot in table.metadata.snapshots:
+        found.add(snapshot.manifest_list)
+        for manifest in snapshot.manifests(table.io):
+            found.add(manifest.manifest_path)
+            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=False):
+                found.add(entry.data_file.file_path)
+    if table.metadata.statistics:
+        found.update(s.statistics_path for s in table.metadata.statistics)
+    return found
+
+
+def delete_orphans(table: Any, before: datetime) -> int:
+    """Delete the files under the table's location that nothing references and that are older than `before`."""
+    from pyarrow import fs
+
+    scheme, _, rest = table.location().partition("://")
+    filesystem = table.io.fs_by_scheme(scheme, rest.split("/", 1)[0])  # the catalog's own settings (an endpoint, keys)
+    keep = {_without_scheme(path) for path in referenced(table)}
+    orphans = []
+    for info in filesystem.get_file_info(fs.FileSelector(rest, recursive=True, allow_not_found=True)):
+        if info.type == fs.FileType.File and info.path not in keep and info.mtime is not None and info.mtime < before:
+            orphans.append(info.path)
+    for path in orphans:
+        filesystem.delete_file(path)
+    if orphans:
+        log.info("%d files no snapshot references deleted from %s", len(orphans), table.location())
+    return len(orphans)
+
+
+def _without_scheme(path: str) -> str:
+    return path.split("://", 1)[1] if "://" in path else path
+
+
+# --- the run --------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class PublishReport:
+    run_id: str
+    started_at: str
+    catalog: str
+    namespace: str
+    status: str = "running"
+    tables: list[TableOutcome] = field(default_factory=list)
+    seconds: float | None = None
+
+    def write(self, lake: Lake) -> Path:
+        return write_json(lake.publish_report(self.run_id), asdict(self))
+
+
+def publish(config: PublishConfig, now: datetime | None = None) -> PublishReport:
+    """Every table the lake has, published; a table that fails is named and the others go on."""
+    started = time.monotonic()
+    report = PublishReport(config.run_id, now_iso(), config.catalog or f"embedded ({config.lake.iceberg_catalog})", config.namespace)
+    try:
+        catalog = open_catalog(config.lake, config.catalog, config.namespace)
+        for name in TABLE_NAMES:
+            try:
+                report.tables.append(published_table(catalog, config, name, now or datetime.now(tz=UTC)))
+            except Exception as exc:  # one table's failure (a catalog unreachable, a schema it cannot take) is named
+                log.exception("table %s could not be published", TABLE_NAMES[name])
+                report.tables.append(TableOutcome(TABLE_NAMES[name], error=f"{type(exc).__name__}: {str(exc).splitlines()[0][:500]}"))
+        report.status = "failed" if any(t.error for t in report.tables) else "succeeded"
+    except Exception as exc:
+        report.status = "failed"
+        report.tables.append(TableOutcome("*", error=f"{type(exc).__name__}: {str(exc).splitlines()[0][:500]}"))
+        raise
+    finally:
+        report.seconds = round(time.monotonic() - started, 1)
+        report.write(config.lake)
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    config = parse_args(argv)
+    return cli.run(lambda: run(config))
+
+
+def run(config: PublishConfig) -> int:
+    try:
+        report = publish(config)
+    except CatalogUnusable as exc:
+        log.error("%s", exc)
+        return cli.USAGE
+    print("\n".join(publish_summary(asdict(report))))
+    return cli.FAILED if report.status == "failed" else cli.OK

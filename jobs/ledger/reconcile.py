@@ -1,0 +1,288 @@
+"""Completeness against CloudTrail's own record: its hourly digest files, without listing the log files.
+
+CloudTrail writes, per account, region and hour, a digest naming every log file it delivered in that hour with the
+SHA-256 of its uncompressed content:
+
+    <prefix>AWSLogs/[<org id>/]<account>/CloudTrail-Digest/<region>/YYYY/MM/DD/<account>_CloudTrail-Digest_..._<end>Z.json.gz
+
+A reconciliation reads the digests of the last `days` delivery days that an earlier one has not proven, and checks
+each named log file against the ledger: taken, and the cached copy's content hash equal to the digest's. A file the
+ledger does not hold (its notification never came, or expired in the queue) is fetched and taken by the same run.
+A digest whose every file is taken with matching hashes is proven and recorded (<checkpoint>/reconciled/<date>.txt, jobs/lake.py),
+so the next reconciliation reads only the new ones: its cost is the places (one listing each) and the new digests,
+not the history. The report says per hour: delivered, ingested, missing, hashes that differ. A place the ledger
+knows whose trail writes no digests (log file validation off) has its delivery folders of the window listed instead.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import logging
+import os
+import re
+import zlib
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from jobs.files import write_whole
+from jobs.lake import Lake
+from jobs.landing.bucket import FETCH_THREADS, BucketLanding
+from jobs.landing.layout import FILE_NAME
+from jobs.ledger.state import known_files
+from jobs.spark.checkpoint import CheckpointSnapshot
+
+log = logging.getLogger("cloudtrail_ingest")
+DIGEST_NAME = re.compile(r"[^/]+_CloudTrail-Digest_[^/]+\.json\.gz")
+DIGEST_FOLDER = "CloudTrail-Digest"
+# Where a digest is: .../CloudTrail-Digest/<region>/YYYY/MM/DD/<name>; its date names its proof file.
+DIGEST_PLACE = re.compile(r"/CloudTrail-Digest/[^/]+/(\d{4})/(\d{2})/(\d{2})/[^/]+$")
+# Most bytes a digest may take, compressed and decompressed: an hour's digest names a few thousand files (about
+# 200 bytes each), so a larger one is no digest (a gzip bomb is named, not decompressed).
+DIGEST_MAX = 64 << 20
+# Most bytes a log file's content may decompress to when hashed: CloudTrail's files are tens of MB.
+LOG_MAX = 4 << 30
+
+
+@dataclass
+class Reconciliation:
+    """What one reconciliation found, per digest hour (account/region/hour), and the log files it found missing."""
+
+    run_id: str
+    checked_at: str
+    days: list[str]
+    digests_read: int = 0
+    digests_proven_before: int = 0
+    list_calls: int = 0
+    seconds: float = 0.0
+    hours: dict[str, dict[str, int]] = field(default_factory=dict)
+    missing: list[str] = field(default_factory=list)
+    hash_mismatches: list[str] = field(default_factory=list)
+    # Why a named file's content could not be hashed (damaged, cut short, too large), by key: a hash mismatch too.
+    unhashable: dict[str, str] = field(default_factory=dict)
+    unreadable_digests: list[str] = field(default_factory=list)
+    # Log files a digest names under the landing whose keys the cache cannot hold (jobs/landing/bucket.py), with the reason.
+    refused: dict[str, str] = field(default_factory=dict)
+    # Places the ledger knows whose trail writes no digests: listed from the window's first day instead.
+    undigested_places: int = 0
+
+    def summary(self) -> dict[str, int]:
+        return {
+            "hours": len(self.hours),
+            "delivered": sum(h["delivered"] for h in self.hours.values()),
+            "ingested": sum(h["ingested"] for h in self.hours.values()),
+            "missing": len(self.missing),
+            "hash_mismatches": len(self.hash_mismatches),
+            "refused": len(self.refused),
+            "unreadable_digests": len(self.unreadable_digests),
+            "digests_read": self.digests_read,
+            "undigested_places": self.undigested_places,
+            "list_calls": self.list_calls,
+        }
+
+    def write(self, lake: Lake) -> Path:
+        path = lake.reconcile_report(self.run_id)
+        body = {**self.__dict__, "summary": self.summary()}
+        write_whole(path, json.dumps(body, indent=1, sort_keys=True) + "\n")
+        return path
+
+
+def due(lake: Lake, interval: timedelta, now: datetime) -> bool:
+    """Whether the newest reconciliation is older than `interval` (or there is none)."""
+    newest = last(lake)
+    return newest is None or now - datetime.fromisoformat(newest["checked_at"]) >= interval
+
+
+def last(lake: Lake) -> dict[str, Any] | None:
+    reports = sorted(lake.reconcile_reports.glob("*.json"), key=os.path.getmtime) if lake.reconcile_reports.is_dir() else []
+    for path in reversed(reports):
+        try:
+            report: dict[str, Any] = json.loads(path.read_text())
+            return report
+        except ValueError:
+            continue
+    return None
+
+
+def reconcile(
+    s3: Any, landing: BucketLanding, lake: Lake, checkpoint: CheckpointSnapshot, taking: set[str], run_id: str, days: int, now: datetime
+) -> Reconciliation:
+    """Read the unproven digests of the last `days` delivery days and check them against the ledger and the files this
+    run takes (`taking`, by place in the landing); `missing` lists the log keys to fetch and take now."""
+    started = datetime.now(tz=UTC)
+    window = [now.date() - timedelta(days=n) for n in range(days - 1, -1, -1)]
+    # A log file is delivered before the digest that names it, up to a day earlier.
+    known = set(known_files(checkpoint, lake.manifests, [window[0] - timedelta(days=1), *window])) | taking
+    found = Reconciliation(run_id, now.isoformat(timespec="seconds"), [d.isoformat() for d in window])
+    proven = _Proven(lake.reconciled)
+    calls: Counter[str] = Counter()
+    digested = landing.region_prefixes(s3, DIGEST_FOLDER, calls)
+    found.list_calls += calls["list"]
+    first_day = window[0].strftime("%Y/%m/%d")
+    with ThreadPoolExecutor(FETCH_THREADS) as pool:
+        listed = list(pool.map(lambda prefix: _digest_keys(s3, landing.bucket, prefix, f"{prefix}{first_day}"), digested))
+        found.list_calls += sum(made for _, made in listed)
+        keys = []
+        for key in (key for names, _ in listed for key in names):
+            if _Proven.day(key) is None:
+                found.unreadable_digests.append(f"{key}: not at a digest's place (.../CloudTrail-Digest/<region>/YYYY/MM/DD/)"[:600])
+            else:
+                keys.append(key)
+        unproven = [key for key in keys if key not in proven.on(key)]
+        found.digests_proven_before += len(keys) - len(unproven)
+        for key, digest in zip(unproven, pool.map(lambda key: _read_digest(s3, landing.bucket, key), unproven), strict=True):
+            if _check(landing, key, digest, known, found):
+                proven.add(key)
+    proven.save()
+    _list_undigested(s3, landing, known, set(digested), first_day, found)
+    found.seconds = round((datetime.now(tz=UTC) - started).total_seconds(), 3)
+    return found
+
+
+def _list_undigested(s3: Any, landing: BucketLanding, known: set[str], digested: set[str], first_day: str, found: Reconciliation) -> None:
+    """The places the ledger knows that have no digests (a trail without log file validation): their delivery folders
+    from the window's first day on are listed instead, one listing per place, and what the ledger lacks is missing."""
+    places = set()
+    for key in known:
+        parts = key.split("/")
+        if "CloudTrail" in parts[:-1]:
+            at = parts.index("CloudTrail")
+            places.add("/".join(parts[: at + 2]) + "/")
+    for place in sorted(places):
+        if f"{landing.prefix}{place}".replace("/CloudTrail/", f"/{DIGEST_FOLDER}/", 1) in digested:
+            continue
+        found.undigested_places += 1
+        pages = s3.get_paginator("list_objects_v2").paginate(
+            Bucket=landing.bucket, Prefix=f"{landing.prefix}{place}", StartAfter=f"{landing.prefix}{place}{first_day}"
+        )
+        for page in pages:
+            found.list_calls += 1
+            for item in page.get("Contents", []):
+                relative, refusal = landing.place(item["Key"])
+                if relative is not None and relative not in known:
+                    found.missing.append(item["Key"])
+                elif refusal is not None and FILE_NAME.fullmatch(item["Key"].rsplit("/", 1)[-1]):
+                    found.refused[item["Key"]] = refusal
+
+
+def _digest_keys(s3: Any, bucket: str, region_prefix: str, start: str) -> tuple[list[str], int]:
+    """The digest keys of a region's digest folder after `start`, and the listings it took."""
+    keys, made = [], 0
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=region_prefix, StartAfter=start):
+        made += 1
+        keys += [item["Key"] for item in page.get("Contents", []) if DIGEST_NAME.fullmatch(item["Key"].rsplit("/", 1)[-1])]
+    return keys, made
+
+
+def _read_digest(s3: Any, bucket: str, key: str) -> dict[str, Any] | str:
+    """A digest's content, or why it cannot be read: a digest is data from outside, whatever it holds is reported."""
+    try:
+        body = s3.get_object(Bucket=bucket, Key=key)["Body"]
+        try:
+            compressed = body.read(DIGEST_MAX + 1)
+        finally:
+            body.close()
+        if len(compressed) > DIGEST_MAX:
+            raise ValueError(f"over {DIGEST_MAX >> 20} MiB: no digest is")
+        with gzip.GzipFile(fileobj=io.BytesIO(compressed)) as file:  # decompressed as a stream, up to the cap
+            content = file.read(DIGEST_MAX + 1)
+        if len(content) > DIGEST_MAX:
+            raise ValueError(f"decompresses to over {DIGEST_MAX >> 20} MiB")
+        digest = json.loads(content)
+        if not isinstance(digest, dict) or not isinstance(digest.get("logFiles") or [], list):
+            raise ValueError("not a digest: a JSON object with a list of logFiles")
+        digest["hour"] = f"{digest['awsAccountId']}/{key.split('/')[-5]}/{digest['digestEndTime'][:13]}"
+        return digest
+    except Exception as exc:  # noqa: BLE001 - see above: reported, never raised
+        return f"{key}: {type(exc).__name__}: {exc}"[:300]
+
+
+def _check(landing: BucketLanding, key: str, digest: dict[str, Any] | str, known: set[str], found: Reconciliation) -> bool:
+    """One digest (read by _read_digest) against the ledger; whether every file it names is taken and matches."""
+    if isinstance(digest, str):
+        found.unreadable_digests.append(digest)
+        return False
+    files, hour = [item for item in digest.get("logFiles") or [] if isinstance(item, dict)], digest["hour"]
+    found.digests_read += 1
+    figures = found.hours.setdefault(hour, {"delivered": 0, "ingested": 0, "missing": 0, "hash_mismatches": 0})
+    complete = True
+    for item in files:
+        log_key = str(item.get("s3Object", ""))
+        if not landing.holds(str(item.get("s3Bucket")), log_key):
+            continue
+        relative, refusal = landing.place(log_key)
+        if relative is None:
+            found.refused[log_key] = str(refusal)
+            continue
+        figures["delivered"] += 1
+        if relative not in known:
+            figures["missing"] += 1
+            found.missing.append(log_key)
+            complete = False
+            continue
+        figures["ingested"] += 1
+        cached = landing.cache / relative
+        if not cached.is_file():
+            continue
+        content, why = _content_hash(cached)
+        if content != item.get("hashValue"):
+            figures["hash_mismatches"] += 1
+            found.hash_mismatches.append(log_key)
+            if why is not None:
+                found.unhashable[log_key] = why
+            complete = False
+    return complete
+
+
+def _content_hash(path: Path) -> tuple[str | None, str | None]:
+    """SHA-256 of a log file's uncompressed content, as a digest's hashValue gives it, read as a stream; or why it
+    cannot be told (a damaged or cut gzip stream, content past LOG_MAX): a file that differs from its digest."""
+    digest = hashlib.sha256()
+    opener = gzip.open if path.name.endswith(".gz") else open
+    size = 0
+    try:
+        with opener(path, "rb") as file:
+            for chunk in iter(lambda: file.read(1 << 20), b""):
+                size += len(chunk)
+                if size > LOG_MAX:
+                    return None, f"decompresses to over {LOG_MAX >> 30} GiB"
+                digest.update(chunk)
+    except (OSError, EOFError, zlib.error) as exc:
+        return None, f"cannot be read: {type(exc).__name__}: {exc}"[:300]
+    return digest.hexdigest(), None
+
+
+class _Proven:
+    """Digests proven complete, one text file per digest delivery date: never read again."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self._days: dict[str, set[str]] = {}
+        self._added: set[str] = set()
+
+    @staticmethod
+    def day(key: str) -> str | None:
+        """A digest's delivery date (YYYY-MM-DD) from its place; None for a key not at a digest's place."""
+        match = DIGEST_PLACE.search(key)
+        return "-".join(match.groups()) if match else None
+
+    def on(self, key: str) -> set[str]:
+        day = self.day(key) or ""
+        if day not in self._days:
+            path = self.folder / f"{day}.txt"
+            self._days[day] = set(path.read_text().splitlines()) if path.exists() else set()
+        return self._days[day]
+
+    def add(self, key: str) -> None:
+        self.on(key).add(key)
+        self._added.add(self.day(key) or "")
+
+    def save(self) -> None:
+        for day in self._added:
+            write_whole(self.folder / f"{day}.txt", "".join(f"{key}\n" for key in sorted(self._days[day])))

@@ -1,0 +1,89 @@
+"""Turn a landed file into text and its records' places, or into a file-level quarantine reason.
+
+The work runs in the JVM: jobs/java/cloudtrail/LandingFile.java, a SQL function that
+jobs/spark/session.py registers from build/cloudtrail.jar. Called once per file by its path, it
+decompresses (a truncated gzip file is quarantined with its reason, where Spark's own readers
+fail the query or skip the file silently), checks that the bytes are UTF-8 text, tells the
+container's shape from its first character, and for a one-value container scans its tokens
+for each record's text and which keys it has, so Spark parses each record once, straight
+into the typed schema (jobs/records/transforms.py). Only a container Spark's parser rejects is split
+record by record, by a second JVM function (jobs/java/cloudtrail/Salvage.java, ``salvage``).
+A container the scan took is parsed by Spark's own parser over its bytes (``parse_json``,
+jobs/java/cloudtrail/Json.java), so a nested value kept as text (requestParameters) is the file's own text.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from jobs.records.schema import KNOWN_FIELDS, RECORD_FIELDS
+
+# Shapes the JVM side tells apart (see transforms.parse_containers).
+SHAPE_OBJECT = "object"  # {"Records":[...]}, a single record, or JSON lines of records
+SHAPE_ARRAY = "array"  # a bare JSON array of records
+
+# Keys that make a JSON object a CloudTrail record rather than some other document.
+RECORD_MARKERS = ["eventVersion", "eventID", "eventTime", "eventSource", "eventName"]
+# The keys whose presence the scan reports per record: the ones whose typed parse may fail, so that
+# their raw text needs rescuing (jobs/transforms.normalize_records), and the markers.
+FLAGGED_KEYS = [name for name, _, kind in RECORD_FIELDS if kind == "json"] + RECORD_MARKERS
+UNKNOWN_KEY = 1  # flag bit: the record has a key outside the schema
+
+
+def key_flag(name: str) -> int:
+    """The flag bit set when a record has the key `name` (one of FLAGGED_KEYS)."""
+    return 1 << (FLAGGED_KEYS.index(name) + 1)
+
+
+# The SQL functions (registered by jobs/spark/session.py) and what they return.
+LANDING_FILE_FUNCTION = "cloudtrail_landing_file"
+LANDING_FILE_TYPE = (
+    "struct<file_bytes: bigint, content: binary, shape: string, file_error: string, file_error_detail: string, "
+    "records: array<struct<text: binary, flags: bigint>>>"
+)
+SALVAGE_FUNCTION = "cloudtrail_salvage"
+SALVAGE_TYPE = "array<struct<record: string, reason: string, detail: string>>"
+JVM_FUNCTIONS = {  # name: (class, type), registered as Java UDFs
+    LANDING_FILE_FUNCTION: ("cloudtrail.LandingFile", LANDING_FILE_TYPE),
+    SALVAGE_FUNCTION: ("cloudtrail.Salvage", SALVAGE_TYPE),
+}
+# Functions whose class registers them (register(session, name)): compiled into the query, in Spark's own types.
+PARSE_JSON_FUNCTION = "cloudtrail_parse_json"
+JVM_EXPRESSIONS = {PARSE_JSON_FUNCTION: "cloudtrail.Json"}
+
+
+def landing_file(path: Column) -> Column:
+    """One landing file, read and checked in the JVM (LANDING_FILE_TYPE)."""
+    return F.call_function(LANDING_FILE_FUNCTION, path, F.lit(",".join(KNOWN_FIELDS)), F.lit(",".join(FLAGGED_KEYS)))
+
+
+def decode_files(manifest: DataFrame) -> DataFrame:
+    """Manifest rows (jobs/ledger/store.py, MANIFEST_DDL) -> one row per file: source_file, arrival_time,
+    file_bytes, content (the text, as bytes), shape, file_error, file_error_detail,
+    only_records (a replay's record positions; null: all) and records (each record's text and
+    key flags; null when the container must be split the slow way)."""
+    return manifest.select(
+        # As Hadoop names a local file (jobs/spark/logs.py, source_file): the table's _source_file keeps one form across versions.
+        F.concat(F.lit("file:"), F.col("path")).alias("source_file"),
+        F.timestamp_millis(F.col("arrival_ms")).alias("arrival_time"),
+        landing_file(F.col("path")).alias("file"),
+        "only_records",
+    ).select("source_file", "arrival_time", "file.file_bytes", "file.content", "file.shape", "file.file_error",
+             "file.file_error_detail", "only_records", "file.records")  # fmt: skip
+
+
+def parse_json(text: Column | str, data_type: T.DataType) -> Column:
+    """from_json(text, data_type), over the text's bytes (jobs/java/cloudtrail/Json.java): a nested value read as text
+    (requestParameters) is the text as the file holds it, where from_json writes it anew (1e400 as "Infinity"). For
+    strict JSON, which the scan checks: a value in Spark's lenient syntax (single quotes) would be kept as such."""
+    return F.call_function(PARSE_JSON_FUNCTION, text, F.lit(data_type.json()))
+
+
+def salvage(text: Column) -> Column:
+    """A container Spark's parser rejected whole (a record too deep or with too long a string for Jackson, a NaN, a
+    raw control character, a cut-off tail), split record by record in the JVM (SALVAGE_TYPE: each record's text, or
+    why it is quarantined); null when the text holds no records array, anything follows the container, or no record
+    parses."""
+    return F.call_function(SALVAGE_FUNCTION, text, F.lit(",".join(RECORD_MARKERS)))

@@ -1,0 +1,189 @@
+"""The one place SparkSessions are built, with the settings every job of the lake shares."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from functools import reduce
+from pathlib import Path
+from typing import Any
+
+from pyspark.errors import AnalysisException
+from pyspark.sql import SparkSession
+
+from jobs import options
+from jobs.records.decode import JVM_EXPRESSIONS, JVM_FUNCTIONS
+from jobs.spark.sinks import IGNORE_SINK_LOG
+
+# Every session: UTC dates, the tables read as their folders (jobs/spark/sinks.py), and file
+# listing in the driver: past 32 paths Spark lists with a distributed job of one task per
+# file, three times per batch, where the driver takes milliseconds (BENCHMARKS.md).
+BASE_CONF = {
+    "spark.sql.session.timeZone": "UTC",
+    IGNORE_SINK_LOG: "true",
+    "spark.sql.sources.parallelPartitionDiscovery.threshold": "1000000000",
+    # Executors start after the session is built, so they take it from here even under spark-submit.
+    "spark.executor.defaultJavaOptions": options.JVM_OPTIONS,
+    # Parquet as today's readers expect: timestamps as INT64 microseconds, which carry min/max statistics
+    # (INT96 has none, so no reader could skip a file by eventTime), and zstd. Files written before (INT96,
+    # snappy) stay readable beside them (tests/test_upgrade.py); sizes and write times in BENCHMARKS.md.
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+    "spark.sql.parquet.compression.codec": "zstd",
+    # PySpark records the Python call site of every DataFrame and Column function in the JVM, for error messages
+    # only: 6,100 of the 11,150 calls into the JVM that build the ingest's plan, 0.5-1 s of a run (BENCHMARKS.md).
+    "spark.python.sql.dataFrameDebugging.enabled": "false",
+}
+
+# The ingest stream's settings (docs/design.md, "Bounded metadata").
+STREAM_CONF = {
+    # RocksDB keeps de-duplication state off the JVM heap, so it is bounded by disk, not memory.
+    "spark.sql.streaming.stateStore.providerClass": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+    # A manifest is read in one split per core, each split's landing files read and decoded by one task,
+    # with no shuffle: a file's open cost of a byte makes Spark cut a batch's manifest (a few hundred KB)
+    # by its bytes per core (spark.sql.files.minPartitionNum, the cores by default). Smaller splits paid a
+    # task's fixed work per handful of files (docs/design.md). `for_table_reads` gives the tables' Parquet
+    # files Spark's own cost back.
+    "spark.sql.files.openCostInBytes": "1",
+    # The run report reads every batch's progress, not only the last 100.
+    "spark.sql.streaming.numRecentProgressUpdates": "100000",
+    # A replay needs only the last batch; a run is 1-2 batches plus a no-data batch.
+    "spark.sql.streaming.minBatchesToRetain": "3",
+    # Old log files go as soon as a compaction replaces them: only this job reads them, under the lake lock.
+    "spark.sql.streaming.fileSink.log.cleanupDelay": "0",
+    "spark.sql.streaming.fileSource.log.cleanupDelay": "0",
+    # Each commit compacts RocksDB's files: the state's size stays flat over daily runs instead of growing
+    # with every version (60 days against 10: 1.00x; no cost measured at 1M records, BENCHMARKS.md).
+    "spark.sql.streaming.stateStore.rocksdb.compactOnCommit": "true",
+    # Counting the state's rows costs a read of every key written; no report uses that count.
+    "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows": "false",
+    # State maintenance deletes old state versions; at the default 60 s a run of seconds never ran it.
+    "spark.sql.streaming.stateStore.maintenanceInterval": "1s",
+    # A maintenance task cut short is redone by the next run; the defaults (300 s, then 60 s after
+    # cancelling) hold a JVM that exits through its shutdown hooks for minutes (see JobSession).
+    "spark.sql.streaming.stateStore.maintenanceShutdownTimeout": "10s",
+    "spark.sql.streaming.stateStore.maintenanceForceShutdownTimeout": "10s",
+}
+
+
+def helpers_jar() -> str:
+    """The JVM helpers (jobs/java/, built by `make setup`): $CLOUDTRAIL_JAR, else build/cloudtrail.jar of
+    the checkout this module is in, or of $CLOUDTRAIL_HOME when it was imported from jobs.zip."""
+    if "CLOUDTRAIL_JAR" in os.environ:
+        return os.environ["CLOUDTRAIL_JAR"]
+    checkout = Path(__file__).resolve().parents[2]
+    return str((checkout if checkout.is_dir() else Path(os.environ.get("CLOUDTRAIL_HOME", "."))) / "build" / "cloudtrail.jar")
+
+
+# The JVM's lines about the class archive: one per class it cannot archive as it writes one, and a warning when one
+# does not fit (which the JVM then passes over).
+CLASS_ARCHIVE_QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
+
+
+def class_archive() -> Path:
+    """The classes an ingest loads beyond the JDK's own (Spark's, Hadoop's, Parquet's, RocksDB's), archived for the
+    JVM's class data sharing by `make setup` (tools/class_archive.py) in the checkout's build/."""
+    return Path(__file__).resolve().parents[2] / "build" / "spark-classes.jsa"
+
+
+def class_archive_size(archive: Path) -> Path:
+    """Where tools/class_archive.py records the archive's size once it is whole."""
+    return archive.with_name(f"{archive.name}.bytes")
+
+
+def driver_java_options() -> str:
+    """options.JVM_OPTIONS, and the class archive when there is one: the driver maps the classes from it instead of
+    loading them one by one (3.7 s of a 33 s run at 200k records, BENCHMARKS.md). An archive that does not fit this
+    JVM or classpath is passed over by the JVM (-Xshare:auto), unlogged; one cut short would crash it
+    (a read past the end of the mapped file), so an archive is used only at the size its writer recorded."""
+    archive = class_archive()
+    try:
+        whole = archive.stat().st_size == int(class_archive_size(archive).read_text())
+    except (OSError, ValueError):
+        whole = False
+    if not whole or " " in str(archive):  # the launcher splits the options at spaces
+        return options.JVM_OPTIONS
+    return f"{options.JVM_OPTIONS} -XX:SharedArchiveFile={archive} {CLASS_ARCHIVE_QUIET}"
+
+
+def spark_session(app_name: str, conf: dict[str, str] | None = None, master: str | None = None) -> SparkSession:
+    """A session with BASE_CONF and `conf`.
+
+    Under spark-submit the master, driver memory, the driver's JVM options and jars are spark-submit's
+    (plugins/cloudtrail_airflow/operators.py); started by `python -m`, Spark runs embedded on `master`,
+    $CLOUDTRAIL_SPARK_MASTER or local[*], with the helpers' jar and driver_java_options().
+    """
+    builder = SparkSession.builder.appName(app_name)
+    # spark-submit hands Python a running JVM through this variable.
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        builder = builder.master(master or os.environ.get("CLOUDTRAIL_SPARK_MASTER", "local[*]"))
+        builder = builder.config("spark.driver.memory", os.environ.get("CLOUDTRAIL_DRIVER_MEMORY", "2g"))
+        builder = builder.config("spark.jars", helpers_jar())
+        builder = builder.config("spark.driver.defaultJavaOptions", driver_java_options())
+    for key, value in {**BASE_CONF, **(conf or {})}.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    hint = f"build it (`make setup`) and submit with --jars {helpers_jar()}"
+    for name, (java_class, data_type) in JVM_FUNCTIONS.items():
+        try:
+            spark.udf.registerJavaFunction(name, java_class, data_type)
+        except AnalysisException as exc:
+            raise RuntimeError(f"{java_class} is not on the classpath: {hint}") from exc
+    for name, java_class in JVM_EXPRESSIONS.items():
+        # Compiled into queries (a StaticInvoke, in Spark's own types), so registered in the JVM by the class itself.
+        registrar: Any = reduce(getattr, java_class.split("."), spark.sparkContext._jvm)
+        try:
+            registrar.register(spark._jsparkSession, name)
+        except TypeError as exc:  # py4j names a class it cannot find a package, which cannot be called
+            raise RuntimeError(f"{java_class} is not on the classpath: {hint}") from exc
+    return spark
+
+
+class JobSession:
+    """A job's session, built on first call (a run with nothing to do starts no JVM) and stopped on
+    leaving the `with` block if this job built it (a session that already ran, a test's, is the caller's).
+
+    Stopped here, not by the JVM's shutdown hooks: there, after a long stream, the state store's
+    maintenance waited on a driver already torn down, and the JVM outlived the job by 7.5 minutes
+    (SPARK-51397; docs/design.md, "Stopping the session").
+    """
+
+    def __init__(self, build: Callable[[], SparkSession]) -> None:
+        self._build = build
+        self._session: SparkSession | None = None
+        self._owned = False
+
+    def __call__(self) -> SparkSession:
+        if self._session is None:
+            self._owned = SparkSession.getActiveSession() is None
+            self._session = self._build()
+        return self._session
+
+    def __enter__(self) -> JobSession:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self._session is not None and self._owned:
+            stop_state_stores(self._session)
+            self._session.stop()
+
+
+# Seconds to wait for the maintenance task that submits work to finish submitting: it lists the loaded providers.
+MAINTENANCE_STOP_SECONDS = 30
+
+
+def stop_state_stores(spark: SparkSession) -> None:
+    """Stop the state stores' maintenance, then unload them, as a process's exit would. Left running past the
+    session's stop, a maintenance task found SparkEnv gone and printed a stack trace on a run that succeeded; in a
+    session that goes on (the tests'), it went on deleting old state versions under a copy of the checkpoint. Spark's
+    own StateStore.stop() waits on a maintenance task that waits on its lock (jobs/java/cloudtrail/StateStores.java):
+    20 s and an ERROR after success; the helper stops maintenance first, with no lock held."""
+    jvm = spark.sparkContext._jvm
+    if jvm is not None:
+        jvm.cloudtrail.StateStores.stop(MAINTENANCE_STOP_SECONDS)
+
+
+def for_table_reads(spark: SparkSession) -> SparkSession:
+    """The ingest's session once its stream is done, reading the table in Spark's default splits."""
+    spark.conf.unset("spark.sql.files.openCostInBytes")
+    return spark

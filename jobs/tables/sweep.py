@@ -1,0 +1,109 @@
+"""Move aside data files that no committed batch lists, so directory readers see the committed table.
+
+    spark-submit --py-files build/jobs.zip jobs/sweep.py --lake DIR
+    python -m jobs.sweep --lake DIR
+
+A batch that crashed after writing data files but before committing them to
+<table>/_spark_metadata leaves those files in the partition folders, where every
+directory reader (DuckDB, Athena, Trino, pyarrow, Spark with the log ignored) would see
+them. The sweep moves each such file to <lake>/_swept/<table>/<time>/, keeping its
+relative path (nothing is deleted). It runs under the lake lock, so it never races a writer.
+
+The log keeps entries for its retention only, so "not in the log" alone does not mean
+"uncommitted". A file is swept only if it is also at least as new as the oldest entry the
+log still holds (or, with no entries, newer than the newest log file): a committed file
+that aged out is older than every retained entry, while debris of a crashed batch is
+newer than every committed one. Files a rebuild swapped in are listed in their partition's
+marker (jobs/tables/partitions.py) and stay. The ingest job sweeps before its first batch, when no
+compaction has yet moved that horizon past the debris, and again after its last.
+Exit codes (jobs/cli.py): 0 done, 75 another writer held the lake.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from jobs import cli
+from jobs.lake import TABLES, Lake, in_table
+from jobs.lock import LakeLock
+from jobs.spark.logs import sink_log, sink_log_files
+from jobs.spark.session import spark_session
+from jobs.spark.sinks import ParquetSink
+from jobs.tables.partitions import rebuilt_files
+
+log = logging.getLogger("sweep")
+
+
+def modified_ms(path: Path) -> int:
+    """Modification time in whole milliseconds, as Hadoop's local file system reports it."""
+    return path.stat().st_mtime_ns // 1_000_000
+
+
+def uncommitted_files(spark: SparkSession, table: Path) -> list[Path]:
+    """Data files that no committed batch, and no rebuild, wrote (see the module docstring for the horizon)."""
+    logged = ParquetSink(spark, str(table), []).logged_files()
+    if logged:
+        horizon = min(logged.values())
+    else:
+        horizon = max((modified_ms(p) for p in sink_log_files(table)), default=-1) + 1
+    # The log names files by absolute path: a lake moved since lists them under its old root.
+    committed = {in_table(path) for path in logged} | {in_table(path) for path in rebuilt_files(table)}
+    return sorted(p for p in data_files(table) if in_table(p) not in committed and modified_ms(p) >= horizon)
+
+
+def data_files(table: Path) -> set[Path]:
+    """Every data file under the table folder (hidden and _-prefixed entries are not data)."""
+    found: set[Path] = set()
+    for folder, subfolders, names in os.walk(table):
+        subfolders[:] = [d for d in subfolders if not d.startswith(("_", "."))]
+        found.update(Path(folder) / n for n in names if not n.startswith(("_", ".")))
+    return found
+
+
+def sweep_table(spark: SparkSession, lake: Lake, name: str, stamp: str) -> list[Path]:
+    table = lake.table(name)
+    if not sink_log(table).is_dir():
+        return []  # not written by the sink (yet): no log to tell committed files apart
+    strays = uncommitted_files(spark, table)
+    move_aside(table, strays, lake.swept(name, stamp))
+    return strays
+
+
+def move_aside(table: Path, files: list[Path], target: Path) -> None:
+    """Move data files of `table` under `target`, keeping their relative paths (nothing is deleted)."""
+    for file in files:
+        moved = target / file.relative_to(table)
+        moved.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(file, moved)
+        checksum = file.with_name(f".{file.name}.crc")  # Hadoop's checksum file travels with its data file
+        if checksum.exists():
+            shutil.move(checksum, moved.with_name(checksum.name))
+        log.info("moved %s -> %s", file, moved)
+
+
+def sweep_lake(spark: SparkSession, lake: Lake) -> dict[str, int]:
+    """Sweep every table of the lake; the caller must hold the lake lock."""
+    stamp = datetime.now(tz=UTC).strftime("%Y%m%dT%H%M%SZ")
+    return {name: len(sweep_table(spark, lake, name, stamp)) for name in TABLES}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = cli.parser("sweep", __doc__)
+    cli.add_lake(parser)
+    parser.add_argument("--wait-seconds", type=float, default=0, help="wait this long for a running ingest to finish")
+    args = parser.parse_args(argv)
+    cli.required(parser, args, "lake")
+    return cli.run(lambda: sweep(Lake.at(args.lake), args.wait_seconds))
+
+
+def sweep(lake: Lake, wait_seconds: float) -> int:
+    with LakeLock(lake, "a sweep", wait_seconds=wait_seconds):
+        moved = sweep_lake(spark_session("cloudtrail_sweep"), lake)
+    log.info("sweep done: %s", ", ".join(f"{n} files moved aside from {t}" for t, n in moved.items()))
+    return cli.OK

@@ -1,0 +1,322 @@
+"""Rebuild event-date partitions from the landing files, and swap them in atomically.
+
+Run it with either of:
+
+    spark-submit --py-files build/jobs.zip jobs/rebuild.py --landing DIR --lake DIR --from-date YYYY-MM-DD --to-date YYYY-MM-DD
+    python -m jobs.rebuild --landing DIR --lake DIR --from-date YYYY-MM-DD --to-date YYYY-MM-DD [--dry-run]
+    python -m jobs.rebuild --lake DIR --rollback TAG
+
+For each date, the files that may hold its events are those the table's partition names in
+_source_file, those delivered in that day's folder and the de-duplication horizon's folders
+after it, and those the ingest job found late events of that date in. Of these, the files
+the stream has read (jobs/ledger/planner.py) are read again with the ingest transforms; files it has
+not read yet are left to it, and rows of files that cannot be read again (deleted from the
+landing zone, or changed and waiting for the stream) are kept from the old partition. Each
+eventID is kept once. The quarantine rows of the files read are rebuilt with them.
+
+The new partitions pass the critical quality suite before anything is swapped; then each
+replaces the live one atomically (jobs/tables/partitions.py) and the old one stays under
+<lake>/_replaced/<table>/<tag>/ for --keep-replaced. The tag is the run id (with a suffix when
+the same run rebuilds again); --rollback TAG puts the old partitions back. Runs under the lake
+lock, waiting for it (--lock-wait). --dry-run lists per date the files and bytes it would
+read and an estimate of the time, and writes nothing.
+A date that held rows (in its partition, or written by an ingest run when its partition is lost) and would be
+rebuilt with none is refused, nothing swapped, unless --allow-empty: its landing files were not found.
+With an s3:// --landing the files are read from the lake's landing cache, and those whose local copies are gone
+are fetched from the bucket again first (a dry run lists them as missing, and fetches nothing).
+Report: <lake>/reports/rebuild/<tag>.json. Exit codes (jobs/cli.py): 0 done, 1 the gate failed (nothing
+swapped) or the run failed, 2 bad arguments, an unsettled checkpoint or dates it would empty, 75 the lake stayed busy.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import time
+from collections import Counter
+from dataclasses import asdict
+from datetime import date, timedelta
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from jobs import cli, options
+from jobs.lake import EVENT_DATE, EVENTS, QUARANTINE, REASON, TABLES, Lake, partition, partition_folders
+from jobs.landing.bucket import BucketLanding, is_bucket
+from jobs.ledger.store import MANIFEST_DDL, Entry
+from jobs.lock import LakeLock
+from jobs.quality.gate import fingerprints, record_validated
+from jobs.records.dedup import Dedup, keep_first_copy
+from jobs.records.rows import split_quarantine, stamp_ingest_time
+from jobs.records.schema import EVENTS_SCHEMA, QUARANTINE_SCHEMA
+from jobs.records.transforms import read_records
+from jobs.reporting.report import PartitionStats, RebuildReport, now_iso, written_batches
+from jobs.spark.logs import local_path
+from jobs.spark.session import spark_session
+from jobs.tables import partitions
+from jobs.tables.staging import Staging
+from jobs.upkeep.rebuild_plan import DateRebuild, RebuildConfig, dry_run_summary, plan_rebuild, unreadable_sources
+
+log = logging.getLogger("rebuild")
+
+
+def parse_args(argv: list[str] | None = None) -> RebuildConfig:
+    parser = cli.parser("rebuild", __doc__)
+    cli.add_landing(parser)
+    cli.add_lake(parser)
+    cli.add_dates(parser, "event date to rebuild")
+    parser.add_argument(
+        "--dedup-horizon", type=cli.duration, default=options.DEDUP_HORIZON, help="the ingest job's: how long after a date its files arrive"
+    )
+    parser.add_argument(
+        "--source-retention", type=cli.duration, default=options.SOURCE_RETENTION, help="the ingest job's --source-retention"
+    )
+    parser.add_argument(
+        "--keep-replaced", type=cli.duration, default=options.KEEP_REPLACED, help="how long replaced partitions are kept for a rollback"
+    )
+    cli.add_lock_wait(parser)
+    parser.add_argument("--dry-run", action="store_true", help="list what would be read, write nothing")
+    parser.add_argument("--allow-empty", action="store_true", help="let a date that held rows be rebuilt with none (else refused)")
+    parser.add_argument("--rollback", metavar="TAG", help="put back the partitions the rebuild TAG replaced")
+    cli.add_run_id(parser)
+    args = parser.parse_args(argv)
+    cli.required(parser, args, "lake")
+    if args.rollback:
+        return RebuildConfig(landing="", lake=os.path.abspath(args.lake), dates=(), run_id=args.rollback, rollback=args.rollback)
+    cli.required(parser, args, "landing", "from_date", "to_date")
+    cache = Lake.at(args.lake).landing_cache
+    bucket = BucketLanding.at(args.landing, cache) if is_bucket(args.landing) else None
+    return RebuildConfig(
+        landing=str(cache) if bucket else os.path.abspath(args.landing),
+        bucket=bucket,
+        lake=os.path.abspath(args.lake),
+        dates=cli.date_range(parser, args.from_date, args.to_date, "--from-date and --to-date") or (),
+        run_id=cli.run_id(args.run_id),
+        dedup=Dedup(args.dedup_horizon),
+        source_retention=args.source_retention,
+        keep_replaced=args.keep_replaced,
+        lock_wait=args.lock_wait,
+        dry_run=args.dry_run,
+        allow_empty=args.allow_empty,
+    )
+
+
+def records_of(spark: SparkSession, files: list[Entry], run_id: str) -> DataFrame:
+    """The files' records, through the ingest job's own chain (jobs/transforms.read_records)."""
+    rows = [{**asdict(e), "arrival_ms": e.arrival_ms or e.mtime_ms, "only_records": None, "supersedes": False} for e in files]
+    manifest = spark.createDataFrame(rows, MANIFEST_DDL).repartition(max(1, min(len(rows) // 8, 64)))
+    return read_records(manifest, run_id).transform(stamp_ingest_time)
+
+
+def old_events(spark: SparkSession, lake: Lake, dates: tuple[date, ...]) -> DataFrame | None:
+    folders = [str(p) for p in (partition(lake.events, d) for d in dates) if partitions.data_files(p)]
+    if not folders:
+        return None
+    return spark.read.schema(EVENTS_SCHEMA).option("basePath", str(lake.events)).parquet(*folders)
+
+
+def rebuilt_events(records: DataFrame, old: DataFrame | None, plans: list[DateRebuild], dedup: Dedup) -> tuple[DataFrame, DataFrame]:
+    """(candidates, events): rows of the dates from the files read plus the rows kept from unreadable
+    files, before and after de-duplication on eventID."""
+    dates = [p.event_date for p in plans]
+    fresh = records.where(F.col("_reason").isNull() & F.col(EVENT_DATE).isin(dates))
+    candidates = fresh.select(*EVENTS_SCHEMA.fieldNames(), "_arrival_time", "_record_index")
+    unreadable = unreadable_sources(plans)
+    if old is not None and unreadable:
+        kept = old.where(F.col("_source_file").isin(unreadable))
+        candidates = candidates.unionByName(
+            kept.withColumn("_arrival_time", F.lit(None).cast("timestamp")).withColumn("_record_index", F.lit(None).cast("long"))
+        )
+    return candidates, candidates.transform(keep_first_copy, dedup).select(*EVENTS_SCHEMA.fieldNames())
+
+
+def rebuilt_quarantine(spark: SparkSession, lake: Lake, records: DataFrame, dates: list[date]) -> tuple[DataFrame | None, set[str]]:
+    """The quarantine partitions that change, rebuilt; and the reasons they are.
+
+    An old quarantine row of a file read goes when the new read accounts for its record: in
+    quarantine again, or an event of a rebuilt date (a whole-file row: when every record of
+    the file is accounted for). A new quarantine row comes in unless its record is dated
+    outside the rebuilt dates, whose partitions still hold what they held."""
+    in_dates = F.col(EVENT_DATE).isNull() | F.col(EVENT_DATE).isin(dates)
+    new = split_quarantine(records.where(F.col("_reason").isNotNull() & in_dates))
+    accounted = records.select(
+        F.col("_source_file").alias("source_file"),
+        F.col("_record_index").cast("int").alias("record_index"),
+        (F.col("_reason").isNotNull() & in_dates | F.col("_reason").isNull() & F.col(EVENT_DATE).isin(dates)).alias("accounted"),
+    )
+    new_reasons = {row[REASON] for row in new.select(REASON).distinct().collect()}
+    if not any(partitions.data_files(folder) for folder in partition_folders(lake.quarantine)):
+        return (new if new_reasons else None), new_reasons
+    old = spark.read.schema(QUARANTINE_SCHEMA).option("basePath", str(lake.quarantine)).parquet(str(lake.quarantine))
+    positions = accounted.where("accounted").select("source_file", "record_index").distinct().withColumn("_position", F.lit(True))
+    whole = accounted.groupBy("source_file").agg(F.bool_and("accounted").alias("_whole"))
+    marked = old.join(positions, ["source_file", "record_index"], "left").join(whole, ["source_file"], "left")
+    goes = F.coalesce(F.when(F.col("record_index").isNull(), F.col("_whole")).otherwise(F.col("_position")), F.lit(False))
+    marked = marked.withColumn("_goes", goes)
+    gone_reasons = {row[REASON] for row in marked.where("_goes").select(REASON).distinct().collect()}
+    reasons = new_reasons | gone_reasons
+    if not reasons:
+        return None, set()
+    kept = marked.where(~F.col("_goes") & F.col(REASON).isin(sorted(reasons))).select(*QUARANTINE_SCHEMA.fieldNames())
+    return kept.unionByName(new), reasons
+
+
+class EmptiedDates(RuntimeError):
+    """Dates that held rows would be rebuilt with none: their landing files were not found, and nothing was swapped."""
+
+
+def rows_ingested(lake: Lake) -> Counter[str]:
+    """Per event date, the rows the ingest runs wrote into it (their reports): what a date held, its partition lost or not."""
+    written: Counter[str] = Counter()
+    for _, batch in written_batches(lake):
+        written.update(batch.get("rows_written_per_event_date") or {})
+    return written
+
+
+def emptied_dates(lake: Lake, before: dict[str, int], after: dict[str, int], dates: list[str]) -> list[str]:
+    """The dates that held rows (in their partition now, or written by an ingest run) and would hold none."""
+    ingested = rows_ingested(lake) if any(not after.get(day) for day in dates) else Counter()
+    return [day for day in dates if not after.get(day) and (before.get(day) or ingested[day])]
+
+
+def purge_replaced(lake: Lake, keep: timedelta) -> None:
+    """Delete replaced partitions older than `keep` (a rollback is possible until then)."""
+    cutoff = time.time() - keep.total_seconds()
+    for folder in lake.replaced_root.glob("*/*"):
+        if folder.is_dir() and folder.stat().st_mtime < cutoff:
+            shutil.rmtree(folder)
+            log.info("deleted %s (older than --keep-replaced)", folder)
+
+
+def free_tag(lake: Lake, run_id: str) -> str:
+    """The run id, or the run id with a suffix when that run has rebuilt before (an Airflow retry)."""
+    tags = (run_id, *(f"{run_id}.{n}" for n in range(1, 1000)))
+    return next(t for t in tags if not any(lake.replaced_by_run(lake.table(name), t).exists() for name in TABLES))
+
+
+def rebuild(config: RebuildConfig, spark: SparkSession, plans: list[DateRebuild], report: RebuildReport) -> bool:
+    """Build, check and swap in the partitions of `plans`; False when the gate failed (nothing swapped)."""
+    from jobs.quality import validate_events  # imports GX only when a rebuild gets this far
+
+    lake, tag = config.layout, report.tag
+    staging = Staging(lake, tag)
+    files = sorted({entry.path: entry for p in plans for entry in p.files}.values(), key=lambda e: e.path)
+    dates = [p.event_date for p in plans]
+    # Rows say the rebuild wrote them: the gate's run check compares the ingest run's rows with its report.
+    records = records_of(spark, files, f"rebuild:{tag}").persist()
+    old = old_events(spark, lake, config.dates)
+    candidates, events = rebuilt_events(records, old, plans, config.dedup)
+    staged_events = staging.write(EVENTS, events)
+    quarantine, reasons = rebuilt_quarantine(spark, lake, records, dates)
+    if quarantine is not None:
+        staging.write(QUARANTINE, quarantine)
+
+    counts = {
+        "rows_before": old.groupBy(EVENT_DATE).count() if old is not None else None,
+        "candidates": candidates.groupBy(EVENT_DATE).count(),
+        "rows_after": staged_events.groupBy(EVENT_DATE).count(),
+    }
+    figures = {name: {str(r[0]): r[1] for r in frame.collect()} if frame is not None else {} for name, frame in counts.items()}
+    quarantined = records.where(F.col("_reason").isNotNull()).groupBy("_source_file").count().collect()
+    per_file = {local_path(r[0]): r[1] for r in quarantined}
+    kept_unreadable = old.where(F.col("_source_file").isin(unreadable_sources(plans))) if old is not None else None
+    kept = {str(r[0]): r[1] for r in kept_unreadable.groupBy(EVENT_DATE).count().collect()} if kept_unreadable is not None else {}
+    for p in plans:
+        day = p.event_date.isoformat()
+        report.partitions[day] = asdict(
+            PartitionStats(
+                rows_before=figures["rows_before"].get(day, 0),
+                rows_after=figures["rows_after"].get(day, 0),
+                files_read=len(p.files),
+                duplicates_dropped=figures["candidates"].get(day, 0) - figures["rows_after"].get(day, 0),
+                quarantined=sum(per_file.get(entry.path, 0) for entry in p.files),
+                rows_kept_from_unreadable_files=kept.get(day, 0),
+            )
+        )
+    records.unpersist()
+
+    passed = True
+    if any(figures["rows_after"].values()):
+        gate = validate_events.ValidateConfig(lake, tag, config.dates, options.QUARANTINE_THRESHOLD, lake.gate_report(f"{tag}.rebuild"))
+        checks = validate_events.with_check_columns(staged_events)
+        frames: dict[str, Any] = dict.fromkeys(validate_events.EVENT_SUITES, checks)
+        report.gate = validate_events.judge(frames, gate, [str(day) for day in dates])["verdict"]
+        passed = report.gate == "passed"
+    report.quarantine_partitions_replaced = sorted(reasons)
+    emptied = [] if config.allow_empty else emptied_dates(lake, figures["rows_before"], figures["rows_after"], [str(d) for d in dates])
+    if emptied:
+        staging.publish(False, {})
+        raise EmptiedDates(
+            f"event dates {', '.join(emptied)} held rows and would be rebuilt with none: none of their landing files was found "
+            f"under {config.landing} (is it the landing zone these rows came from?). Nothing was swapped; "
+            "--allow-empty rebuilds them empty"
+        )
+    swapped = staging.publish(passed, {EVENTS: dates, QUARANTINE: sorted(reasons)})
+    if swapped:  # the partitions swapped in are the files this gate passed: what a publish may take (jobs/publish.py)
+        record_validated(lake, fingerprints(lake, [str(day) for day in dates]), f"{tag}.rebuild")
+    return swapped
+
+
+def run(config: RebuildConfig, session: Any) -> RebuildReport:
+    lake = config.layout
+    started = time.monotonic()
+    dates = [d.isoformat() for d in config.dates]
+    report = RebuildReport(config.run_id, free_tag(lake, config.run_id), now_iso(), dates, dry_run=config.dry_run)
+    try:
+        partitions.recover(lake)
+        plans = plan_rebuild(config)
+        summary = dry_run_summary(plans)
+        if config.dry_run:
+            report.partitions = summary["dates"]
+            report.status = "dry_run"
+            return report
+        log.info(
+            "rebuilding %d dates from %d files (%d bytes), about %d s",
+            len(plans), summary["files"], summary["bytes"], summary["estimated_seconds"],
+        )  # fmt: skip
+        report.status = "succeeded" if rebuild(config, session(), plans, report) else "gate_failed"
+        purge_replaced(lake, config.keep_replaced)
+    except EmptiedDates as exc:
+        report.status, report.error = "refused", str(exc)
+    except Exception as exc:
+        report.status, report.error = "failed", str(exc).splitlines()[0][:2000]
+        raise
+    finally:
+        report.seconds = round(time.monotonic() - started, 1)
+        if not config.dry_run:
+            report.write(lake)
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    config = parse_args(argv)
+    return cli.run(lambda: rollback(config) if config.rollback else rebuild_dates(config))
+
+
+def rollback(config: RebuildConfig) -> int:
+    lake, tag = config.layout, str(config.rollback)
+    with LakeLock(lake, "a rollback", wait_seconds=config.lock_wait):
+        partitions.recover(lake)
+        restored = partitions.rollback(lake, tag, [lake.table(name) for name in TABLES])
+    log.info("rolled back %d partitions to their versions before %s: %s", len(restored), tag, restored)
+    return cli.OK
+
+
+def rebuild_dates(config: RebuildConfig) -> int:
+    if config.dry_run:
+        report = run(config, None)
+    else:
+        with LakeLock(config.layout, "a rebuild", wait_seconds=config.lock_wait):
+            report = run(config, lambda: spark_session("cloudtrail_rebuild"))
+    print(json.dumps(asdict(report), indent=2))
+    if report.status == "refused":
+        log.error("%s", report.error)
+        return cli.USAGE
+    if report.status == "gate_failed":
+        log.error("the rebuilt partitions failed the critical suite: nothing was swapped; the old partitions stay")
+        return cli.FAILED
+    log.info("rebuild %s %s in %.1f s: %s", report.tag, report.status, report.seconds, report.partitions)
+    return cli.OK

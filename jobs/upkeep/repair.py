@@ -1,0 +1,268 @@
+"""Put the tables and the ledger back in step with the checkpoint, so that ingestion continues exactly.
+
+    python -m jobs.repair --lake DIR --landing DIR [--dry-run]
+
+The ingest refuses (exit 2) a checkpoint older than the tables: one restored from a backup on
+its own, one whose newest batches were deleted by hand. Its next batches would reuse batch ids
+the tables have committed, and their rows would be lost. This command puts each table back as
+it stood after the checkpoint's last planned batch: the data files of the later batches move to
+<lake>/_replaced/<table>/repair-<time>/, and the table's commit log is written again as it stood
+then; a file that names no batch (a compaction's, a rebuild's) loses the rows the runs that wrote those batches
+wrote, known from the runs' reports. The landing files those batches read are not taken in the checkpoint's ledger (or their
+batch is replayed), so the next ingest reads them again, once, de-duplicated against the
+checkpoint's own state. First it checks that each of those landing files is still there: if one
+is gone (a lifecycle rule), it changes nothing and names it.
+
+The ingest refuses tables older than the checkpoint too (put back from an older backup): the rows of the batches
+after theirs are missing and no run would read their files again. This command puts the checkpoint back to the
+newest batch every table holds (its later offsets, commits and state versions deleted), when it still keeps that
+batch's de-duplication state (the last 3 batches) and the later batches' landing files are there; the next ingest
+reads them again, once, on the state that batch left.
+
+The ingest also refuses when manifests of the ledger that batches read are gone (deleted by hand,
+a partial restore): the files they named would be taken again. This command finds those files
+again from the tables: a landing file the ledger does not hold is taken when every record of it
+is in the events table (by eventID) or it is named in the quarantine, and is written into the
+newest lost manifest; every other file is left for the next ingest, which reads it once. It
+prints what it found and did.
+Exit codes (jobs/cli.py): 0 repaired or nothing to repair, 2 cannot be repaired exactly, 75 the lake is busy.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from jobs import cli
+from jobs.lake import TABLES, Lake, in_table
+from jobs.landing.layout import relative
+from jobs.ledger.store import read_manifest
+from jobs.lock import LakeLock
+from jobs.reporting.report import written_batches
+from jobs.spark.checkpoint import forget_batch
+from jobs.spark.logs import CheckpointError, last_commit, planned_batch_id, read_source_log, sink_batch, source_offset
+from jobs.spark.state import WRITTEN_BY_BATCH, SinkRollback, missing_for_rollback, rollback_checkpoint, sink_rollback
+from jobs.tables.sources import RUN_COLUMN, landing_files
+from jobs.tables.sweep import data_files
+from jobs.upkeep.repair_ledger import plan_ledger
+
+log = logging.getLogger("cloudtrail_repair")
+
+
+@dataclass(frozen=True)
+class RepairConfig:
+    lake: Lake
+    landing: Path
+    dry_run: bool = False
+    lock_wait: float = 0
+
+
+def parse_args(argv: list[str] | None = None) -> RepairConfig:
+    parser = cli.parser("repair", __doc__)
+    cli.add_lake(parser)
+    cli.add_landing(parser)
+    cli.add_lock_wait(parser)
+    parser.add_argument("--dry-run", action="store_true", help="print what would be done, change nothing")
+    args = parser.parse_args(argv)
+    cli.required(parser, args, "lake", "landing")
+    return RepairConfig(Lake.at(args.lake), Path(args.landing).absolute(), args.dry_run, args.lock_wait)
+
+
+def main(argv: list[str] | None = None) -> int:
+    config = parse_args(argv)
+    return cli.run(lambda: repair(config))
+
+
+def repair(config: RepairConfig) -> int:
+    with LakeLock(config.lake, "a repair", wait_seconds=config.lock_wait):
+        behind = plan_checkpoint(config.lake, config.landing)
+        found = plan_repair(config.lake, behind.through if behind else planned_batch_id(config.lake.checkpoint))
+        lost = plan_ledger(config.lake, config.landing)
+        print(json.dumps({**behind_summary(behind), **summary(found), **({"ledger": lost.summary()} if lost else {})}, indent=2))
+        if not behind and not found and not lost:
+            log.info("the tables and the checkpoint %s agree and no manifest is lost: nothing to repair", config.lake.checkpoint)
+            return cli.OK
+        check_landing(found, config.landing)
+        if not config.dry_run:
+            if behind:
+                behind.apply(config.lake)
+            apply(config.lake, found)
+            if lost:
+                lost.apply(config.lake)
+    return cli.OK
+
+
+@dataclass(frozen=True)
+class CheckpointRepair:
+    """The tables are older than the checkpoint (put back from an older backup): the checkpoint goes back to the newest
+    batch every table holds, and the next ingest runs the later batches' manifests again, once, on the state that
+    batch left. A table holding more (the other one) is then rolled back to it like any table ahead."""
+
+    through: int
+    committed: int
+
+    def apply(self, lake: Lake) -> None:
+        rollback_checkpoint(lake.checkpoint, self.through)
+        forget_batch(lake.checkpoint)
+        log.info("checkpoint back from batch %d to %d: the next ingest reads the later batches again", self.committed, self.through)
+
+
+def plan_checkpoint(lake: Lake, landing: Path) -> CheckpointRepair | None:
+    """How to put the checkpoint back to the tables when they are older than it; None when they are not. Refused when
+    the checkpoint no longer keeps that batch's state, or a landing file of the batches to run again is gone."""
+    committed = last_commit(lake.checkpoint).batch_id
+    if committed is None:
+        return None
+    held = [sink_batch(lake.table(name)) for name in TABLES]
+    through = min(-1 if batch is None else batch for batch in held)
+    if through >= committed:
+        return None
+    missing = missing_for_rollback(lake.checkpoint, through) if through >= 0 else ["a table with no batch at all"]
+    if missing:
+        raise CheckpointError(
+            f"the tables stop at batch {through}, older than the checkpoint's {committed}, and the checkpoint no longer keeps "
+            f"what going back to it needs ({', '.join(missing[:3])}): its de-duplication state keeps the last 3 batches. Nothing was "
+            "changed. Restore the whole lake (tables and checkpoint) from one backup (README, 'Recovering a checkpoint')."
+        )
+    offset = source_offset(lake.checkpoint, through)
+    again = [e.path for e in read_source_log(lake.checkpoint, lake.manifests).entries if offset is None or e.batch_id > offset]
+    files = [entry.path for path in again if Path(path).exists() for entry in read_manifest(Path(path)).entries]
+    gone = sorted(path for path in files if not (landing / relative(path)).exists())
+    if gone:
+        raise CheckpointError(
+            f"{len(gone)} landing files of the batches after {through}, which the tables lack, are gone ({', '.join(gone[:3])}): "
+            "going back would not find their events again. Nothing was changed. Restore the whole lake from one backup "
+            "(README, 'Recovering a checkpoint')."
+        )
+    return CheckpointRepair(through, committed)
+
+
+def behind_summary(behind: CheckpointRepair | None) -> dict[str, object]:
+    return {"checkpoint": {"back_to_batch": behind.through, "from_batch": behind.committed}} if behind else {}
+
+
+@dataclass(frozen=True)
+class TableRepair:
+    rollback: SinkRollback
+    files: list[Path]  # the data files of the later batches, where they are now
+    # Files that name no batch (a compaction's, a rebuild's) holding rows of the later batches: those rows go.
+    mixed: dict[Path, int]
+    runs: frozenset[str]  # the ingest runs that wrote the later batches
+
+
+def plan_repair(lake: Lake, planned: int | None) -> dict[str, TableRepair]:
+    """Per table ahead of the checkpoint, how to roll it back to the checkpoint's last planned batch (`planned`)."""
+    through = -1 if planned is None else planned
+    found = {}
+    runs: tuple[frozenset[str], frozenset[str]] | None = None
+    for name in TABLES:
+        rollback = sink_rollback(lake.table(name), through)
+        if rollback is not None:
+            runs = runs or later_runs(lake, through)
+            found[name] = TableRepair(rollback, later_files(lake.table(name), rollback), *mixed_files(lake.table(name), *runs))
+    return found
+
+
+def later_runs(lake: Lake, through: int) -> tuple[frozenset[str], frozenset[str]]:
+    """The ingest runs that wrote batches after `through` (their reports list the batches they wrote), and those of them
+    that also wrote batches up to it."""
+    batches: dict[str, list[int]] = {}
+    for run_id, batch in written_batches(lake):
+        batches.setdefault(run_id, []).append(batch["batch_id"])
+    later = {run_id for run_id, ids in batches.items() if max(ids) > through}
+    return frozenset(later), frozenset(run_id for run_id in later if min(batches[run_id]) <= through)
+
+
+def mixed_files(table: Path, runs: frozenset[str], both: frozenset[str]) -> tuple[dict[Path, int], frozenset[str]]:
+    """The table's data files that name no batch and hold rows the later batches' runs wrote, with how many. A run that
+    wrote batches on both sides of the checkpoint cannot be told apart there: CheckpointError."""
+    mixed = {}
+    for path in sorted(data_files(table)):
+        if WRITTEN_BY_BATCH.search(path.name) or not runs:
+            continue
+        column = pq.read_table(path, columns=[RUN_COLUMN]).column(RUN_COLUMN).to_pylist()
+        written = [run for run in column if run in runs]
+        if set(written) & both:
+            raise CheckpointError(
+                f"{path} holds rows of run {sorted(set(written) & both)[0]}, which wrote batches on both sides of the checkpoint: "
+                "which of them the checkpoint lacks cannot be told in a file that names no batch (a compaction's). Nothing "
+                "was changed. Restore the whole lake from one backup (README, 'Recovering a checkpoint')."
+            )
+        if written:
+            mixed[path] = len(written)
+    return mixed, runs
+
+
+def later_files(table: Path, rollback: SinkRollback) -> list[Path]:
+    """The data files of the batches after `rollback.through`: those the log lists, and those that aged out of it
+    (TableWriter's names carry the batch); with no batch kept, every data file of the table."""
+    files = {table / in_table(path) for path in rollback.later}  # the log names the path the lake had then
+    for path in data_files(table):
+        marked = WRITTEN_BY_BATCH.search(path.name)
+        if rollback.through < 0 or (marked and int(marked[1]) > rollback.through):
+            files.add(path)
+    return sorted(path for path in files if path.exists())
+
+
+def check_landing(found: dict[str, TableRepair], landing: Path) -> None:
+    """Refuse when a landing file the rolled-back rows came from is gone: the next run could not read it again."""
+    read = {path for table, repair in found.items() for path in landing_files(table, repair.files)}
+    read |= {path for table, repair in found.items() for path in landing_files(table, repair.mixed, repair.runs)}
+    gone = sorted(path for path in read if not (landing / relative(path)).exists())
+    if gone:
+        raise CheckpointError(
+            f"{len(gone)} landing files that the rows to roll back came from are gone ({', '.join(gone[:3])}"
+            f"{', ...' if len(gone) > 3 else ''}): rolling back would lose their events. Nothing was changed. "
+            "Restore the whole lake from one backup instead (README, 'Recovering a checkpoint')."
+        )
+
+
+def apply(lake: Lake, found: dict[str, TableRepair]) -> None:
+    """Each log first, then its later data files aside: a repair that dies between them leaves files the next sweep moves."""
+    tag = "repair-" + datetime.now(tz=UTC).strftime("%Y%m%dT%H%M%S%fZ")
+    for name, repair in found.items():
+        table, aside = lake.table(name), lake.replaced(lake.table(name), tag)
+        repair.rollback.apply()
+        for path in repair.files:
+            moved = aside / path.relative_to(table)
+            moved.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(path, moved)
+        for path in repair.mixed:
+            without_runs(path, repair.runs, aside / path.relative_to(table))
+        log.info(
+            "%s rolled back to batch %d: %d data files moved to %s, the later batches' rows taken out of %d files",
+            name, repair.rollback.through, len(repair.files), aside, len(repair.mixed),
+        )  # fmt: skip
+
+
+def without_runs(path: Path, runs: frozenset[str], aside: Path) -> None:
+    """Rewrite a data file without the rows `runs` wrote, under the same name (its partition's marker lists it); the
+    old file is copied to `aside` first."""
+    aside.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(path, aside)
+    rows = pq.read_table(path)
+    kept = rows.filter(pc.invert(pc.is_in(rows[RUN_COLUMN], value_set=pa.array(sorted(runs), pa.string()))))
+    partial = path.with_name(f".{path.name}.partial")
+    pq.write_table(kept, partial, compression="zstd")
+    partial.replace(path)
+    path.with_name(f".{path.name}.crc").unlink(missing_ok=True)  # Hadoop checks a file against its checksum when one is there
+
+
+def summary(found: dict[str, TableRepair]) -> dict[str, object]:
+    return {
+        name: {
+            "back_to_batch": repair.rollback.through,
+            "data_files": len(repair.files),
+            "rows_out_of_files_naming_no_batch": sum(repair.mixed.values()),
+            "landing_files": len(landing_files(name, repair.files)),
+        }
+        for name, repair in found.items()
+    }

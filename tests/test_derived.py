@@ -1,0 +1,226 @@
+"""The derived tables: windowed counts and rules on small static frames, then the job kept exact through
+ingest -> late file -> re-delivery -> rebuild of a date, and guarded by their suites."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from datetime import date, datetime, timedelta
+from pathlib import Path
+
+import duckdb
+import pytest
+from pyspark.sql import Row
+from pyspark.sql import functions as F
+from pyspark.testing import assertDataFrameEqual
+
+from jobs.derived import activity
+from jobs.derived.activity import findings, hourly_activity
+from jobs.derived.derivation import DerivedConfig
+from jobs.derived.rules import Rule, load_rules
+from jobs.lake import ACTIVITY, Lake
+from jobs.reporting.report import DerivedReport
+from jobs.upkeep import rebuild
+from tests.helpers import DAY, command, deliver, duckdb_rows, event, events_of, ingest, split_events, succeeded
+from tests.test_transforms import normalized, record
+from tools.generate_landing import add_samples
+from tools.summary import summarize
+
+RULES = load_rules()
+ALICE = {"type": "IAMUser", "arn": "arn:aws:iam::111122223333:user/alice"}
+
+
+def events(spark, *records):
+    return split_events(normalized(spark, *records))
+
+
+@pytest.mark.unit
+def test_hourly_activity_counts_each_hour_and_key(spark):
+    rows = events(
+        spark,
+        record("a", "2024-01-01T10:05:00Z", userIdentity=ALICE, sourceIPAddress="10.0.0.1"),
+        record("b", "2024-01-01T10:59:59Z", userIdentity=ALICE, sourceIPAddress="10.0.0.2"),
+        record("c", "2024-01-01T10:30:00Z", userIdentity=ALICE, sourceIPAddress="10.0.0.1", errorCode="AccessDenied"),
+        record("d", "2024-01-01T11:00:00Z", userIdentity=ALICE, sourceIPAddress="10.0.0.1"),
+        record("e", "2024-01-01T11:10:00Z", userIdentity={"type": "AWSService", "invokedBy": "s3.amazonaws.com"}),
+    )
+    got = hourly_activity(rows).select("window_start", "principal", "errorCode", "events", "errors", "distinct_source_ips",
+                                       "first_seen", "last_seen", "event_date")  # fmt: skip
+
+    def at(hour: int, minute: int = 0, second: int = 0) -> datetime:
+        return datetime(2024, 1, 1, hour, minute, second)  # the session's time zone is UTC: naive values compare as UTC
+
+    day = date(2024, 1, 1)
+    assertDataFrameEqual(
+        got,
+        [
+            Row(window_start=at(10), principal=ALICE["arn"], errorCode=None, events=2, errors=0, distinct_source_ips=2,
+                first_seen=at(10, 5), last_seen=at(10, 59, 59), event_date=day),
+            Row(window_start=at(10), principal=ALICE["arn"], errorCode="AccessDenied", events=1, errors=1, distinct_source_ips=1,
+                first_seen=at(10, 30), last_seen=at(10, 30), event_date=day),
+            Row(window_start=at(11), principal=ALICE["arn"], errorCode=None, events=1, errors=0, distinct_source_ips=1,
+                first_seen=at(11), last_seen=at(11), event_date=day),
+            Row(window_start=at(11), principal="s3.amazonaws.com", errorCode=None, events=1, errors=0, distinct_source_ips=0,
+                first_seen=at(11, 10), last_seen=at(11, 10), event_date=day),
+        ],
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("rule", RULES, ids=[rule.rule_id for rule in RULES])
+@pytest.mark.unit
+def test_each_rule_matches_its_positive_case_and_not_its_negative_one(spark, rule):
+    rows = events(spark, record("match", **rule.match), record("no_match", **rule.no_match))
+    assert rows.count() == 2, "both test records are events"
+    assert [(row["rule_id"], row["eventID"]) for row in findings(rows, RULES).where(f"rule_id = '{rule.rule_id}'").collect()] == [
+        (rule.rule_id, "match")
+    ]
+
+
+@pytest.mark.unit
+def test_rules_are_fifteen_cis_monitoring_controls_with_unique_ids():
+    assert [rule.rule_id for rule in RULES] == [f"cis-4.{n}" for n in range(1, 16)]
+
+
+@pytest.mark.unit
+def test_an_event_the_table_holds_twice_gives_one_finding_per_rule(spark):
+    stop = record("dup", "2024-01-01T10:00:00Z", eventSource="cloudtrail.amazonaws.com", eventName="StopLogging", errorCode="AccessDenied")
+    rows = events(spark, stop, stop)
+    assert rows.count() == 2
+    assert sorted((row["rule_id"], row["eventID"]) for row in findings(rows, RULES).collect()) == [("cis-4.1", "dup"), ("cis-4.5", "dup")]
+
+
+def hourly_from_events(lake: Path) -> list[tuple]:
+    return duckdb.sql(
+        f"select date_trunc('hour', eventTime) as h, count(*) from read_parquet('{lake}/events/*/*.parquet', hive_partitioning = true) "
+        "group by 1 order by 1"
+    ).fetchall()
+
+
+def hourly_from_activity(lake: Path) -> list[tuple]:
+    return duckdb.sql(
+        f"select window_start, sum(events)::bigint from read_parquet('{lake}/activity_hourly/*/*.parquet', hive_partitioning = true) "
+        "group by 1 order by 1"
+    ).fetchall()
+
+
+def findings_of(lake: Path) -> list[tuple]:
+    return duckdb.sql(
+        f"select rule_id, eventID from read_parquet('{lake}/findings/*/*.parquet', hive_partitioning = true) order by 1, 2"
+    ).fetchall()
+
+
+def update(spark, lake: Path, run_id: str, dates: tuple[date, ...] | None = None) -> DerivedReport:
+    return activity.run(DerivedConfig(lake=str(lake), dates=dates, run_id=run_id), lambda: spark)
+
+
+def test_the_tables_stay_exact_through_a_late_file_a_redelivery_and_a_rebuild(spark, landing, lake):
+    stop = dict(eventSource="cloudtrail.amazonaws.com", eventName="StopLogging")
+    first = [*events_of(30, DAY + timedelta(hours=1), "a"), event("stop-1", DAY + timedelta(hours=2), **stop)]
+    deliver(landing, first, DAY + timedelta(hours=3))
+    deliver(landing, events_of(10, DAY + timedelta(days=1, hours=5), "b"), DAY + timedelta(days=1, hours=6))
+    ingest(spark, landing, lake)
+    report = update(spark, lake, "a1")
+    assert report.dates == ["2024-03-01", "2024-03-02"]
+    assert hourly_from_activity(lake) == hourly_from_events(lake) != []
+    assert findings_of(lake) == [("cis-4.5", "stop-1")]
+
+    # Nothing changed: no date is rebuilt and Spark is not started.
+    assert update(spark, lake, "a2").dates == []
+    assert activity.run(DerivedConfig(str(lake), None, "a2b"), lambda: pytest.fail("Spark started")).dates == []
+
+    # A late file for the first day, and a re-delivery of its file: only that day is rebuilt; nothing doubles.
+    deliver(landing, [event("late-1", DAY + timedelta(hours=4), **stop)], DAY + timedelta(days=2, hours=1))
+    deliver(landing, first, DAY + timedelta(days=2, hours=2))
+    ingest(spark, landing, lake)
+    assert update(spark, lake, "a3").dates == ["2024-03-01"]
+    assert hourly_from_activity(lake) == hourly_from_events(lake)
+    assert findings_of(lake) == [("cis-4.5", "late-1"), ("cis-4.5", "stop-1")]
+
+    # A rebuild of the first day swaps its events partition: the downstream rows of that day follow.
+    rebuild.run(rebuild.RebuildConfig(landing=str(landing), lake=str(lake), dates=(DAY.date(),), run_id="backfill__t"), lambda: spark)
+    assert update(spark, lake, "a4").dates == ["2024-03-01"]
+    assert hourly_from_activity(lake) == hourly_from_events(lake)
+    assert findings_of(lake) == [("cis-4.5", "late-1"), ("cis-4.5", "stop-1")]
+    assert not list((Lake.at(lake).root / "_staging").glob("*")), "nothing left staged"
+
+
+def test_dates_built_with_an_older_definition_are_built_again_when_a_rule_is_added_then_edited(spark, landing, lake, monkeypatch):
+    """A rule added to or edited in jobs/derived/rules/ changes the tables' definition: every date built with the old one is
+    due again (they kept the old findings until someone rebuilt them by hand)."""
+    deliver(landing, events_of(3, DAY + timedelta(hours=1), "a"), DAY + timedelta(hours=2))
+    deliver(landing, events_of(3, DAY + timedelta(days=1, hours=1), "b"), DAY + timedelta(days=1, hours=2))
+    ingest(spark, landing, lake)
+    assert update(spark, lake, "d1").dates == ["2024-03-01", "2024-03-02"] and not list((lake / "findings").glob("*/*.parquet"))
+    assert update(spark, lake, "d2").dates == []
+
+    added = Rule("test-9.1", "AssumeRole by an a- event", "low", "test", "eventName = 'AssumeRole' AND eventID LIKE 'a-%'", {}, {})
+    monkeypatch.setattr(activity, "load_rules", lambda: [*RULES, added])
+    assert update(spark, lake, "d3").dates == ["2024-03-01", "2024-03-02"], "both dates were built without the rule"
+    assert findings_of(lake) == [("test-9.1", f"a-{i}") for i in range(3)]
+    assert update(spark, lake, "d4").dates == []
+
+    edited = dataclasses.replace(added, condition="eventName = 'AssumeRole' AND eventID LIKE 'b-%'")
+    monkeypatch.setattr(activity, "load_rules", lambda: [*RULES, edited])
+    assert update(spark, lake, "d5").dates == ["2024-03-01", "2024-03-02"]
+    assert findings_of(lake) == [("test-9.1", f"b-{i}") for i in range(3)]
+
+
+def test_compaction_a_rebuild_and_the_derived_jobs_run_as_commands_on_a_copied_lake(spark, landing, lake, tmp_path):
+    """As an operator runs them, each `python -m jobs.X` in its own process, on the lake copied to another disk:
+    compact, rebuild a date, then the activity and OCSF jobs. The events table then holds the landing files' events,
+    each once, and both derived tables agree with it row for row."""
+    first, second = events_of(6, DAY, "a"), events_of(4, DAY + timedelta(days=1), "b")
+    deliver(landing, first[:3], DAY + timedelta(hours=1))
+    deliver(landing, first[3:], DAY + timedelta(hours=1, minutes=5))
+    deliver(landing, second, DAY + timedelta(days=1, hours=1))
+    deliver(landing, first[:2], DAY + timedelta(hours=2))  # a re-delivery
+    ingest(spark, landing, lake, max_files_per_trigger=1)
+    oracle = sorted({(e["eventID"], e["eventTime"][:10]) for e in first + second})
+    copy = tmp_path / "restored" / "lake"
+    shutil.copytree(lake, copy, symlinks=True)
+    day = DAY.date().isoformat()
+    succeeded(command("jobs.compact", "--lake", copy, "--closed-at", "2024-04-01"))
+    assert len(list((copy / "events" / f"event_date={day}").glob("*.parquet"))) == 1, "the date's files compacted into one"
+    succeeded(command("jobs.rebuild", "--landing", landing, "--lake", copy, "--from-date", day, "--to-date", day))
+    succeeded(command("jobs.activity", "--lake", copy))
+    succeeded(command("jobs.ocsf", "--lake", copy))
+    assert duckdb_rows(copy) == oracle, "each event of the landing files once"
+    assert hourly_from_activity(copy) == hourly_from_events(copy) and sum(n for _, n in hourly_from_activity(copy)) == len(oracle)
+    ocsf = f"read_parquet('{copy}/ocsf/api_activity/*/*/*/*.parquet', hive_partitioning = true)"
+    rows = duckdb.sql(f"select metadata.uid, cast(eventDay as varchar) from {ocsf} order by 1").fetchall()
+    assert rows == [(event_id, date.replace("-", "")) for event_id, date in oracle], "one OCSF row per event"
+
+
+def test_the_real_samples_fire_their_rules(spark, samples, landing, lake):
+    add_samples(landing, samples, DAY)
+    ingest(spark, landing, lake)
+    report = update(spark, lake, "samples")
+    by_rule = report.counts["findings by rule"]
+    fired = {rule_id for rule_id, count in by_rule.items() if count}
+    # Stratus detonations of the controls' own cases: StopLogging, a console login without MFA,
+    # LeaveOrganization (denied), a user given a policy, port 22 opened to the world.
+    assert {"cis-4.1", "cis-4.2", "cis-4.4", "cis-4.5", "cis-4.10", "cis-4.15"} <= fired, by_rule
+    assert sum(by_rule.values()) == len(findings_of(lake))
+    printed = summarize(Lake.at(lake))
+    assert "cis-4.5" in printed and "busiest principals" in printed, printed
+
+
+def test_partitions_that_fail_their_suites_are_not_swapped_in(spark, landing, lake, monkeypatch):
+    deliver(landing, events_of(10, DAY + timedelta(hours=1), "g"), DAY + timedelta(hours=2))
+    ingest(spark, landing, lake)
+    right = activity.DERIVATION
+
+    def double_counted(events):
+        tables = right.build(events)
+        return {**tables, "activity_hourly": tables["activity_hourly"].withColumn("events", F.col("events") * 2)}
+
+    monkeypatch.setattr(activity, "DERIVATION", dataclasses.replace(right, build=double_counted))
+    report = update(spark, lake, "bad")
+    assert (report.status, report.gate) == ("gate_failed", "failed")
+    assert not (lake / "activity_hourly").exists() and not (lake / "findings").exists(), "nothing swapped in"
+    verdict = json.loads(Lake.at(lake).derived_gate_report(ACTIVITY.job, "bad").read_text())
+    assert {failure["suite"] for failure in verdict["failed_critical"]} == {"activity_reconciliation.critical"}
+    monkeypatch.setattr(activity, "DERIVATION", right)
+    assert update(spark, lake, "good").dates == ["2024-03-01"], "the date is still to build"
+    assert hourly_from_activity(lake) == hourly_from_events(lake)
