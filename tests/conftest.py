@@ -35,7 +35,8 @@ os.environ.update(
         # Tests deliver files and ingest them at once.
         "CLOUDTRAIL_SETTLE": "0 seconds",
         "CLOUDTRAIL_JOBS_ZIP": str(_SCRATCH / "jobs.zip"),
-        "CLOUDTRAIL_JAR": str(_SCRATCH / "cloudtrail.jar"),
+        # The JVM helpers, compiled once per `pytest` run (below): xdist's workers inherit the controller's.
+        "CLOUDTRAIL_JAR": os.environ.get("CLOUDTRAIL_TESTS_JAR", str(_SCRATCH / "cloudtrail.jar")),
         "SPARK_LOCAL_IP": "127.0.0.1",
         "PYSPARK_PYTHON": sys.executable,
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
@@ -45,7 +46,10 @@ os.environ.update(
 )
 sys.path[:0] = [str(ROOT), str(ROOT / "plugins")]
 # The JVM helpers, compiled from the working tree: every session of the tests (and every job they start) loads them.
-subprocess.run([sys.executable, "-m", "tools.package", os.environ["CLOUDTRAIL_JAR"]], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+# The first process compiles them (the controller, under xdist) and its workers, started after, take its jar.
+if "CLOUDTRAIL_TESTS_JAR" not in os.environ:
+    subprocess.run([sys.executable, "-m", "tools.package", os.environ["CLOUDTRAIL_JAR"]], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+    os.environ["CLOUDTRAIL_TESTS_JAR"] = os.environ["CLOUDTRAIL_JAR"]
 
 
 # The files that take longest, longest first. `make test` runs two workers (pytest -n 2 --dist worksteal):
