@@ -139,7 +139,7 @@ def test_a_scheduled_run_and_a_backfill_at_the_same_time_on_postgres_and_the_spa
         if run["run_type"] == "backfill":
             # re-validated, or skipped because a gate passed exactly these files already
             assert run["logical_date"][:10] in checked["event_dates"]
-    validated = json.loads(Lake(lake).validated.read_text())
+    validated = gate.validated(Lake(lake))
     assert {validated[d]["run_id"] for d in DATES} <= {run_id for run_id, checked in gates.items() if checked["verdict"] == "passed"}
 
     # Only runs with something to do start Spark, and they run on the cluster.

@@ -52,7 +52,9 @@ def test_the_first_run_that_keeps_a_tally_adds_up_every_report_before_it(tmp_pat
     newest = run("r3", "2024-03-01T03:00:00Z", key("20240301T0305Z"), {"2024-02-27": 1})
     write_json(lake.ingest_report("r3"), newest)
     tally.record(lake, newest)
-    assert json.loads(lake.tally.read_text()) == tally.folded([*older, newest]), "every report once, the new one too"
+    assert json.loads(lake.tally.read_text()) == {"format": tally.TALLY_FORMAT, **tally.folded([*older, newest])}, (
+        "every report once, the new one too"
+    )
     later = run("r4", "2024-03-01T04:00:00Z", key("20240301T0405Z"), {"2024-02-27": 1})
     tally.record(lake, later)
     assert tally.read(lake)["late_per_event_date"] == {"2024-02-27": 5}

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
 
-from jobs.files import write_whole
+from jobs.files import record_body, write_record
 from jobs.lake import Derived, Lake
 
-FORMAT = 2
+STATE_FORMAT = 2
 
 
 @dataclass(frozen=True)
@@ -30,24 +29,14 @@ class Built:
     folders: dict[str, int]  # per table, the partition folders those rows fill
 
 
-def _dates(body: dict[str, Any]) -> dict[str, Any]:
-    """The dates of a state of any format (format 1: the dates object alone)."""
-    if "format" not in body:
-        return body
-    if body["format"] > FORMAT:
-        raise ValueError(f"a derived state of format {body['format']}, newer than this code's {FORMAT}: upgrade the code")
-    dates: dict[str, Any] = body["dates"]
-    return dates
-
-
 def built_dates(lake: Lake, derived: Derived) -> dict[str, Built]:
     """Per event date, what its derived rows were built from (a bare stamp, without figures, before the figures
     were kept; a partition's fingerprint alone before recipes were, which no stamp equals: built once more)."""
     state = next((path for path in (lake.derived_state(derived), lake.derived_state_before(derived)) if path.exists()), None)
-    body: dict[str, Any] = json.loads(state.read_text()) if state else {}
+    body = record_body(json.loads(state.read_text()), STATE_FORMAT, {1: lambda dates: {"dates": dates}}, state) if state else {"dates": {}}
     return {
         day: Built(kept, {}, {}) if isinstance(kept, str) else Built(kept["built_from"], kept["rows"], kept["folders"])
-        for day, kept in _dates(body).items()
+        for day, kept in body["dates"].items()
     }
 
 
@@ -62,6 +51,6 @@ def record_built(
         for day, stamp in stamps.items()
     }  # fmt: skip
     dates = {day: {"built_from": b.stamp, "rows": b.rows, "folders": b.folders} for day, b in sorted(built.items())}
-    write_whole(lake.derived_state(derived), json.dumps({"format": FORMAT, "dates": dates}, indent=1) + "\n")
+    write_record(lake.derived_state(derived), STATE_FORMAT, {"dates": dates}, indent=1)
     if lake.derived_state_before(derived) != lake.derived_state(derived):
         lake.derived_state_before(derived).unlink(missing_ok=True)

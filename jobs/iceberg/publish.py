@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs import cli, options
-from jobs.files import write_whole
+from jobs.files import record_body, write_record
 from jobs.lake import ACCOUNT_ID, DERIVED, EVENT_DATE, EVENT_DAY, EVENTS, PARTITION_COLUMNS, REGION, Lake, partition_leaves
 from jobs.quality import gate
 from jobs.reporting.report import now_iso, read_reports, verdict_of, write_json
@@ -238,7 +238,10 @@ def _rehome(catalog: Any, lake: Lake, namespace: str) -> None:
     again from the lake's files by this publish; their snapshot history starts again."""
     home = lake.iceberg_warehouse.as_uri() + "/"
     for identifier in catalog.list_tables(namespace):
-        location = catalog.load_table(identifier).location()
+        try:
+            location = catalog.load_table(identifier).location()
+        except FileNotFoundError:  # its metadata went with the old path: the lake was moved, or restored elsewhere
+            location = "a path that is gone"
         if not location.startswith(home):
             log.warning("the lake moved: its embedded table %s lived at %s, published again under %s", ".".join(identifier), location, home)
             catalog.drop_table(identifier)
@@ -489,9 +492,18 @@ def _kept(table: Any, config: PublishConfig, outcome: TableOutcome, found: Publi
 # --- kept small ----------------------------------------------------------------------------------------------------
 
 
+# publish.json's format (jobs/files.py's `record_body`): 2 = {"cleaned_at": {location: time}}; format 1 was that object alone.
+STATE_FORMAT = 2
+
+
 def _cleaned_at(config: PublishConfig) -> dict[str, str]:
     state = config.lake.publish_state
-    return json.loads(state.read_text()) if state.exists() else {}
+    if not state.exists():
+        return {}
+    cleaned: dict[str, str] = record_body(json.loads(state.read_text()), STATE_FORMAT, {1: lambda at: {"cleaned_at": at}}, state)[
+        "cleaned_at"
+    ]
+    return cleaned
 
 
 def _cleaning_due(config: PublishConfig, location: str, now: datetime) -> bool:
@@ -502,7 +514,7 @@ def _cleaning_due(config: PublishConfig, location: str, now: datetime) -> bool:
 
 
 def _cleaned(config: PublishConfig, location: str, now: datetime) -> None:
-    write_whole(config.lake.publish_state, json.dumps(_cleaned_at(config) | {location: now.isoformat()}, indent=1) + "\n")
+    write_record(config.lake.publish_state, STATE_FORMAT, {"cleaned_at": _cleaned_at(config) | {location: now.isoformat()}}, indent=1)
 
 
 def expire(table: Any, before: datetime) -> int:

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from jobs.files import record_body, write_record
 from jobs.lake import Lake, partition
 from jobs.reporting.report import failure_line, read_report, skipped_gate_report, verdict_of, write_json
 from jobs.tables.partitions import fingerprint
@@ -28,17 +29,24 @@ def fingerprints(lake: Lake, dates: list[str]) -> dict[str, str]:
     return {day: fingerprint(partition(lake.events, day)) for day in dates}
 
 
+# _validated.json's format (jobs/files.py's `record_body`): 2 = {"dates": {date: {"fingerprint", "run_id"}}}; format 1
+# was the dates object alone.
+VALIDATED_FORMAT = 2
+
+
 def validated(lake: Lake) -> dict[str, dict[str, str]]:
-    return json.loads(lake.validated.read_text()) if lake.validated.exists() else {}
+    """Per event date, the fingerprint of the partition a gate last passed and that gate's run."""
+    if not lake.validated.exists():
+        return {}
+    body = record_body(json.loads(lake.validated.read_text()), VALIDATED_FORMAT, {1: lambda dates: {"dates": dates}}, lake.validated)
+    dates: dict[str, dict[str, str]] = body["dates"]
+    return dates
 
 
 def record_validated(lake: Lake, prints: dict[str, str], run_id: str | None) -> None:
     """Written whole (rename); two gates racing can lose an entry, which only costs a later gate run."""
     index = validated(lake) | {day: {"fingerprint": value, "run_id": str(run_id)} for day, value in prints.items()}
-    partial = lake.validated.with_name(f".{lake.validated.name}.partial")
-    partial.parent.mkdir(parents=True, exist_ok=True)
-    partial.write_text(json.dumps(index, indent=1, sort_keys=True))
-    partial.replace(lake.validated)
+    write_record(lake.validated, VALIDATED_FORMAT, {"dates": dict(sorted(index.items()))}, indent=1)
 
 
 def wrote_anything(figures: Mapping[str, Any]) -> bool:

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
-from jobs.files import write_whole
+from jobs.files import record_body, write_record
 from jobs.lake import ACTIVITY, VALIDATED, Lake
 
 log = logging.getLogger("cloudtrail_ingest")
@@ -174,19 +174,22 @@ class RebuildReport:
         return write_json(lake.rebuild_report(self.tag), asdict(self))
 
 
+# The reports' format (jobs/files.py's `record_body`): 1 since reports named one; none of their shapes changed since.
+REPORT_FORMAT = 1
+
+
 def write_json(path: Path, body: Mapping[str, Any]) -> Path:
     """A report written whole (a rename): a reader finds the old version or the new one, never half of one."""
-    return write_whole(path, json.dumps(body, indent=2, default=str) + "\n")
+    return write_record(path, REPORT_FORMAT, body, indent=2)
 
 
 def read_report(path: Path) -> dict[str, Any] | None:
     """A report as written; None when there is none (or it cannot be read: reports are replaced whole, so only a
     damaged one cannot, and the page shows the others)."""
     try:
-        body = json.loads(path.read_text())
-    except (OSError, ValueError):
+        return record_body(json.loads(path.read_text()), REPORT_FORMAT, {}, path)
+    except (OSError, ValueError):  # a newer format too: the page shows the others
         return None
-    return body if isinstance(body, dict) else None
 
 
 def written_batches(lake: Lake) -> Iterator[tuple[str, dict[str, Any]]]:

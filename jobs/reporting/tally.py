@@ -18,10 +18,10 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from jobs.files import write_whole
+from jobs.files import record_body, write_record
 from jobs.lake import Lake
 from jobs.landing.layout import delivery_order
-from jobs.reporting.report import read_report, read_reports
+from jobs.reporting.report import read_reports
 
 Tally = dict[str, Any]
 
@@ -66,12 +66,23 @@ def folded(runs: Iterable[dict[str, Any]]) -> Tally:
     return tally
 
 
+# tally.json's format (jobs/files.py's `record_body`): 1 since it named one.
+TALLY_FORMAT = 1
+
+
+def _kept(lake: Lake) -> Tally | None:
+    try:
+        return record_body(json.loads(lake.tally.read_text()), TALLY_FORMAT, {}, lake.tally)
+    except (OSError, ValueError):  # none yet, damaged, or newer: folded again from the reports
+        return None
+
+
 def record(lake: Lake, run: dict[str, Any]) -> None:
     """Fold a finished run's report (already written) into the tally; the first time, every report there is."""
-    current = read_report(lake.tally)
-    write_whole(lake.tally, json.dumps(fold(current, run) if current else folded(read_reports(lake.ingest_reports))) + "\n")
+    current = _kept(lake)
+    write_record(lake.tally, TALLY_FORMAT, fold(current, run) if current else folded(read_reports(lake.ingest_reports)))
 
 
 def read(lake: Lake) -> Tally:
     """The tally, or, before the first run that keeps one, the same figures from every run's report."""
-    return read_report(lake.tally) or folded(read_reports(lake.ingest_reports))
+    return _kept(lake) or folded(read_reports(lake.ingest_reports))

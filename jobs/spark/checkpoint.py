@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from jobs.files import write_whole
+from jobs.files import record_body, write_record
 from jobs.lake import LAST_SUCCESS, MANIFESTS, TABLES, Lake
 from jobs.reporting.report import read_reports
 from jobs.spark.logs import (
@@ -35,6 +35,9 @@ from jobs.spark.logs import (
     source_log_gaps,
     source_offset,
 )
+
+# last_success.json's format (jobs/files.py's `record_body`): 1 since it named one.
+LAST_SUCCESS_FORMAT = 1
 
 log = logging.getLogger("checkpoint")
 
@@ -59,7 +62,7 @@ def read_last_success(checkpoint: Path) -> LastSuccess | None:
     """The file as the last successful run wrote it; None when there is none or it is damaged (cut short, edited)."""
     path = checkpoint / LAST_SUCCESS
     try:
-        body = json.loads(path.read_text())
+        body = record_body(json.loads(path.read_text()), LAST_SUCCESS_FORMAT, {}, path)
         return last_success_of(body, body.get("batch_id"))
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -72,7 +75,7 @@ def _write(checkpoint: Path, state: LastSuccess) -> None:
         "listed_all_at_ns": state.listed_all_at_ns,
         "recheck": list(state.recheck),
     }
-    write_whole(checkpoint / LAST_SUCCESS, json.dumps(body) + "\n")
+    write_record(checkpoint / LAST_SUCCESS, LAST_SUCCESS_FORMAT, body)
 
 
 def record_success(lake: Lake, check_times: LastSuccess) -> Commit:

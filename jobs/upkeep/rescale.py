@@ -31,7 +31,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs import cli, options
-from jobs.files import write_whole
+from jobs.files import record_body, write_record
 from jobs.lake import Lake
 from jobs.ledger.store import verified_checkpoint
 from jobs.lock import LakeLock
@@ -39,6 +39,9 @@ from jobs.records.dedup import Dedup, drop_copies
 from jobs.spark.logs import CheckpointError, state_folder
 from jobs.spark.session import STREAM_CONF, JobSession, spark_session, stop_state_stores
 from jobs.spark.state import set_state_partitions, state_partitions, state_version_files
+
+# The rescale's note's format (jobs/files.py's `record_body`): 1 since it named one.
+NOTE_FORMAT = 1
 
 log = logging.getLogger("cloudtrail_rescale")
 
@@ -92,13 +95,13 @@ class Rescale:
         return state_folder(self.lake.checkpoint)
 
     def note(self) -> None:
-        write_whole(self.lake.rescaling, json.dumps({"run_id": self.run_id, "partitions": self.partitions, "version": self.version}) + "\n")
+        write_record(self.lake.rescaling, NOTE_FORMAT, {"run_id": self.run_id, "partitions": self.partitions, "version": self.version})
 
     @classmethod
     def noted(cls, lake: Lake) -> Rescale | None:
         if not lake.rescaling.exists():
             return None
-        body = json.loads(lake.rescaling.read_text())
+        body = record_body(json.loads(lake.rescaling.read_text()), NOTE_FORMAT, {}, lake.rescaling)
         return cls(lake, body["run_id"], int(body["partitions"]), int(body["version"]))
 
 

@@ -1,0 +1,74 @@
+"""A lake the previous release wrote, opened by every command of this one (issue #68, versioned state).
+
+tests/fixtures/make_previous_lake.py made the fixture with that release's commands (ingest, gate, activity, OCSF,
+publish): its records name no format version, the activity job's state is downstream.json, its manifests keep each
+file's SHA-256 under `fingerprint`. Every command of jobs.COMMANDS then runs on it, where it was copied to, and the lake
+stays exact: each event once, the derived state under its job's name in the current format, the tables published.
+"""
+
+from __future__ import annotations
+
+import json
+import tarfile
+from datetime import timedelta
+from pathlib import Path
+
+from jobs import COMMANDS
+from jobs.derived import activity, ocsf
+from jobs.derived.state import STATE_FORMAT, built_dates
+from jobs.files import FORMAT
+from jobs.iceberg import publish
+from jobs.lake import ACTIVITY, EVENT_DATE, Lake
+from jobs.quality import gate, validate_events
+from jobs.reporting.report import read_report
+from jobs.tables import sweep
+from jobs.upkeep import compact, rebuild, repair, replay_quarantine, rescale
+from tests.helpers import DAY, deliver, duckdb_rows, events_of, ingest
+
+PREVIOUS = Path(__file__).parent / "fixtures" / "lake-93b517d.tar.gz"
+
+
+def expected(days: range) -> list[tuple[str, str]]:
+    return sorted((f"d{day}-{i}", str((DAY + timedelta(days=day)).date())) for day in days for i in range(5))
+
+
+def test_every_command_of_this_release_runs_on_a_lake_the_previous_one_wrote(spark, tmp_path):
+    with tarfile.open(PREVIOUS) as tar:
+        tar.extractall(tmp_path, filter="data")
+    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    layout = Lake(lake)
+    assert duckdb_rows(lake) == expected(range(3))
+    assert (layout.checkpoints / "downstream.json").exists() and FORMAT not in json.loads(layout.validated.read_text())
+
+    deliver(landing, events_of(5, DAY + timedelta(days=3), "d3"), DAY + timedelta(days=3, hours=1))
+    deliver(landing, events_of(5, DAY + timedelta(days=2), "d2"), DAY + timedelta(days=2, hours=3), "again")  # copies
+    lake_args, landing_args = ["--lake", str(lake)], ["--landing", str(landing)]
+    # The commands that read a record of the previous release's first, before another rewrites it.
+    commands = [
+        ("activity", lambda: activity.main([*lake_args, "--run-id", "derived"])),
+        ("publish", lambda: publish.main(lake_args)),
+        ("cloudtrail_ingest", lambda: ingest(spark, landing, lake, run_id="next") and 0),
+        ("validate_events", lambda: validate_events.main([*lake_args, "--run-id", "next", "--quarantine-threshold", "0.1"])),
+        ("ocsf", lambda: ocsf.main([*lake_args, "--run-id", "derived"])),
+        ("compact", lambda: compact.main([*lake_args, "--closed-at", "2024-04-01", "--run-id", "compact"])),
+        ("rebuild", lambda: rebuild.main([*landing_args, *lake_args, "--from-date", "2024-03-02", "--to-date", "2024-03-02"])),
+        ("repair", lambda: repair.main([*lake_args, *landing_args])),
+        ("rescale", lambda: rescale.main([*lake_args, "--state-partitions", "3"])),
+        ("replay_quarantine", lambda: replay_quarantine.main([*landing_args, *lake_args, "--settle", "0 seconds"])),
+        ("sweep", lambda: sweep.main(lake_args)),
+        ("activity", lambda: activity.main([*lake_args, "--run-id", "derived-again"])),
+        ("publish", lambda: publish.main([*lake_args, "--run-id", "last"])),
+    ]
+    assert {name for name, _ in commands} == set(COMMANDS)
+    for name, command in commands:
+        assert command() == 0, name
+
+    assert duckdb_rows(lake) == expected(range(4)), "each event once: the copies within the horizon dropped"
+    state = layout.derived_state(ACTIVITY)
+    assert not (layout.checkpoints / "downstream.json").exists() and json.loads(state.read_text())[FORMAT] == STATE_FORMAT
+    assert sorted(built_dates(layout, ACTIVITY)) == ["2024-03-01", "2024-03-02", "2024-03-03", "2024-03-04"]
+    hourly = spark.read.parquet(str(layout.table("activity_hourly"))).groupBy(EVENT_DATE).sum("events").collect()
+    assert sum(row[1] for row in hourly) == 20, "the activity table counts every event once"
+    assert set(gate.validated(layout)) >= {"2024-03-01", "2024-03-02", "2024-03-03", "2024-03-04"}
+    published = read_report(layout.publish_report("last"))
+    assert published is not None and published["status"] == "succeeded", published
