@@ -30,7 +30,7 @@ STACK_HOME ?= $(CURDIR)/.stack
 STACK_ENV ?= $(CURDIR)/.env
 PG_BIN := /usr/lib/postgresql/15/bin
 
-.PHONY: help setup debian-deps browser-deps demo run status test test-fast test-stack stack-up stack-status stack-down lint bench bench-history bench-s3 bench-publish bench-cost bench-ui bench-stack chaos test-s3-burst fuzz fuzz-queue torture metadata-growth test-next-pyspark bench-next-pyspark clean
+.PHONY: help setup debian-deps browser-deps demo run status test test-harness test-fast test-stack stack-up stack-status stack-down lint bench bench-history bench-s3 bench-publish bench-cost bench-ui bench-stack chaos test-s3-burst fuzz fuzz-queue torture metadata-growth test-next-pyspark bench-next-pyspark clean
 
 help:
 	@echo "make setup           - create .venv with the pinned dependencies, runtime and dev (needs Java 17+)"
@@ -39,6 +39,7 @@ help:
 	@echo "make status          - freshness per account and region, backlog, checkpoint and the last run"
 	@echo "make test            - ruff, mypy and pytest"
 	@echo "make test-fast       - the unit tests only (pytest -m unit): static frames and plain files, under 2 minutes"
+	@echo "make test-harness    - the cost, S3, history and publish benchmark harnesses on tiny sizes (CI runs it after make test)"
 	@echo "make lint            - ruff and mypy only (also a pre-commit hook: pre-commit install)"
 	@echo "make test-stack      - docker-compose.yml's services natively (PostgreSQL, Airflow, Spark cluster): schedule, backfills, rebuild, a backfill clicked in the UI"
 	@echo "make stack-up        - start those services on this machine (no Docker needed); prints the UI URL and admin password"
@@ -135,7 +136,11 @@ lint: setup
 # Two workers: most tests wait on JVMs and subprocesses, so two share the 2 cores well. Each starts
 # with half the tests in order (the longest first: tests/conftest.py), and an idle one takes from the other.
 test: lint debian-deps browser-deps
-	$(PY) -m pytest -q -n 2 --dist worksteal
+	$(PY) -m pytest -q -n 2 --dist worksteal -m "not stack and not harness"
+
+# The smoke runs of the cost, S3, history and publish benchmark harnesses: CI runs them after `make test` (.ci/run).
+test-harness: setup
+	$(PY) -m pytest -q -n 2 -m harness
 
 # The unit tests: in-process, on static frames and plain files (tests marked `unit`; the rest are `integration`).
 test-fast: setup debian-deps

@@ -1,6 +1,7 @@
 """Tiny runs of the benchmark harnesses (the real ones are `make bench`, `make bench-cost`, `make bench-ui`,
 `make bench-history` and `make bench-publish`): every measured system runs on a real-shaped zone and writes rows; the incremental and 60-day
-runs are `make bench`'s only."""
+runs are `make bench`'s only. `make bench`'s and the lake page's run in `make test`; the others (marked `harness`, two
+minutes each) in `make test-harness`, which CI runs after it (.ci/run)."""
 
 import json
 import os
@@ -33,6 +34,7 @@ def test_benchmark_harness_runs_each_system_on_a_tiny_zone():
     assert "no-op run <= 1.2x bare spark-submit" in names and any(name.startswith("whole process >= 1.0x B") for name in names)
 
 
+@pytest.mark.harness
 def test_cost_harness_measures_each_way_on_an_hour_of_tiny_files():
     # A process of its own: the harness waits for every child it has, and this one has the tests' JVM.
     subprocess.run([sys.executable, "-m", "bench.cost", "--smoke"], check=True, cwd=benchmark.ROOT)
@@ -52,6 +54,7 @@ def test_lake_page_harness_times_every_view_on_a_week_of_reports():
     assert (bucket["accounts"], bucket["regions"], bucket["days"]) == (2, 17, 2) and bucket["median_ms"] > 0 and "met" in bucket
 
 
+@pytest.mark.harness
 def test_history_harness_times_each_kind_of_run_on_a_small_zone():
     subprocess.run([sys.executable, "-m", "bench.history", "--smoke"], check=True, cwd=benchmark.ROOT, capture_output=True)
     results = json.loads(history.results_path(smoke=True).read_text())
@@ -81,6 +84,7 @@ def test_the_pyspark_table_gives_the_other_versions_speed_and_the_peer_ratios_un
     assert rows[4] == "| 1,000 | A | 21.0 | 16.0 | 1.31x | 0.50x | 0.50x |"
 
 
+@pytest.mark.harness
 def test_s3_harness_measures_each_target_on_tiny_buckets():
     subprocess.run([sys.executable, "-m", "bench.s3", "--smoke"], check=True, cwd=benchmark.ROOT, capture_output=True)
     results = json.loads(s3.results_path(smoke=True).read_text())
@@ -91,6 +95,7 @@ def test_s3_harness_measures_each_target_on_tiny_buckets():
     assert set(results["verdicts"]) == {"one_notification", "empty_queue", "fetch_against_transfer_manager"}
 
 
+@pytest.mark.harness
 def test_publish_harness_measures_each_figure_on_tiny_sizes():
     subprocess.run([sys.executable, "-m", "bench.publish", "--smoke"], check=True, cwd=benchmark.ROOT, capture_output=True)
     results = json.loads(publish.results_path(smoke=True).read_text())

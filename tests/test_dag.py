@@ -226,7 +226,7 @@ def test_dag_run_end_to_end_with_real_spark(dag, dag_roots):
     assert skipped["verdict"] == "skipped" and run.run_id in skipped["reason"]
 
 
-def test_the_activity_dag_builds_the_downstream_tables_with_real_spark(dagbag, dag_roots, spark):
+def test_the_derived_dag_builds_the_derived_tables_with_real_spark(dagbag, dag_roots, spark):
     from tests.helpers import ingest
 
     landing, lake = dag_roots

@@ -137,7 +137,7 @@ def test_the_tables_stay_exact_through_a_late_file_a_redelivery_and_a_rebuild(sp
     assert hourly_from_activity(lake) == hourly_from_events(lake)
     assert findings_of(lake) == [("cis-4.5", "late-1"), ("cis-4.5", "stop-1")]
 
-    # A rebuild of the first day swaps its events partition: the downstream rows of that day follow.
+    # A rebuild of the first day swaps its events partition: the derived rows of that day follow.
     rebuild.run(rebuild.RebuildConfig(landing=str(landing), lake=str(lake), dates=(DAY.date(),), run_id="backfill__t"), lambda: spark)
     assert update(spark, lake, "a4").dates == ["2024-03-01"]
     assert hourly_from_activity(lake) == hourly_from_events(lake)

@@ -179,7 +179,7 @@ def test_the_page_refuses_anonymous_requests_and_every_answer_forbids_scripts_an
     assert get(f"{server.url}/cloudtrail/docs/index.html", token)[0] == 404, "GX's Data Docs are not served"
 
 
-def test_a_downstream_run_has_a_view_of_its_own(server: Server, known: KnownLake):
+def test_a_derived_run_has_a_view_of_its_own(server: Server, known: KnownLake):
     token = Api(server.url, server.password).token
     DerivedReport("asset_triggered__x", "2024-03-01T01:00:00+00:00", ["2024-03-01"], "succeeded", {"activity_hourly": {"2024-03-01": 3}},
                   {"findings by rule": {"cis-4.1": 2}}, "passed").write(known.lake)  # fmt: skip

@@ -108,8 +108,8 @@ def test_a_scheduled_run_and_a_backfill_at_the_same_time_on_postgres_and_the_spa
     deliver(landing, events_of(5, DAY - timedelta(days=5), "late"), DAY + timedelta(days=2, hours=13))  # late delivery
     deliver(landing, events_of(10, DAY + timedelta(hours=11), "d0"), DAY + timedelta(days=1, hours=13))  # re-delivered
 
-    downstream = Api(stack.url("airflow-api", 8080), stack.admin_password(), "cloudtrail_derived")
-    downstream.unpause()  # scheduled on the events Asset: it runs after each ingest run that publishes
+    derived = Api(stack.url("airflow-api", 8080), stack.admin_password(), "cloudtrail_derived")
+    derived.unpause()  # scheduled on the events Asset: it runs after each ingest run that publishes
     api = Api.of(stack)
     with watching_sockets(stack) as sockets:
         api.unpause()  # the scheduler creates the latest daily run at once (catchup is off)
@@ -157,16 +157,16 @@ def test_a_scheduled_run_and_a_backfill_at_the_same_time_on_postgres_and_the_spa
     # The derived DAG ran on the Asset events, on the cluster, and its tables agree with the events table.
     deadline = time.monotonic() + 900
     while True:
-        downstream_runs = downstream.finished_runs(expected=1, timeout=900)
+        derived_runs = derived.finished_runs(expected=1, timeout=900)
         try:  # a run may be swapping a folder while this reads
             ocsf = sum(day.rows[OCSF_API_ACTIVITY] for day in derived_rows(Lake(lake), OCSF, days=1000))
         except duckdb.Error:
             ocsf = None
         if hourly_from_activity(lake) == hourly_from_events(lake) and ocsf == len(expected):
             break
-        assert time.monotonic() < deadline, f"the downstream and OCSF tables never caught up: {downstream_runs}"
+        assert time.monotonic() < deadline, f"the activity and OCSF tables never caught up: {derived_runs}"
         time.sleep(10)
-    assert {r["state"] for r in downstream_runs} == {"success"} and {r["run_type"] for r in downstream_runs} == {"asset_triggered"}
+    assert {r["state"] for r in derived_runs} == {"success"} and {r["run_type"] for r in derived_runs} == {"asset_triggered"}
 
     # The compose API server serves the lake page from the shared volumes, behind the same sign-in.
     shown = api.call("GET", "/cloudtrail/status.json")

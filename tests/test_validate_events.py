@@ -169,7 +169,7 @@ def test_the_gate_is_skipped_only_while_the_partitions_it_passed_are_unchanged(s
 
 def test_the_suites_are_found_when_the_gate_is_imported_from_jobs_zip(jobs_zip, tmp_path):
     """A rebuild submitted with --py-files imports the gate from the zip: the suites come from CLOUDTRAIL_HOME."""
-    code = "from jobs import validate_events as v; print(v.__file__); print(v.SUITES_DIR)"
+    code = "from jobs.quality import validate_events as v; print(v.__file__); print(v.SUITES_DIR)"
     env = {"PATH": os.environ["PATH"], "CLOUDTRAIL_HOME": str(ROOT), "PYTHONPATH": str(jobs_zip)}
     printed = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True, check=True).stdout
     module, suites = printed.split()

@@ -44,7 +44,7 @@ def summarize(lake: Lake) -> str:
         lines.extend(f"  {reason:<24}{count:>8}" for reason, count in db.execute(query).fetchall())
     else:
         lines.append("  nothing quarantined")
-    lines.extend(downstream(lake, db))
+    lines.extend(activity_highlights(lake, db))
     lines.extend(published(lake, os.environ.get("CLOUDTRAIL_CATALOG") or None))
     for derived in DERIVED:
         days = derived_rows(lake, derived, days=100_000)
@@ -68,8 +68,8 @@ def summarize(lake: Lake) -> str:
     return "\n".join(lines)
 
 
-def downstream(lake: Lake, db: duckdb.DuckDBPyConnection) -> list[str]:
-    """The top findings and the busiest principals, from the derived tables (jobs/activity.py)."""
+def activity_highlights(lake: Lake, db: duckdb.DuckDBPyConnection) -> list[str]:
+    """The top findings and the busiest principals, from the activity tables (jobs/derived/activity.py)."""
     found, activity = lake.table("findings"), lake.table("activity_hourly")
     lines = [f"findings: {found}"]
     if any(found.glob("*/*.parquet")):
