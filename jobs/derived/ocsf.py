@@ -21,7 +21,6 @@ Exit codes: 0 done, 1 failed (a failed gate swaps nothing), 2 bad arguments, 75 
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
 
@@ -33,7 +32,7 @@ from jobs import cli
 from jobs.derived import ocsf_mapping
 from jobs.derived.derivation import Derivation, DerivedConfig, build, gate, per_date, recipe_of, refresh
 from jobs.derived.ocsf_mapping import CLASS_NAME, CLASS_UID, OCSF_VERSION, PROFILES, api_activity
-from jobs.files import write_whole
+from jobs.files import write_record
 from jobs.lake import EVENT_DATE, EVENT_DAY, OCSF, OCSF_API_ACTIVITY, OCSF_DESCRIPTOR, PARTITION_COLUMNS, Lake
 from jobs.records import schema
 from jobs.records.dedup import Dedup, first_in_table
@@ -75,13 +74,17 @@ def event_date() -> Column:
     return F.date_format(F.to_date(EVENT_DAY, "yyyyMMdd"), "yyyy-MM-dd")
 
 
+# The descriptor's format (jobs/files.py's `record_body`), 1 since it named one; readers elsewhere read it too.
+DESCRIPTOR_FORMAT = 1
+
+
 def describe(lake: Lake) -> None:
     """The table's descriptor: which OCSF schema its rows follow, and how it is laid out."""
     body = {
         "ocsf_version": OCSF_VERSION, "class_uid": CLASS_UID, "class_name": CLASS_NAME, "profiles": list(PROFILES),
         "partitioned_by": list(PARTITION_COLUMNS[OCSF_API_ACTIVITY]), "source": "AWS CloudTrail, the events table of this lake",
     }  # fmt: skip
-    write_whole(lake.ocsf_api_activity / OCSF_DESCRIPTOR, json.dumps(body, indent=1) + "\n")
+    write_record(lake.ocsf_api_activity / OCSF_DESCRIPTOR, DESCRIPTOR_FORMAT, body, indent=1)
 
 
 def recipe() -> str:

@@ -57,7 +57,7 @@ from jobs.lake import ACCOUNT_ID, DERIVED, EVENT_DATE, EVENT_DAY, EVENTS, PARTIT
 from jobs.quality import gate
 from jobs.reporting.report import now_iso, read_reports, verdict_of, write_json
 from jobs.reporting.summary import publish_summary
-from jobs.tables.partitions import MARKER, fingerprint
+from jobs.tables.partitions import fingerprint, marker_files
 
 log = logging.getLogger("publish")
 
@@ -189,8 +189,7 @@ def derived_published(lake: Lake, name: str) -> Published:
     for folder in partition_leaves(table, name):
         live, relative = table / folder, folder.as_posix()
         found.prints[relative] = fingerprint(live)
-        marker = live / MARKER
-        listed = set(json.loads(marker.read_text())["files"]) if marker.exists() else None
+        listed = marker_files(live)
         # Without a marker (written before markers were, or by hand), the folder's data files.
         found.files[relative] = [_local(p, relative) for p in _parquet(live) if listed is None or p.name in listed]
     derived = next(derived for derived in DERIVED if name in derived.tables)

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs import options
-from jobs.files import write_whole
+from jobs.files import record_body, write_record
 from jobs.lake import Lake
 from jobs.landing.bucket import REFUSED, BucketLanding, Problem
 from jobs.landing.notifications import Delivery, parse
@@ -36,6 +36,9 @@ log = logging.getLogger("cloudtrail_ingest")
 RECEIVE_BATCH = 10  # SQS's most per call
 MAX_MESSAGES = options.MAX_MESSAGES
 VISIBILITY_SECONDS = options.VISIBILITY_SECONDS
+# The notification records the lake keeps (kept, refused, outside, inbox): their format (jobs/files.py's `record_body`), 1
+# since they named one.
+RECORD_FORMAT = 1
 
 
 @dataclass
@@ -177,7 +180,7 @@ def receive(sqs: Any, queue_url: str, lake: Lake, limit: int = MAX_MESSAGES, vis
 
 def keep(lake: Lake, message_id: str, body: str, reason: str) -> Path:
     path = lake.kept_messages / f"{_safe(message_id)}.json"
-    write_whole(path, json.dumps({"message_id": message_id, "reason": reason, "body": body}) + "\n")
+    write_record(path, RECORD_FORMAT, {"message_id": message_id, "reason": reason, "body": body})
     log.warning("kept a notification that cannot be read, %s: %s", path.name, reason)
     return path
 
@@ -189,7 +192,11 @@ def kept(lake: Lake) -> list[dict[str, Any]]:
 
 def _entries(folder: Path) -> list[dict[str, Any]]:
     """A folder's JSON entries (kept messages), in name order."""
-    return [json.loads(path.read_text()) for path in sorted(folder.glob("*.json"))] if folder.is_dir() else []
+    return [_record(path) for path in sorted(folder.glob("*.json"))] if folder.is_dir() else []
+
+
+def _record(path: Path) -> dict[str, Any]:
+    return record_body(json.loads(path.read_text()), RECORD_FORMAT, {}, path)
 
 
 def keep_refused(lake: Lake, problems: Iterable[Problem]) -> None:
@@ -200,14 +207,14 @@ def keep_refused(lake: Lake, problems: Iterable[Problem]) -> None:
             name = hashlib.sha256(f"{problem.bucket}/{problem.key}".encode()).hexdigest()[:32]
             path = lake.refused_keys / f"{name}.json"
             if not path.exists():
-                write_whole(path, json.dumps(problem.to_json()) + "\n")
+                write_record(path, RECORD_FORMAT, problem.to_json())
 
 
 def refused(lake: Lake, newest: int = 100) -> list[dict[str, str]]:
     """The keys kept as refused, the newest first."""
     folder = lake.refused_keys
     paths = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime_ns, reverse=True) if folder.is_dir() else []
-    return [json.loads(path.read_text()) for path in paths[:newest]]
+    return [_record(path) for path in paths[:newest]]
 
 
 def keep_outside(lake: Lake, message_id: str, outside: Sequence[Delivery], landing: str) -> Path:
@@ -215,7 +222,7 @@ def keep_outside(lake: Lake, message_id: str, outside: Sequence[Delivery], landi
     a mistyped prefix or bucket loses nothing, and the run names both."""
     path = lake.outside_messages / f"{_safe(message_id)}.json"
     body = {"message_id": message_id, "landing": landing, "objects": [[d.bucket, d.key] for d in outside]}
-    write_whole(path, json.dumps(body) + "\n")
+    write_record(path, RECORD_FORMAT, body)
     return path
 
 
@@ -223,7 +230,7 @@ def take_outside(lake: Lake, received: Received) -> None:
     """The kept messages outside the landing, back into this run: what its landing holds now is taken."""
     for path in sorted(lake.outside_messages.glob("*.json")) if lake.outside_messages.is_dir() else []:
         try:
-            entry = json.loads(path.read_text())
+            entry = _record(path)
             objects = [[str(bucket), str(key)] for bucket, key in entry["objects"]]
             message_id = str(entry["message_id"])
         except (ValueError, KeyError, TypeError) as exc:
@@ -243,7 +250,7 @@ def write_inbox(lake: Lake, event_id: str, bodies: Sequence[str]) -> Path:
     """The event-driven DAG's first task: the notifications its asset event carries (the watcher deleted them from
     the queue), kept in the lake until a run has ledgered their files. Written again for the same event: the same file."""
     path = lake.inbox / f"{_safe(event_id)}.json"
-    write_whole(path, json.dumps({"event": event_id, "bodies": list(bodies)}) + "\n")
+    write_record(path, RECORD_FORMAT, {"event": event_id, "bodies": list(bodies)})
     return path
 
 
@@ -251,7 +258,7 @@ def take_inbox(lake: Lake) -> Received:
     received = Received()
     for path in sorted(lake.inbox.glob("*.json")) if lake.inbox.is_dir() else []:
         try:
-            bodies = json.loads(path.read_text())["bodies"]
+            bodies = _record(path)["bodies"]
         except (ValueError, KeyError, TypeError) as exc:
             keep(lake, path.stem, path.read_text(errors="replace"), f"an inbox entry that cannot be read: {exc}")
             path.unlink()

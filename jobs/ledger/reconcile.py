@@ -36,6 +36,7 @@ from jobs.lake import Lake
 from jobs.landing.bucket import FETCH_THREADS, BucketLanding
 from jobs.landing.layout import FILE_NAME
 from jobs.ledger.state import known_files
+from jobs.reporting.report import read_report, write_json
 from jobs.spark.checkpoint import CheckpointSnapshot
 
 log = logging.getLogger("cloudtrail_ingest")
@@ -89,8 +90,7 @@ class Reconciliation:
     def write(self, lake: Lake) -> Path:
         path = lake.reconcile_report(self.run_id)
         body = {**self.__dict__, "summary": self.summary()}
-        write_whole(path, json.dumps(body, indent=1, sort_keys=True) + "\n")
-        return path
+        return write_json(path, dict(sorted(body.items())))
 
 
 def due(lake: Lake, interval: timedelta, now: datetime) -> bool:
@@ -101,13 +101,7 @@ def due(lake: Lake, interval: timedelta, now: datetime) -> bool:
 
 def last(lake: Lake) -> dict[str, Any] | None:
     reports = sorted(lake.reconcile_reports.glob("*.json"), key=os.path.getmtime) if lake.reconcile_reports.is_dir() else []
-    for path in reversed(reports):
-        try:
-            report: dict[str, Any] = json.loads(path.read_text())
-            return report
-        except ValueError:
-            continue
-    return None
+    return next((report for path in reversed(reports) if (report := read_report(path)) is not None), None)
 
 
 def reconcile(

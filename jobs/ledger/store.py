@@ -20,13 +20,18 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
+from typing import Any
 
-from jobs.files import write_whole
+from jobs.files import FORMAT, record_body, write_record, write_whole
 from jobs.lake import LET_GO, RETIRED, Lake
 from jobs.landing.layout import delivery_date, relative
 from jobs.spark.checkpoint import CheckpointSnapshot
 from jobs.spark.logs import CheckpointError
 
+# A manifest's (and the restamps') entries name their format each (jobs/files.py's `record_body`), the late files
+# theirs: 2 since issue #68 (format 1: the hash under `fingerprint`; the late files the dates object alone).
+ENTRY_FORMAT = 2
+LATE_FILES_FORMAT = 2
 MANIFEST_DDL = "path string, size long, mtime_ms long, arrival_ms long, only_records array<long>, supersedes boolean"
 
 
@@ -55,15 +60,18 @@ class Entry:
         return cls(path, stat.st_size, stat.st_mtime_ns // 1_000_000, None, only_records, supersedes)
 
     def line(self) -> str:
-        return json.dumps(dataclasses.asdict(self))
+        return json.dumps({FORMAT: ENTRY_FORMAT, **dataclasses.asdict(self)})
 
     @classmethod
     def read(cls, line: str) -> Entry:
-        """An entry of a manifest of any version (the hash's key was `fingerprint` before issue #68)."""
-        body = json.loads(line)
-        if "fingerprint" in body:
-            body["sha256"] = body.pop("fingerprint")
-        return cls(**body)
+        """An entry of a manifest or of the restamps, of any format (format 1 named the hash `fingerprint`)."""
+        return cls(**record_body(json.loads(line), ENTRY_FORMAT, {1: _hash_named_sha256}, "a manifest's entry"))
+
+
+def _hash_named_sha256(body: dict[str, Any]) -> dict[str, Any]:
+    if "fingerprint" in body:
+        body["sha256"] = body.pop("fingerprint")
+    return body
 
 
 def sha256_of(path: str) -> str:
@@ -201,13 +209,14 @@ def record_late_files(folder: Path, batch_id: int, late: dict[str, list[str]]) -
     a late file sits in a delivery folder long after its events' dates, where a rebuild of those dates would not look."""
     if not late:
         return
-    write_whole(folder / f"{batch_id}.json", json.dumps({day: sorted(files) for day, files in sorted(late.items())}) + "\n")
+    write_record(folder / f"{batch_id}.json", LATE_FILES_FORMAT, {"dates": {day: sorted(files) for day, files in sorted(late.items())}})
 
 
 def late_files(folder: Path) -> dict[date, set[str]]:
     """Every landing file that held late events, by event date (paths as the table's _source_file names them)."""
     found: dict[date, set[str]] = {}
     for path in folder.glob("[0-9]*.json") if folder.is_dir() else []:
-        for day, files in json.loads(path.read_text()).items():
+        dates = record_body(json.loads(path.read_text()), LATE_FILES_FORMAT, {1: lambda dates: {"dates": dates}}, path)["dates"]
+        for day, files in dates.items():
             found.setdefault(date.fromisoformat(day), set()).update(files)
     return found

@@ -28,13 +28,17 @@ import os
 import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
-from jobs.files import write_whole
+from jobs.files import record_body, write_record
 from jobs.lake import Lake
 
 log = logging.getLogger("partitions")
 
 MARKER = "_rebuild.json"
+# The marker's and the swap journal's formats (jobs/files.py's `record_body`): 1 since they named one.
+MARKER_FORMAT = 1
+JOURNAL_FORMAT = 1
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -60,21 +64,32 @@ def fingerprint(folder: Path) -> str:
 
 def write_marker(folder: Path, run_id: str) -> None:
     """Mark a staged partition as run `run_id`'s version, listing its data files."""
-    body = {"run_id": run_id, "files": [p.name for p in data_files(folder)]}
-    (folder / MARKER).write_text(json.dumps(body) + "\n")
+    write_record(folder / MARKER, MARKER_FORMAT, {"run_id": run_id, "files": [p.name for p in data_files(folder)]})
+
+
+def read_marker(folder: Path) -> dict[str, Any] | None:
+    """A staged-then-swapped partition's marker (run_id, files); None for a folder no staging wrote."""
+    marker = folder / MARKER
+    return record_body(json.loads(marker.read_text()), MARKER_FORMAT, {}, marker) if marker.exists() else None
 
 
 def marker_run(folder: Path) -> str | None:
     """The run that wrote this partition folder, if a rebuild did."""
-    marker = folder / MARKER
-    return json.loads(marker.read_text())["run_id"] if marker.exists() else None
+    marker = read_marker(folder)
+    return marker["run_id"] if marker else None
+
+
+def marker_files(folder: Path) -> set[str] | None:
+    """The data files the staging that wrote this folder wrote; None for a folder no staging wrote."""
+    marker = read_marker(folder)
+    return set(marker["files"]) if marker else None
 
 
 def rebuilt_files(table: Path) -> set[Path]:
     """Data files that rebuilds wrote into the table's live partitions (committed, though no sink log lists them)."""
     found: set[Path] = set()
     for marker in table.glob(f"*/{MARKER}"):
-        found.update(marker.parent / name for name in json.loads(marker.read_text())["files"])
+        found.update(marker.parent / name for name in marker_files(marker.parent) or ())
     return found
 
 
@@ -89,7 +104,7 @@ class Swap:
 
 def _commit(lake: Lake, run_id: str, swaps: list[Swap]) -> Path:
     journal = lake.rebuild_journal(run_id)
-    return write_whole(journal, json.dumps({"run_id": run_id, "swaps": [asdict(s) for s in swaps]}, indent=1) + "\n")
+    return write_record(journal, JOURNAL_FORMAT, {"run_id": run_id, "swaps": [asdict(s) for s in swaps]}, indent=1)
 
 
 def _swap_one(swap: Swap, run_id: str) -> None:
@@ -136,7 +151,7 @@ def recover(lake: Lake) -> list[str]:
     """Finish every committed swap a dead run left, and delete uncommitted staging folders; returns the runs finished."""
     finished = []
     for journal in sorted(lake.rebuilds.glob("*.json")) if lake.rebuilds.is_dir() else []:
-        body = json.loads(journal.read_text())
+        body = record_body(json.loads(journal.read_text()), JOURNAL_FORMAT, {}, journal)
         log.warning("finishing the partition swap of rebuild %s, which stopped half way", body["run_id"])
         for swap in body["swaps"]:
             _swap_one(Swap(**swap), body["run_id"])
@@ -164,7 +179,7 @@ def rollback(lake: Lake, run_id: str, tables: list[Path]) -> list[str]:
                 os.rename(old, target)
                 continue
             if marker_run(live) == run_id:
-                listed = set(json.loads((live / MARKER).read_text())["files"])
+                listed = marker_files(live) or set()
                 for later in (p for p in data_files(live) if p.name not in listed):
                     os.rename(later, old / later.name)
                 exchange(old, live)

@@ -24,7 +24,7 @@ from pathlib import Path
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from jobs.files import write_whole
+from jobs.files import record_body, write_record
 from jobs.lake import REASON, Lake
 from jobs.landing.layout import delivery_date
 from jobs.ledger.store import Entry, read_manifest
@@ -90,6 +90,10 @@ def batch_entries(lake: Lake, batch_id: int) -> list[Entry]:
     return [entry for path in manifests for entry in read_manifest(Path(path)).entries]
 
 
+# A batch's replacement record's format (jobs/files.py's `record_body`): 2 = {"files": [...]}; format 1 was the list.
+RECORD_FORMAT = 2
+
+
 class Replacement:
     """The quarantine data files one batch replaces, and the rows it keeps from them."""
 
@@ -99,7 +103,8 @@ class Replacement:
         self.files: list[Path] = []
         self.kept: DataFrame | None = None
         if self.record.exists():
-            self.files = [Path(p) for p in json.loads(self.record.read_text())]
+            body = record_body(json.loads(self.record.read_text()), RECORD_FORMAT, {1: lambda files: {"files": files}}, self.record)
+            self.files = [Path(p) for p in body["files"]]
         if committed:
             return  # the batch's output is written: only the move may be left to do
         entries = [entry for entry in batch_entries(lake, batch_id) if entry.supersedes]
@@ -112,7 +117,7 @@ class Replacement:
             paths = [str(path) for path in self.files]
             read = spark.read.schema(QUARANTINE_SCHEMA).option("basePath", str(lake.quarantine)).parquet(*paths)
             self.kept = read.where(~_replaced(entries))
-            write_whole(self.record, json.dumps(paths))
+            write_record(self.record, RECORD_FORMAT, {"files": paths})
 
     def finish(self) -> None:
         """After the batch's quarantine output is committed: move the replaced files aside."""
