@@ -133,14 +133,16 @@ lint: setup
 	mypy jobs plugins tools bench
 
 # The tests build their own jobs.zip and jar from the working tree (tests/conftest.py).
-# Two workers: most tests wait on JVMs and subprocesses, so two share the 2 cores well. Each starts
-# with half the tests in order (the longest first: tests/conftest.py), and an idle one takes from the other.
+# Most tests wait on JVMs, subprocesses, servers and queues: a run of two workers kept the 2 cores busy about a quarter
+# of the time (README, "Tests"). Each worker starts on its share of the tests in order (the longest first:
+# tests/conftest.py), and an idle one takes from the others.
+TEST_WORKERS ?= 2
 test: lint debian-deps browser-deps
-	$(PY) -m pytest -q -n 2 --dist worksteal -m "not stack and not harness"
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal -m "not stack and not harness"
 
 # The smoke runs of the cost, S3, history and publish benchmark harnesses: CI runs them after `make test` (.ci/run).
 test-harness: setup
-	$(PY) -m pytest -q -n 2 -m harness
+	$(PY) -m pytest -q -n $(TEST_WORKERS) -m harness
 
 # The unit tests: in-process, on static frames and plain files (tests marked `unit`; the rest are `integration`).
 test-fast: setup debian-deps
