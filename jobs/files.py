@@ -35,7 +35,20 @@ def write_record(path: Path, version: int, body: Mapping[str, Any], indent: int 
     return write_whole(path, json.dumps({FORMAT: version, **body}, indent=indent, default=str) + "\n")
 
 
-def record_body(body: Any, version: int, upgrades: Mapping[int, Callable[[Any], dict[str, Any]]], what: Path | str) -> dict[str, Any]:
+Upgrades = Mapping[int, Callable[[Any], dict[str, Any]]]
+
+
+def read_record(path: Path, version: int, upgrades: Upgrades | None = None) -> dict[str, Any]:
+    """The JSON record at `path`, at this code's `version` (see `record_body`)."""
+    return record_body(json.loads(path.read_text()), version, upgrades or {}, path)
+
+
+def under(key: str) -> Callable[[Any], dict[str, Any]]:
+    """The upgrade of a format whose record was one object alone to the next, which keeps it under `key`."""
+    return lambda alone: {key: alone}
+
+
+def record_body(body: Any, version: int, upgrades: Upgrades, what: Path | str) -> dict[str, Any]:
     """A record's body (as json.loads read it) at this code's `version`, without its format key: `upgrades[n]` takes a
     body of format n to format n + 1 (a body with no format key is format 1). A newer format is refused."""
     found = body.pop(FORMAT, 1) if isinstance(body, dict) else 1

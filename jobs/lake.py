@@ -162,10 +162,11 @@ class Lake:
         """Per event date, what a derived job's rows were built from, and how many (jobs/derived/state.py)."""
         return self.checkpoints / f"{derived.job}.json"
 
-    def derived_state_before(self, derived: Derived) -> Path:
+    def derived_state_before(self, derived: Derived) -> Path | None:
         """Where a lake written before the state files took their job's name keeps it (the activity job's was
-        downstream.json); jobs/derived/state.py reads it there until its first write moves it."""
-        return self.checkpoints / ("downstream.json" if derived.job == "activity" else f"{derived.job}.json")
+        downstream.json; None for a job whose state always had its name); jobs/derived/state.py reads it there until its
+        first write moves it."""
+        return self.checkpoints / "downstream.json" if derived == ACTIVITY else None
 
     @property
     def lock(self) -> Path:

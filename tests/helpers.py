@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
 import os
 import re
@@ -18,6 +19,7 @@ from typing import Any
 import duckdb
 from pyspark.sql import functions as F
 
+from jobs import COMMANDS
 from jobs.ingest.command import parse_args
 from jobs.ingest.run import run
 from jobs.lake import Lake
@@ -66,6 +68,25 @@ def ingest(spark, landing: Path | str, lake: Path, replay: Replay | None = None,
         return run(dataclasses.replace(parse_args(argv), replay=replay), lambda: spark)
     finally:
         stop_state_stores(spark)  # as the run's process ends them
+
+
+def run_command(spark, command: str, argv: list[str]) -> int:
+    """A command of jobs.COMMANDS in this process, as its door runs it (its `main`); the ingest on the tests' session."""
+    if command != "cloudtrail_ingest":
+        return int(importlib.import_module(f"jobs.{command}").main(argv))
+    try:
+        run(parse_args(argv), lambda: spark)
+        return 0
+    finally:
+        stop_state_stores(spark)
+
+
+def run_every_command(spark, steps: list[tuple[str, ...]]) -> None:
+    """Each step (a command of jobs.COMMANDS and its arguments) in order, in this process: every command among them,
+    each exiting 0."""
+    assert {name for name, *_ in steps} == set(COMMANDS)
+    for name, *argv in steps:
+        assert run_command(spark, name, argv) == 0, name
 
 
 # What a stack trace prints, Python's or the JVM's: an operator should see neither on a run that succeeded or refused.

@@ -11,10 +11,9 @@ job's name, and removes the older file.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
-from jobs.files import record_body, write_record
+from jobs.files import read_record, under, write_record
 from jobs.lake import Derived, Lake
 
 STATE_FORMAT = 2
@@ -32,8 +31,8 @@ class Built:
 def built_dates(lake: Lake, derived: Derived) -> dict[str, Built]:
     """Per event date, what its derived rows were built from (a bare stamp, without figures, before the figures
     were kept; a partition's fingerprint alone before recipes were, which no stamp equals: built once more)."""
-    state = next((path for path in (lake.derived_state(derived), lake.derived_state_before(derived)) if path.exists()), None)
-    body = record_body(json.loads(state.read_text()), STATE_FORMAT, {1: lambda dates: {"dates": dates}}, state) if state else {"dates": {}}
+    state = next((path for path in (lake.derived_state(derived), lake.derived_state_before(derived)) if path and path.exists()), None)
+    body = read_record(state, STATE_FORMAT, {1: under("dates")}) if state else {"dates": {}}
     return {
         day: Built(kept, {}, {}) if isinstance(kept, str) else Built(kept["built_from"], kept["rows"], kept["folders"])
         for day, kept in body["dates"].items()
@@ -52,5 +51,5 @@ def record_built(
     }  # fmt: skip
     dates = {day: {"built_from": b.stamp, "rows": b.rows, "folders": b.folders} for day, b in sorted(built.items())}
     write_record(lake.derived_state(derived), STATE_FORMAT, {"dates": dates}, indent=1)
-    if lake.derived_state_before(derived) != lake.derived_state(derived):
-        lake.derived_state_before(derived).unlink(missing_ok=True)
+    if before := lake.derived_state_before(derived):
+        before.unlink(missing_ok=True)

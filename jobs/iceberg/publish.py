@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 import logging
 import os
 import time
@@ -52,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs import cli, options
-from jobs.files import record_body, write_record
+from jobs.files import read_record, under, write_record
 from jobs.lake import ACCOUNT_ID, DERIVED, EVENT_DATE, EVENT_DAY, EVENTS, PARTITION_COLUMNS, REGION, Lake, partition_leaves
 from jobs.quality import gate
 from jobs.reporting.report import now_iso, read_reports, verdict_of, write_json
@@ -499,9 +498,7 @@ def _cleaned_at(config: PublishConfig) -> dict[str, str]:
     state = config.lake.publish_state
     if not state.exists():
         return {}
-    cleaned: dict[str, str] = record_body(json.loads(state.read_text()), STATE_FORMAT, {1: lambda at: {"cleaned_at": at}}, state)[
-        "cleaned_at"
-    ]
+    cleaned: dict[str, str] = read_record(state, STATE_FORMAT, {1: under("cleaned_at")})["cleaned_at"]
     return cleaned
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs import options
-from jobs.files import record_body, write_record
+from jobs.files import read_record, write_record
 from jobs.lake import Lake
 from jobs.landing.bucket import REFUSED, BucketLanding, Problem
 from jobs.landing.notifications import Delivery, parse
@@ -196,7 +196,7 @@ def _entries(folder: Path) -> list[dict[str, Any]]:
 
 
 def _record(path: Path) -> dict[str, Any]:
-    return record_body(json.loads(path.read_text()), RECORD_FORMAT, {}, path)
+    return read_record(path, RECORD_FORMAT)
 
 
 def keep_refused(lake: Lake, problems: Iterable[Problem]) -> None:

@@ -22,7 +22,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from jobs.files import FORMAT, record_body, write_record, write_whole
+from jobs.files import FORMAT, read_record, record_body, under, write_record, write_whole
 from jobs.lake import LET_GO, RETIRED, Lake
 from jobs.landing.layout import delivery_date, relative
 from jobs.spark.checkpoint import CheckpointSnapshot
@@ -216,7 +216,7 @@ def late_files(folder: Path) -> dict[date, set[str]]:
     """Every landing file that held late events, by event date (paths as the table's _source_file names them)."""
     found: dict[date, set[str]] = {}
     for path in folder.glob("[0-9]*.json") if folder.is_dir() else []:
-        dates = record_body(json.loads(path.read_text()), LATE_FILES_FORMAT, {1: lambda dates: {"dates": dates}}, path)["dates"]
+        dates = read_record(path, LATE_FILES_FORMAT, {1: under("dates")})["dates"]
         for day, files in dates.items():
             found.setdefault(date.fromisoformat(day), set()).update(files)
     return found

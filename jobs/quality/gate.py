@@ -10,12 +10,11 @@ its fingerprint, so the gate runs again.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from jobs.files import record_body, write_record
+from jobs.files import read_record, under, write_record
 from jobs.lake import Lake, partition
 from jobs.reporting.report import failure_line, read_report, skipped_gate_report, verdict_of, write_json
 from jobs.tables.partitions import fingerprint
@@ -38,7 +37,7 @@ def validated(lake: Lake) -> dict[str, dict[str, str]]:
     """Per event date, the fingerprint of the partition a gate last passed and that gate's run."""
     if not lake.validated.exists():
         return {}
-    body = record_body(json.loads(lake.validated.read_text()), VALIDATED_FORMAT, {1: lambda dates: {"dates": dates}}, lake.validated)
+    body = read_record(lake.validated, VALIDATED_FORMAT, {1: under("dates")})
     dates: dict[str, dict[str, str]] = body["dates"]
     return dates
 

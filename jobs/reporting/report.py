@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
-from jobs.files import record_body, write_record
+from jobs.files import read_record, write_record
 from jobs.lake import ACTIVITY, VALIDATED, Lake
 
 log = logging.getLogger("cloudtrail_ingest")
@@ -187,7 +187,7 @@ def read_report(path: Path) -> dict[str, Any] | None:
     """A report as written; None when there is none (or it cannot be read: reports are replaced whole, so only a
     damaged one cannot, and the page shows the others)."""
     try:
-        return record_body(json.loads(path.read_text()), REPORT_FORMAT, {}, path)
+        return read_record(path, REPORT_FORMAT)
     except (OSError, ValueError):  # a newer format too: the page shows the others
         return None
 

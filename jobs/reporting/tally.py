@@ -14,11 +14,10 @@ tally gets it from every report at its next run; until then a reader folds the r
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from typing import Any
 
-from jobs.files import record_body, write_record
+from jobs.files import read_record, write_record
 from jobs.lake import Lake
 from jobs.landing.layout import delivery_order
 from jobs.reporting.report import read_reports
@@ -72,7 +71,7 @@ TALLY_FORMAT = 1
 
 def _kept(lake: Lake) -> Tally | None:
     try:
-        return record_body(json.loads(lake.tally.read_text()), TALLY_FORMAT, {}, lake.tally)
+        return read_record(lake.tally, TALLY_FORMAT)
     except (OSError, ValueError):  # none yet, damaged, or newer: folded again from the reports
         return None
 

@@ -9,14 +9,13 @@ committed, swept. This module is its one writer: the ledger hands back what to r
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from jobs.files import record_body, write_record
+from jobs.files import read_record, write_record
 from jobs.lake import LAST_SUCCESS, MANIFESTS, TABLES, Lake
 from jobs.reporting.report import read_reports
 from jobs.spark.logs import (
@@ -62,7 +61,7 @@ def read_last_success(checkpoint: Path) -> LastSuccess | None:
     """The file as the last successful run wrote it; None when there is none or it is damaged (cut short, edited)."""
     path = checkpoint / LAST_SUCCESS
     try:
-        body = record_body(json.loads(path.read_text()), LAST_SUCCESS_FORMAT, {}, path)
+        body = read_record(path, LAST_SUCCESS_FORMAT)
         return last_success_of(body, body.get("batch_id"))
     except (OSError, ValueError, KeyError, TypeError):
         return None

@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from jobs.files import record_body, write_record
+from jobs.files import read_record, write_record
 from jobs.lake import Lake
 
 log = logging.getLogger("partitions")
@@ -70,7 +70,7 @@ def write_marker(folder: Path, run_id: str) -> None:
 def read_marker(folder: Path) -> dict[str, Any] | None:
     """A staged-then-swapped partition's marker (run_id, files); None for a folder no staging wrote."""
     marker = folder / MARKER
-    return record_body(json.loads(marker.read_text()), MARKER_FORMAT, {}, marker) if marker.exists() else None
+    return read_record(marker, MARKER_FORMAT) if marker.exists() else None
 
 
 def marker_run(folder: Path) -> str | None:
@@ -151,7 +151,7 @@ def recover(lake: Lake) -> list[str]:
     """Finish every committed swap a dead run left, and delete uncommitted staging folders; returns the runs finished."""
     finished = []
     for journal in sorted(lake.rebuilds.glob("*.json")) if lake.rebuilds.is_dir() else []:
-        body = record_body(json.loads(journal.read_text()), JOURNAL_FORMAT, {}, journal)
+        body = read_record(journal, JOURNAL_FORMAT)
         log.warning("finishing the partition swap of rebuild %s, which stopped half way", body["run_id"])
         for swap in body["swaps"]:
             _swap_one(Swap(**swap), body["run_id"])

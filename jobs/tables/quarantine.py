@@ -13,7 +13,6 @@ rows only between the commit and the move, never a row lost.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from pathlib import Path
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from jobs.files import record_body, write_record
+from jobs.files import read_record, under, write_record
 from jobs.lake import REASON, Lake
 from jobs.landing.layout import delivery_date
 from jobs.ledger.store import Entry, read_manifest
@@ -103,7 +102,7 @@ class Replacement:
         self.files: list[Path] = []
         self.kept: DataFrame | None = None
         if self.record.exists():
-            body = record_body(json.loads(self.record.read_text()), RECORD_FORMAT, {1: lambda files: {"files": files}}, self.record)
+            body = read_record(self.record, RECORD_FORMAT, {1: under("files")})
             self.files = [Path(p) for p in body["files"]]
         if committed:
             return  # the batch's output is written: only the move may be left to do

@@ -19,7 +19,6 @@ arguments or a checkpoint with a batch half done, 75 another writer held the lak
 
 from __future__ import annotations
 
-import json
 import logging
 import shutil
 from collections.abc import Iterator
@@ -31,7 +30,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs import cli, options
-from jobs.files import record_body, write_record
+from jobs.files import read_record, write_record
 from jobs.lake import Lake
 from jobs.ledger.store import verified_checkpoint
 from jobs.lock import LakeLock
@@ -101,7 +100,7 @@ class Rescale:
     def noted(cls, lake: Lake) -> Rescale | None:
         if not lake.rescaling.exists():
             return None
-        body = record_body(json.loads(lake.rescaling.read_text()), NOTE_FORMAT, {}, lake.rescaling)
+        body = read_record(lake.rescaling, NOTE_FORMAT)
         return cls(lake, body["run_id"], int(body["partitions"]), int(body["version"]))
 
 
