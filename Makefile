@@ -5,6 +5,8 @@ SHELL := /bin/bash
 VENV := $(CURDIR)/.venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat requirements.lock requirements-dev.lock | sha1sum | cut -c1-12)
+# The installer: the locks are uv's (requirements-dev.lock's header); it installs them in half pip's time.
+UV := uv==0.13.9
 
 # Embedded default: everything under the project folder (git-ignored).
 export CLOUDTRAIL_HOME := $(CURDIR)
@@ -69,13 +71,9 @@ setup: $(STAMP) build/cloudtrail.jar build/spark-classes.jsa
 
 $(STAMP): requirements.lock requirements-dev.lock
 	@java -version 2>&1 | awk -F'"' '/version/ { split($$2, v, "."); if (v[1] + 0 < 17) { print "Java 17+ is required, found " $$2; exit 1 } found = 1 } END { if (!found) { print "Java 17+ is required and no java is on PATH (Debian: apt-get install openjdk-17-jre-headless)"; exit 1 } }'
-	@if command -v uv >/dev/null 2>&1; then \
-		[ -x $(PY) ] || uv venv -q --python python3.11 $(VENV); \
-		uv pip install -q --python $(PY) -r requirements-dev.lock; \
-	else \
-		[ -x $(PY) ] || python3.11 -m venv $(VENV); \
-		$(PY) -m pip install -q -r requirements-dev.lock; \
-	fi
+	@[ -x $(PY) ] || python3.11 -m venv $(VENV)
+	@$(PY) -m pip install -q $(UV)
+	@$(VENV)/bin/uv pip install -q --python $(PY) --compile-bytecode -r requirements-dev.lock
 	@rm -f $(VENV)/.installed-*; touch $@
 	@echo "installed: $$($(PY) -c 'import pyspark, airflow, great_expectations as gx; print("pyspark", pyspark.__version__, "airflow", airflow.__version__, "gx", gx.__version__)')"
 
@@ -127,7 +125,7 @@ demo: setup build/jobs.zip
 	airflow dags test cloudtrail_derived
 	$(PY) -m tools.summary --lake $(CLOUDTRAIL_LAKE)
 
-lint: setup
+lint: $(STAMP)
 	ruff check dags jobs plugins tools tests bench
 	ruff format --check dags jobs plugins tools tests bench
 	mypy jobs plugins tools bench
@@ -137,7 +135,9 @@ lint: setup
 # of the time (README, "Tests"). Each worker starts on its share of the tests in order (the longest first:
 # tests/conftest.py), and an idle one takes from the others.
 TEST_WORKERS ?= 2
-test: lint debian-deps browser-deps
+# Lint checks the code while the class archive is written (one core each).
+test: debian-deps browser-deps
+	@$(MAKE) --no-print-directory -j2 --output-sync=target lint setup
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal -m "not stack and not harness"
 
 # The smoke runs of the cost, S3, history and publish benchmark harnesses: CI runs them after `make test` (.ci/run).

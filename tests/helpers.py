@@ -93,6 +93,13 @@ def run_every_command(spark, steps: list[tuple[str, ...]]) -> None:
 STACK_TRACE = re.compile(r"Traceback \(most recent call last\)|^\s+at [\w$.<>]+\(|^Exception in thread", re.MULTILINE)
 
 
+def around_stack(text: str) -> str:
+    """What a failed assertion shows: the lines around the first stack trace (from the log line that printed it),
+    else the end of the output."""
+    found = STACK_TRACE.search(text)
+    return text[max(0, found.start() - 2000) : found.start() + 2000] if found else text[-3000:]
+
+
 def command(module: str, *args: object, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     """`python -m <module> <args>` in its own process, as an operator runs it (the tests' environment: conftest.py)."""
     return subprocess.run([sys.executable, "-m", module, *map(str, args)], capture_output=True, text=True, timeout=timeout)
@@ -102,14 +109,14 @@ def refusal(result: subprocess.CompletedProcess[str]) -> str:
     """The one line a command that refused (exit 2) logged at ERROR, checked to be the only error and no stack trace."""
     assert result.returncode == 2, (result.returncode, result.stderr[-3000:])
     errors = [line for line in result.stderr.splitlines() if " ERROR " in line]
-    assert len(errors) == 1 and not STACK_TRACE.search(result.stderr), result.stderr[-3000:]
+    assert len(errors) == 1 and not STACK_TRACE.search(result.stderr), around_stack(result.stderr)
     return errors[0]
 
 
 def succeeded(result: subprocess.CompletedProcess[str]) -> str:
     """The output of a command that exited 0, checked to hold no stack trace and no line logged at ERROR; its stderr."""
     assert result.returncode == 0, result.stderr[-3000:]
-    assert not STACK_TRACE.search(result.stderr + result.stdout), result.stderr[-5000:]
+    assert not STACK_TRACE.search(result.stderr + result.stdout), around_stack(result.stderr + result.stdout)
     assert not [line for line in result.stderr.splitlines() if " ERROR " in line], result.stderr[-5000:]
     return result.stderr
 

@@ -7,7 +7,7 @@ import sys
 import time
 from datetime import timedelta
 
-from tests.helpers import DAY, STACK_TRACE, deliver, events_of
+from tests.helpers import DAY, STACK_TRACE, around_stack, deliver, events_of
 
 
 def test_an_ingest_exits_at_once_after_its_run_succeeded_with_nothing_at_error(landing, lake):
@@ -29,5 +29,6 @@ def test_an_ingest_exits_at_once_after_its_run_succeeded_with_nothing_at_error(l
     stderr = "".join(lines)
     assert job.returncode == 0 and succeeded_at is not None, stderr[-3000:]
     after = [line for line in stderr.split("run exit succeeded", 1)[1].splitlines()]
-    assert not [line for line in lines if " ERROR " in line] and not STACK_TRACE.search(stderr), stderr[-3000:]
+    assert not [line for line in lines if " ERROR " in line], stderr[-3000:]
+    assert not STACK_TRACE.search(stderr), around_stack(stderr)
     assert exited - succeeded_at < 3, f"{exited - succeeded_at:.1f} s from success to exit: {after}"
