@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
@@ -33,6 +34,9 @@ class ChaosRun:
     expected: dict[str, str] = field(default_factory=dict)  # eventID -> event_date
     log: list[tuple[str, int, float]] = field(default_factory=list)  # (fault, return code, seconds)
     deliveries: int = 0
+    # How a clean run runs: by default in a process of its own; given, a function of the job's arguments that runs them
+    # and returns the exit code (the tests' in their shared session: only a killed run needs a process).
+    clean: Callable[[list[str]], int] | None = None
 
     def deliver(self, files: int = 6, seed: int | None = None, late: bool = False) -> None:
         """New files land: ~100 events each, a few re-delivered, one malformed file now and then.
@@ -50,12 +54,15 @@ class ChaosRun:
         """One run, killed by `fault`; `full_listing`: one that lists every folder (the daily one), else the default."""
         job = ["--landing", str(self.landing), "--lake", str(self.lake), *JOB_OPTIONS]
         job += ["--full-listing-interval", "0 seconds"] if full_listing else []
+        started = time.monotonic()
+        if fault is None and self.clean is not None:
+            self.log.append(("-", self.clean(job), time.monotonic() - started))
+            return self.log[-1][1]
         if fault:
             phase, _, batch = fault.partition("@")
             command = [sys.executable, "-m", "tests.fault_runner", phase, batch or "0", "--", *job]
         else:
             command = [sys.executable, "-m", "jobs.cloudtrail_ingest", *job]
-        started = time.monotonic()
         # Own session: the kill takes the driver's whole process group (Python and its JVM).
         result = subprocess.run(command, start_new_session=True, capture_output=True, text=True, timeout=600, env=os.environ)
         self.log.append((fault or "-", result.returncode, time.monotonic() - started))

@@ -1,16 +1,17 @@
 """Exactly once under SIGKILL: five kill points covering the phases of a batch, new files
-arriving between runs (some in folders the source log has retired); the table equals the oracle through Spark and through DuckDB."""
+arriving between runs (some in folders the source log has retired); the table equals the oracle through Spark and through DuckDB.
+The killed runs are processes of their own; the clean runs after them run in the tests' session."""
 
 from __future__ import annotations
 
 import json
 
 from tests.chaos import ChaosRun, uncommitted_files
-from tests.helpers import duckdb_rows, table_rows
+from tests.helpers import duckdb_rows, run_command, table_rows
 
 
 def test_killed_runs_leave_every_event_exactly_once(spark, landing, lake):
-    chaos = ChaosRun(landing, lake)
+    chaos = ChaosRun(landing, lake, clean=lambda job: run_command(spark, "cloudtrail_ingest", job))
     chaos.deliver(files=9)
     assert chaos.run("reading@1") == -9
     assert chaos.run("writing_data@0") == -9

@@ -22,7 +22,7 @@ from jobs.derived.rules import Rule, load_rules
 from jobs.lake import ACTIVITY, Lake
 from jobs.reporting.report import DerivedReport
 from jobs.upkeep import rebuild
-from tests.helpers import DAY, command, deliver, duckdb_rows, event, events_of, ingest, split_events, succeeded
+from tests.helpers import DAY, command, deliver, duckdb_rows, event, events_of, ingest, run_command, split_events, succeeded
 from tests.test_transforms import normalized, record
 from tools.generate_landing import add_samples
 from tools.summary import summarize
@@ -167,8 +167,9 @@ def test_dates_built_with_an_older_definition_are_built_again_when_a_rule_is_add
 
 
 def test_compaction_a_rebuild_and_the_derived_jobs_run_as_commands_on_a_copied_lake(spark, landing, lake, tmp_path):
-    """As an operator runs them, each `python -m jobs.X` in its own process, on the lake copied to another disk:
-    compact, rebuild a date, then the activity and OCSF jobs. The events table then holds the landing files' events,
+    """As an operator runs them, on the lake copied to another disk: compact (`python -m jobs.compact` in its own
+    process: the command's smoke), rebuild a date, then the activity and OCSF jobs (as their doors run them, in the
+    tests' session; their own processes are the DAG tests'). The events table then holds the landing files' events,
     each once, and both derived tables agree with it row for row."""
     first, second = events_of(6, DAY, "a"), events_of(4, DAY + timedelta(days=1), "b")
     deliver(landing, first[:3], DAY + timedelta(hours=1))
@@ -182,9 +183,9 @@ def test_compaction_a_rebuild_and_the_derived_jobs_run_as_commands_on_a_copied_l
     day = DAY.date().isoformat()
     succeeded(command("jobs.compact", "--lake", copy, "--closed-at", "2024-04-01"))
     assert len(list((copy / "events" / f"event_date={day}").glob("*.parquet"))) == 1, "the date's files compacted into one"
-    succeeded(command("jobs.rebuild", "--landing", landing, "--lake", copy, "--from-date", day, "--to-date", day))
-    succeeded(command("jobs.activity", "--lake", copy))
-    succeeded(command("jobs.ocsf", "--lake", copy))
+    assert run_command(spark, "rebuild", ["--landing", str(landing), "--lake", str(copy), "--from-date", day, "--to-date", day]) == 0
+    assert run_command(spark, "activity", ["--lake", str(copy)]) == 0
+    assert run_command(spark, "ocsf", ["--lake", str(copy)]) == 0
     assert duckdb_rows(copy) == oracle, "each event of the landing files once"
     assert hourly_from_activity(copy) == hourly_from_events(copy) and sum(n for _, n in hourly_from_activity(copy)) == len(oracle)
     ocsf = f"read_parquet('{copy}/ocsf/api_activity/*/*/*/*.parquet', hive_partitioning = true)"
