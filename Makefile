@@ -75,7 +75,7 @@ $(STAMP): requirements.lock requirements-dev.lock
 	@$(PY) -m pip install -q $(UV)
 	@$(VENV)/bin/uv pip install -q --python $(PY) --compile-bytecode -r requirements-dev.lock
 	@rm -f $(VENV)/.installed-*; touch $@
-	@echo "installed: $$($(PY) -c 'import pyspark, airflow, great_expectations as gx; print("pyspark", pyspark.__version__, "airflow", airflow.__version__, "gx", gx.__version__)')"
+	@echo "installed: $$($(PY) -c 'from importlib.metadata import version as v; print("pyspark", v("pyspark"), "airflow", v("apache-airflow"), "gx", v("great-expectations"))')"
 
 # What the compose tests and the native stack need from Debian: a compose parser, PostgreSQL 15.
 debian-deps:

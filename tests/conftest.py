@@ -65,10 +65,14 @@ LONGEST_FIRST = (
     "test_chaos.py",
     "test_bench_smoke.py",
     "test_dag.py",
-    "test_derived.py",
+    "test_operator_sequences.py",
     "test_cluster.py",
+    "test_hostile_bucket.py",
+    "test_derived.py",
     "test_rebuild.py",
     "test_s3_landing.py",
+    "test_ledger.py",
+    "test_publish.py",
 )
 
 
