@@ -69,11 +69,14 @@ help:
 
 setup: $(STAMP) build/cloudtrail.jar build/spark-classes.jsa
 
+# The bytecode is compiled ahead, on every core (uv's --compile-bytecode takes one): an environment with
+# PYTHONDONTWRITEBYTECODE would otherwise compile every module again in every process.
 $(STAMP): requirements.lock requirements-dev.lock
 	@java -version 2>&1 | awk -F'"' '/version/ { split($$2, v, "."); if (v[1] + 0 < 17) { print "Java 17+ is required, found " $$2; exit 1 } found = 1 } END { if (!found) { print "Java 17+ is required and no java is on PATH (Debian: apt-get install openjdk-17-jre-headless)"; exit 1 } }'
 	@[ -x $(PY) ] || python3.11 -m venv $(VENV)
 	@$(PY) -m pip install -q $(UV)
-	@$(VENV)/bin/uv pip install -q --python $(PY) --compile-bytecode -r requirements-dev.lock
+	@$(VENV)/bin/uv pip install -q --python $(PY) -r requirements-dev.lock
+	@$(PY) -m compileall -q -j 0 $(VENV)/lib >/dev/null
 	@rm -f $(VENV)/.installed-*; touch $@
 	@echo "installed: $$($(PY) -c 'from importlib.metadata import version as v; print("pyspark", v("pyspark"), "airflow", v("apache-airflow"), "gx", v("great-expectations"))')"
 

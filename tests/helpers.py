@@ -40,6 +40,7 @@ COUNT_LOOP = """
 import sys, duckdb
 db = duckdb.connect()
 db.execute("SET enable_progress_bar = false")  # its bar goes to stdout, between the counts
+db.execute("SET threads = 1")  # one core in a tight loop is reader enough; the other is the writer's
 while True:
     try:
         rows = db.execute(f"select count(*) from read_parquet('{sys.argv[1]}/*.parquet')").fetchone()[0]
