@@ -19,8 +19,8 @@ SAMPLES = Path(os.environ.get("CLOUDTRAIL_SAMPLES", ROOT.parent / "shared" / "cl
 # Airflow reads its configuration when first imported: point it at a throw-away home and
 # at this project's dags/ and plugins/ before any test imports it.
 _SCRATCH = Path(tempfile.mkdtemp(prefix="cloudtrail-tests-"))
-# The JVM options the tests were started with (the shared session's JVM takes these alone; see below).
-_JDK_OPTIONS = os.environ.get("CLOUDTRAIL_TESTS_JDK_OPTIONS", os.environ.get("JDK_JAVA_OPTIONS", ""))
+# The JIT's first tier only: for the JVMs the tests start in processes of their own (below).
+FIRST_TIER = "-XX:TieredStopAtLevel=1"
 atexit.register(shutil.rmtree, _SCRATCH, ignore_errors=True)
 os.environ.update(
     {
@@ -39,7 +39,6 @@ os.environ.update(
         "CLOUDTRAIL_JOBS_ZIP": str(_SCRATCH / "jobs.zip"),
         # The JVM helpers, compiled once per `pytest` run (below): xdist's workers inherit the controller's.
         "CLOUDTRAIL_JAR": os.environ.get("CLOUDTRAIL_TESTS_JAR", str(_SCRATCH / "cloudtrail.jar")),
-        "CLOUDTRAIL_TESTS_JDK_OPTIONS": _JDK_OPTIONS,
         "SPARK_LOCAL_IP": "127.0.0.1",
         "PYSPARK_PYTHON": sys.executable,
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
@@ -48,7 +47,7 @@ os.environ.update(
         # The JVMs the tests start in processes of their own (each job's, spark-submit's, the cluster's) compile with
         # the JIT's first tier only: their runs last seconds, too short for the second tier's compiles to pay back,
         # which took two fifths of a small ingest's CPU (README, "Tests"). The jobs' own options are unchanged.
-        "JDK_JAVA_OPTIONS": " ".join(dict.fromkeys([*_JDK_OPTIONS.split(), "-XX:TieredStopAtLevel=1"])),
+        "JDK_JAVA_OPTIONS": " ".join(dict.fromkeys([*os.environ.get("JDK_JAVA_OPTIONS", "").split(), FIRST_TIER])),
     }
 )
 sys.path[:0] = [str(ROOT), str(ROOT / "plugins")]
@@ -93,7 +92,8 @@ def spark():
     conf = {**STREAM_CONF, "spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false", "spark.driver.memory": "2g"}
     # The shared session's JVM runs every in-process test of its worker, long enough for both tiers of the JIT to pay.
     short_lived = os.environ.pop("JDK_JAVA_OPTIONS")
-    os.environ.update({"JDK_JAVA_OPTIONS": _JDK_OPTIONS} if _JDK_OPTIONS else {})
+    both_tiers = " ".join(option for option in short_lived.split() if option != FIRST_TIER)
+    os.environ.update({"JDK_JAVA_OPTIONS": both_tiers} if both_tiers else {})
     try:
         session = spark_session("cloudtrail-tests", conf, "local[2]")
     finally:
