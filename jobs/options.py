@@ -12,9 +12,9 @@ from datetime import date, timedelta
 
 # How long after an event's first copy arrives a re-delivered copy is still recognised.
 DEDUP_HORIZON = "2 days"
-# CloudTrail compresses about 8-10:1: 64 MB of .json.gz is ~550 MB of JSON text per batch, streamed through
-# its tasks file by file, never held whole (docs/design.md, "Batch size").
-MAX_BYTES_PER_TRIGGER = "64m"
+# CloudTrail compresses about 8-10:1: 512 MB of .json.gz is ~4.5 GB of JSON text (3M records) per batch, streamed
+# through its tasks file by file, never held whole; each batch has a fixed cost (docs/design.md, "Batch size").
+MAX_BYTES_PER_TRIGGER = "512m"
 STATE_PARTITIONS = 4
 # The JVM options every job's driver and executors start with (spark.{driver,executor}.defaultJavaOptions;
 # extraJavaOptions stay the user's): the parallel collector, not G1, took 8-9% less CPU for the

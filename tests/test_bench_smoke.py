@@ -31,7 +31,8 @@ def test_benchmark_harness_runs_each_system_on_a_tiny_zone():
     assert json.loads(benchmark.sizes_path(smoke=True).read_text())["sizes"] == results["sizes"], "kept for --reuse-sizes"
     assert results["noop"]["ratio"] > 0 and len(results["queries"]) == 3
     names = {name for name, _, _ in benchmark.targets(results)}
-    assert "no-op run <= 1.2x bare spark-submit" in names and any(name.startswith("whole process >= 1.0x B") for name in names)
+    assert "no-op run <= 1.2x bare spark-submit" in names and any(name.startswith("whole process >= 1.25x B") for name in names)
+    assert any(name.startswith("whole process >= 1.0x DuckDB") for name in names), "issue #67's target against DuckDB is printed"
 
 
 @pytest.mark.harness
