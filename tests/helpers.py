@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import json
+import logging
 import os
 import re
 import subprocess
@@ -80,6 +81,15 @@ def run_command(spark, command: str, argv: list[str]) -> int:
         return 0
     finally:
         stop_state_stores(spark)
+
+
+def run_cleanly(spark, caplog, command: str, argv: list[str]) -> None:
+    """run_command, checked as `succeeded` checks a process: exit 0, and nothing logged at ERROR nor with a traceback
+    (this process's log records; a JVM's own output is its process runs' to check)."""
+    caplog.clear()
+    assert run_command(spark, command, argv) == 0, command
+    bad = [record for record in caplog.records if record.levelno >= logging.ERROR or record.exc_info]
+    assert not bad, [f"{record.name}: {record.getMessage()}" for record in bad]
 
 
 def run_every_command(spark, steps: list[tuple[str, ...]]) -> None:

@@ -22,7 +22,7 @@ from jobs.derived.rules import Rule, load_rules
 from jobs.lake import ACTIVITY, Lake
 from jobs.reporting.report import DerivedReport
 from jobs.upkeep import rebuild
-from tests.helpers import DAY, command, deliver, duckdb_rows, event, events_of, ingest, run_command, split_events, succeeded
+from tests.helpers import DAY, command, deliver, duckdb_rows, event, events_of, ingest, run_cleanly, split_events, succeeded
 from tests.test_transforms import normalized, record
 from tools.generate_landing import add_samples
 from tools.summary import summarize
@@ -166,7 +166,7 @@ def test_dates_built_with_an_older_definition_are_built_again_when_a_rule_is_add
     assert findings_of(lake) == [("test-9.1", f"b-{i}") for i in range(3)]
 
 
-def test_compaction_a_rebuild_and_the_derived_jobs_run_as_commands_on_a_copied_lake(spark, landing, lake, tmp_path):
+def test_compaction_a_rebuild_and_the_derived_jobs_run_as_commands_on_a_copied_lake(spark, landing, lake, tmp_path, caplog):
     """As an operator runs them, on the lake copied to another disk: compact (`python -m jobs.compact` in its own
     process: the command's smoke), rebuild a date, then the activity and OCSF jobs (as their doors run them, in the
     tests' session; their own processes are the DAG tests'). The events table then holds the landing files' events,
@@ -183,9 +183,9 @@ def test_compaction_a_rebuild_and_the_derived_jobs_run_as_commands_on_a_copied_l
     day = DAY.date().isoformat()
     succeeded(command("jobs.compact", "--lake", copy, "--closed-at", "2024-04-01"))
     assert len(list((copy / "events" / f"event_date={day}").glob("*.parquet"))) == 1, "the date's files compacted into one"
-    assert run_command(spark, "rebuild", ["--landing", str(landing), "--lake", str(copy), "--from-date", day, "--to-date", day]) == 0
-    assert run_command(spark, "activity", ["--lake", str(copy)]) == 0
-    assert run_command(spark, "ocsf", ["--lake", str(copy)]) == 0
+    run_cleanly(spark, caplog, "rebuild", ["--landing", str(landing), "--lake", str(copy), "--from-date", day, "--to-date", day])
+    run_cleanly(spark, caplog, "activity", ["--lake", str(copy)])
+    run_cleanly(spark, caplog, "ocsf", ["--lake", str(copy)])
     assert duckdb_rows(copy) == oracle, "each event of the landing files once"
     assert hourly_from_activity(copy) == hourly_from_events(copy) and sum(n for _, n in hourly_from_activity(copy)) == len(oracle)
     ocsf = f"read_parquet('{copy}/ocsf/api_activity/*/*/*/*.parquet', hive_partitioning = true)"

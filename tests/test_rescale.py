@@ -13,7 +13,7 @@ from jobs.lake import Lake
 from jobs.spark.logs import CheckpointError, state_folder
 from jobs.spark.state import state_partitions
 from jobs.upkeep import compact, rescale
-from tests.helpers import DAY, command, deliver, duckdb_rows, events_of, ingest, run_command, succeeded
+from tests.helpers import DAY, command, deliver, duckdb_rows, events_of, ingest, run_cleanly, succeeded
 
 
 def partition_folders(lake) -> list[str]:
@@ -76,7 +76,7 @@ def test_a_rescale_that_died_part_way_stops_the_ingest_until_it_is_run_again(spa
     assert duckdb_rows(lake) == rows("a")
 
 
-def test_rescale_in_its_own_process_on_a_just_ingested_lake_twice_and_on_a_copy(spark, landing, lake, tmp_path):
+def test_rescale_in_its_own_process_on_a_just_ingested_lake_twice_and_on_a_copy(spark, landing, lake, tmp_path, caplog):
     """As README documents it: `python -m jobs.rescale` right after an ingest and a compaction (a process that has run
     no stream: it exited 1 on StateStoreCoordinator), at once again (the first one's placeholder key was taken for a
     lost key), and on the lake copied to another disk (those two as its door runs it, in the tests' session); no stack
@@ -89,11 +89,11 @@ def test_rescale_in_its_own_process_on_a_just_ingested_lake_twice_and_on_a_copy(
     assert len(list((Lake(lake).events / f"event_date={DAY.date()}").glob("*.parquet"))) == 1, "compacted"
 
     succeeded(command("jobs.rescale", "--lake", lake, "--state-partitions", 5))
-    assert run_command(spark, "rescale", ["--lake", str(lake), "--state-partitions", "3"]) == 0
+    run_cleanly(spark, caplog, "rescale", ["--lake", str(lake), "--state-partitions", "3"])
     assert state_partitions(Lake(lake).checkpoint) == 3 and not Lake(lake).rescaling.exists()
     copy = tmp_path / "restored" / "lake"
     shutil.copytree(lake, copy, symlinks=True)
-    assert run_command(spark, "rescale", ["--lake", str(copy), "--state-partitions", "4"]) == 0
+    run_cleanly(spark, caplog, "rescale", ["--lake", str(copy), "--state-partitions", "4"])
 
     deliver(landing, before, DAY + timedelta(hours=2))
     deliver(landing, events_of(4, DAY + timedelta(hours=1), "new"), DAY + timedelta(hours=2, minutes=1))
