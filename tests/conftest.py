@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import scratch
+
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = Path(os.environ.get("CLOUDTRAIL_SAMPLES", ROOT.parent / "shared" / "cloudtrail-samples"))
 
@@ -25,8 +27,10 @@ atexit.register(shutil.rmtree, _SCRATCH, ignore_errors=True)
 # Every temporary file of the run goes under the first process's scratch folder, removed when the run ends: the Python
 # processes' (TMPDIR, xdist's workers included) and the JVMs' (java.io.tmpdir: Spark's local folders, the native
 # libraries RocksDB and LZ4 extract). A JVM the tests kill on purpose skips its own clean-up: in /tmp, each run of the
-# suite left about 140 MB behind, and a machine that runs it every day ran out of disk.
+# suite left about 140 MB behind, and a machine that runs it every day ran out of disk (what they left goes: tests/scratch.py).
 if "CLOUDTRAIL_TESTS_TMP" not in os.environ:
+    if freed := scratch.tidy(Path(tempfile.gettempdir())):
+        print(f"removed {freed / 2**20:.0f} MB that earlier runs of the suite left in {tempfile.gettempdir()}", file=sys.stderr)
     (_SCRATCH / "tmp").mkdir()
     os.environ["CLOUDTRAIL_TESTS_TMP"] = os.environ["TMPDIR"] = str(_SCRATCH / "tmp")
 TMPDIR_OPTION = f"-Djava.io.tmpdir={os.environ['CLOUDTRAIL_TESTS_TMP']}"

@@ -1,12 +1,19 @@
 """The suite's own temporary files: every process and JVM it starts writes them under the scratch folder
-tests/conftest.py removes when the run ends, so a JVM killed on purpose leaves nothing in /tmp."""
+tests/conftest.py removes when the run ends, so a JVM killed on purpose leaves nothing in /tmp; what runs before that
+left goes when a run starts (tests/scratch.py)."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import time
+import uuid
 from pathlib import Path
+
+import pytest
+
+from tests import scratch
 
 
 def test_processes_and_jvms_the_tests_start_keep_their_temporary_files_in_the_scratch_folder(spark):
@@ -20,3 +27,30 @@ def test_processes_and_jvms_the_tests_start_keep_their_temporary_files_in_the_sc
     java = subprocess.run(["java", "-XshowSettings:properties", "-version"], capture_output=True, text=True, check=True)
     assert f"java.io.tmpdir = {scratch}\n" in java.stderr
     assert spark.sparkContext._jvm.java.lang.System.getProperty("java.io.tmpdir") == scratch  # the shared session's
+
+
+@pytest.mark.unit
+def test_what_earlier_runs_left_goes_and_nothing_in_use_recent_or_foreign(tmp_path):
+    old = time.time() - scratch.MIN_AGE - 60
+
+    def planted(name: str, *, folder: bool, age: float = old) -> Path:
+        entry = tmp_path / name
+        if folder:
+            (entry / "sub").mkdir(parents=True)
+            (entry / "sub" / "shuffle_0.data").write_bytes(b"x" * 1000)
+            for path in (entry / "sub" / "shuffle_0.data", entry / "sub", entry):
+                os.utime(path, (age, age))
+        else:
+            entry.write_bytes(b"x" * 500)
+            os.utime(entry, (age, age))
+        return entry
+
+    left = [planted(f"spark-{uuid.uuid4()}", folder=True), planted("librocksdbjni123.so", folder=False)]
+    in_use = planted(f"blockmgr-{uuid.uuid4()}", folder=True)
+    recent = planted(f"spark-{uuid.uuid4()}", folder=True, age=time.time())
+    foreign = planted("somebody-elses.so", folder=False)
+    with (in_use / "sub" / "shuffle_0.data").open("rb"):  # a live process (this one) holds a file of it open
+        assert sorted(scratch.stale(tmp_path)) == sorted(left)
+        assert scratch.tidy(tmp_path) == 1500
+    assert not any(entry.exists() for entry in left)
+    assert in_use.exists() and recent.exists() and foreign.exists()
