@@ -71,11 +71,15 @@ setup: $(STAMP) build/cloudtrail.jar build/spark-classes.jsa
 
 # The bytecode is compiled ahead, on every core (uv's --compile-bytecode takes one): an environment with
 # PYTHONDONTWRITEBYTECODE would otherwise compile every module again in every process.
+# No cache: uv built pyspark's sdist again at each install and kept every build in ~/.cache/uv (1.9 GB a fresh clone,
+# a disk filled on a CI machine that keeps its home), and installed no faster from it (25 s either way, here). The
+# prune removes the builds earlier installs left there (unreferenced entries only).
 $(STAMP): requirements.lock requirements-dev.lock
 	@java -version 2>&1 | awk -F'"' '/version/ { split($$2, v, "."); if (v[1] + 0 < 17) { print "Java 17+ is required, found " $$2; exit 1 } found = 1 } END { if (!found) { print "Java 17+ is required and no java is on PATH (Debian: apt-get install openjdk-17-jre-headless)"; exit 1 } }'
 	@[ -x $(PY) ] || python3.11 -m venv $(VENV)
 	@$(PY) -m pip install -q $(UV)
-	@$(VENV)/bin/uv pip install -q --python $(PY) -r requirements-dev.lock
+	@$(VENV)/bin/uv pip install -q --no-cache --python $(PY) -r requirements-dev.lock
+	@$(VENV)/bin/uv cache prune -q
 	@$(PY) -m compileall -q -j 0 $(VENV)/lib >/dev/null
 	@rm -f $(VENV)/.installed-*; touch $@
 	@echo "installed: $$($(PY) -c 'from importlib.metadata import version as v; print("pyspark", v("pyspark"), "airflow", v("apache-airflow"), "gx", v("great-expectations"))')"
@@ -219,7 +223,7 @@ test-next-pyspark: setup
 	rm -rf $(NEXT) && git clone -q $(CURDIR) $(NEXT)
 	$(NEXT_MAKE) $(NEXT)/.venv/$(notdir $(STAMP))
 	if command -v uv >/dev/null 2>&1; then \
-		uv pip uninstall -q --python $(NEXT_PY) pyspark pyspark-client && uv pip install -q --python $(NEXT_PY) --no-deps pyspark==$(NEXT_PYSPARK); \
+		uv pip uninstall -q --python $(NEXT_PY) pyspark pyspark-client && uv pip install -q --no-cache --python $(NEXT_PY) --no-deps pyspark==$(NEXT_PYSPARK); \
 	else \
 		$(NEXT_PY) -m pip uninstall -q -y pyspark pyspark-client && $(NEXT_PY) -m pip install -q --no-deps pyspark==$(NEXT_PYSPARK); \
 	fi

@@ -4,6 +4,7 @@ left goes when a run starts (tests/scratch.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -45,12 +46,28 @@ def test_what_earlier_runs_left_goes_and_nothing_in_use_recent_or_foreign(tmp_pa
             os.utime(entry, (age, age))
         return entry
 
-    left = [planted(f"spark-{uuid.uuid4()}", folder=True), planted("librocksdbjni123.so", folder=False)]
-    in_use = planted(f"blockmgr-{uuid.uuid4()}", folder=True)
+    library = planted("librocksdbjni123.so", folder=False)
+    spark_folder = planted(f"spark-{uuid.uuid4()}", folder=True)
+    held = planted(f"blockmgr-{uuid.uuid4()}", folder=True)
     recent = planted(f"spark-{uuid.uuid4()}", folder=True, age=time.time())
     foreign = planted("somebody-elses.so", folder=False)
-    with (in_use / "sub" / "shuffle_0.data").open("rb"):  # a live process (this one) holds a file of it open
-        assert sorted(scratch.stale(tmp_path)) == sorted(left)
-        assert scratch.tidy(tmp_path) == 1500
-    assert not any(entry.exists() for entry in left)
-    assert in_use.exists() and recent.exists() and foreign.exists()
+    with (held / "sub" / "shuffle_0.data").open("rb"):  # a live process (this one) holds a file of it open
+        live = scratch.Live.scan()
+        assert any(path.is_relative_to(held) for path in live.paths)
+        # With no JVM running, an old JVM folder goes; with one, it stays: an idle JVM's folders hold nothing open.
+        assert sorted(scratch.stale(tmp_path, dataclasses.replace(live, jvms=frozenset()), time.time())) == sorted([library, spark_folder])
+        assert scratch.stale(tmp_path, dataclasses.replace(live, jvms=frozenset({1})), time.time()) == [library]
+        jvm_beside = bool(scratch.Live.scan().jvms)  # the shared session's, another worker's: none under make test-fast
+        freed = scratch.tidy(tmp_path)
+    assert not library.exists() and held.exists() and recent.exists() and foreign.exists()
+    assert spark_folder.exists() == jvm_beside and freed == (500 if jvm_beside else 1500)
+
+
+@pytest.mark.unit
+def test_a_running_jvm_is_seen(tmp_path):
+    (tmp_path / "Wait.java").write_text("class Wait { public static void main(String[] a) throws Exception { System.in.read(); } }")
+    jvm = subprocess.Popen(["java", str(tmp_path / "Wait.java")], stdin=subprocess.PIPE)
+    try:
+        assert jvm.pid in scratch.Live.scan().jvms
+    finally:
+        jvm.communicate(b"\n", timeout=60)
