@@ -71,14 +71,14 @@ setup: $(STAMP) build/cloudtrail.jar build/spark-classes.jsa
 
 # The bytecode is compiled ahead, on every core (uv's --compile-bytecode takes one): an environment with
 # PYTHONDONTWRITEBYTECODE would otherwise compile every module again in every process.
-# uv's cache is the venv's own, removed once installed: in ~/.cache/uv it built pyspark's sdist again at each install
-# and kept every build (1.9 GB a fresh clone; a CI machine that keeps its home filled its disk), and installed no
-# faster from it (25 s either way, here). The prune removes the builds earlier installs left there (unreferenced only).
+# uv's cache and temporary files are the venv's own, removed once installed: in ~/.cache/uv it built pyspark's sdist
+# again at each install and kept every build (1.9 GB a fresh clone; a CI machine that keeps its home filled its disk),
+# and installed no faster from it (25 s either way, here). The prune removes the builds earlier installs left there.
 $(STAMP): requirements.lock requirements-dev.lock
 	@java -version 2>&1 | awk -F'"' '/version/ { split($$2, v, "."); if (v[1] + 0 < 17) { print "Java 17+ is required, found " $$2; exit 1 } found = 1 } END { if (!found) { print "Java 17+ is required and no java is on PATH (Debian: apt-get install openjdk-17-jre-headless)"; exit 1 } }'
 	@[ -x $(PY) ] || python3.11 -m venv $(VENV)
 	@$(PY) -m pip install -q $(UV)
-	@$(VENV)/bin/uv pip install -q --cache-dir $(VENV)/.uv-cache --python $(PY) -r requirements-dev.lock
+	@mkdir -p $(VENV)/.uv-cache/tmp && TMPDIR=$(VENV)/.uv-cache/tmp $(VENV)/bin/uv pip install -q --cache-dir $(VENV)/.uv-cache --python $(PY) -r requirements-dev.lock
 	@rm -rf $(VENV)/.uv-cache; $(VENV)/bin/uv cache prune -q
 	@$(PY) -m compileall -q -j 0 $(VENV)/lib >/dev/null
 	@rm -f $(VENV)/.installed-*; touch $@
