@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -32,3 +33,27 @@ def test_an_ingest_exits_at_once_after_its_run_succeeded_with_nothing_at_error(l
     assert not [line for line in lines if " ERROR " in line], stderr[-3000:]
     assert not STACK_TRACE.search(stderr), around_stack(stderr)
     assert exited - succeeded_at < 3, f"{exited - succeeded_at:.1f} s from success to exit: {after}"
+
+
+# A job's process in miniature: a session built and stopped through JobSession, as every job's main does.
+RELEASE = """
+import json, sys
+from pyspark import SparkContext
+from jobs.spark.session import JobSession, spark_session
+
+with JobSession(lambda: spark_session("release", master="local[1]")) as session:
+    first = session().range(3).count()
+    jvm = SparkContext._gateway.proc
+jvm.wait(timeout=60)  # never returns before this process ends unless the JVM was let go
+again = spark_session("again", master="local[1]")  # a later session in the process launches a JVM of its own
+print(json.dumps({"first": first, "jvm_exit": jvm.returncode, "again": again.range(4).count()}))
+again.stop()
+"""
+
+
+def test_a_job_lets_the_jvm_it_launched_exit_with_its_session():
+    """A JDK 17 JVM waits up to 300 ms at exit for its threads inside native code, and Py4J's gateway keeps one there:
+    the JVM of a job run as `python -m` is let go with its session (jobs/spark/session.release_jvm), not after Python."""
+    done = subprocess.run([sys.executable, "-c", RELEASE], capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.splitlines()[-1]) == {"first": 3, "jvm_exit": 0, "again": 4}
