@@ -81,8 +81,13 @@ def stale(root: Path, live: Live, now: float) -> list[Path]:
 
 def tidy(root: Path) -> int:
     """Remove what `stale` finds under `root` now; the bytes freed."""
+    return remove(stale(root, Live.scan(), time.time()))
+
+
+def remove(entries: list[Path]) -> int:
+    """Remove `entries` (files or folders); the bytes freed."""
     freed = 0
-    for entry in stale(root, Live.scan(), time.time()):
+    for entry in entries:
         if entry.is_dir() and not entry.is_symlink():
             freed += sum(path.lstat().st_size for path in entry.rglob("*") if not path.is_dir())
             shutil.rmtree(entry, ignore_errors=True)

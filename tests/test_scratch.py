@@ -18,16 +18,16 @@ from tests import scratch
 
 
 def test_processes_and_jvms_the_tests_start_keep_their_temporary_files_in_the_scratch_folder(spark):
-    scratch = os.environ["CLOUDTRAIL_TESTS_TMP"]
-    assert Path(scratch).is_dir() and Path(scratch).resolve() != Path("/tmp")
+    folder = os.environ["CLOUDTRAIL_TESTS_TMP"]
+    assert Path(folder).is_dir() and Path(folder).resolve() != Path("/tmp")
     code = "import tempfile; print(tempfile.gettempdir())"
     python = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert python.stdout.strip() == scratch
+    assert python.stdout.strip() == folder
     # A JVM of its own (a job's, spark-submit's, the cluster's): java.io.tmpdir is where Spark's local folders and the
     # native libraries RocksDB and LZ4 extract go.
     java = subprocess.run(["java", "-XshowSettings:properties", "-version"], capture_output=True, text=True, check=True)
-    assert f"java.io.tmpdir = {scratch}\n" in java.stderr
-    assert spark.sparkContext._jvm.java.lang.System.getProperty("java.io.tmpdir") == scratch  # the shared session's
+    assert f"java.io.tmpdir = {folder}\n" in java.stderr
+    assert spark.sparkContext._jvm.java.lang.System.getProperty("java.io.tmpdir") == folder  # the shared session's
 
 
 @pytest.mark.unit
@@ -57,14 +57,15 @@ def test_what_earlier_runs_left_goes_and_nothing_in_use_recent_or_foreign(tmp_pa
         # With no JVM running, an old JVM folder goes; with one, it stays: an idle JVM's folders hold nothing open.
         assert sorted(scratch.stale(tmp_path, dataclasses.replace(live, jvms=frozenset()), time.time())) == sorted([library, spark_folder])
         assert scratch.stale(tmp_path, dataclasses.replace(live, jvms=frozenset({1})), time.time()) == [library]
-        jvm_beside = bool(scratch.Live.scan().jvms)  # the shared session's, another worker's: none under make test-fast
-        freed = scratch.tidy(tmp_path)
+        # What tidy does, on one scan: another worker's JVMs come and go between two.
+        now = scratch.Live.scan()
+        jvm_beside = bool(now.jvms)  # the shared session's, another worker's: none under make test-fast
+        freed = scratch.remove(scratch.stale(tmp_path, now, time.time()))
     assert not library.exists() and held.exists() and recent.exists() and foreign.exists()
     assert spark_folder.exists() == jvm_beside and freed == (500 if jvm_beside else 1500)
 
 
-@pytest.mark.unit
-def test_a_running_jvm_is_seen(tmp_path):
+def test_a_running_jvm_is_seen(tmp_path):  # not `unit`: it starts a JVM of its own
     (tmp_path / "Wait.java").write_text("class Wait { public static void main(String[] a) throws Exception { System.in.read(); } }")
     jvm = subprocess.Popen(["java", str(tmp_path / "Wait.java")], stdin=subprocess.PIPE)
     try:
