@@ -20,7 +20,7 @@ from jobs import options
 from jobs.ingest.command import parse_args
 from jobs.ingest.run import run
 from jobs.ingest.stream import build_session
-from jobs.spark.session import CLASS_ARCHIVE_QUIET, class_archive, class_archive_size
+from jobs.spark.session import CLASS_ARCHIVE_QUIET, JobSession, class_archive, class_archive_size
 from tools.generate_landing import generate
 
 
@@ -33,12 +33,11 @@ def main() -> int:
         generate(landing, records=2_000, days=1, records_per_file=500)
         config = parse_args(["--landing", str(landing), "--lake", str(lake), "--settle", "0 seconds"])
         dump = f"{options.JVM_OPTIONS} -XX:ArchiveClassesAtExit={written} {CLASS_ARCHIVE_QUIET}"
-        spark = build_session(config, {"spark.driver.defaultJavaOptions": dump})
-        report = run(config, lambda: spark)
-        spark.stop()
-    # The JVM writes the archive as it exits, and it exits when its standard input closes.
-    launcher = SparkContext._gateway.proc  # type: ignore[union-attr]
-    launcher.stdin.close()
+        # Stopped as a job's session is, state stores first; JobSession then lets the JVM go.
+        with JobSession(lambda: build_session(config, {"spark.driver.defaultJavaOptions": dump})) as session:
+            report = run(config, session)
+            launcher = SparkContext._gateway.proc  # type: ignore[union-attr]
+    # The JVM writes the archive as it exits.
     launcher.wait(timeout=300)
     if report.status != "succeeded" or not written.is_file():
         print(f"no class archive written (the run {report.status}): drivers load their classes one by one", file=sys.stderr)
