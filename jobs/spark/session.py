@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable
 from functools import reduce
@@ -181,6 +182,9 @@ def release_jvm(gateway: Any) -> None:
     launched = getattr(gateway, "proc", None)
     if launched is None:
         return
+    # Py4J logs a reader whose socket the shutdown closes under it at INFO with its traceback ("a normal exception", its
+    # own comment): a job's log would show a stack after its success (seen once in six runs).
+    logging.getLogger("py4j").setLevel(logging.WARNING)
     gateway.shutdown()
     launched.stdin.close()  # the JVM exits on its standard input's end
     SparkContext._gateway = SparkContext._jvm = None
