@@ -257,7 +257,8 @@ def noop_vs_bare_submit(landing: Path, lake: Path, repeats: int) -> dict:
     empty = ROOT / "bench" / "empty_app.py"
     job = ["--landing", str(landing), "--lake", str(lake)]
     spark_submit = str(Path(sys.executable).parent / "spark-submit")  # pyspark's, beside this interpreter (see measure)
-    submit = [spark_submit, "--master", "local[*]", "--jars", str(ROOT / "build" / "cloudtrail.jar")]
+    jar = str(ROOT / "build" / "cloudtrail.jar")
+    submit = [spark_submit, "--master", "local[*]", "--jars", jar, "--driver-class-path", jar]
     noop = [measure([*submit, str(ROOT / "jobs" / "cloudtrail_ingest.py"), *job])[0] for _ in range(repeats)]
     embedded = [measure([sys.executable, "-m", "jobs.cloudtrail_ingest", *job])[0] for _ in range(repeats)]
     bare = [measure([spark_submit, "--master", "local[*]", str(empty)])[0] for _ in range(repeats)]

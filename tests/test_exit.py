@@ -1,24 +1,58 @@
-"""A job's exit after success (issue #67): well under a second after its last commit, nothing at ERROR, no stack."""
+"""A job's process (issue #67): its exit well under a second after its last commit, nothing at ERROR, no stack; no
+process started per file it writes or renames."""
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from datetime import timedelta
+
+import pytest
 
 from tests.helpers import DAY, STACK_TRACE, around_stack, deliver, events_of
 
+# The commands Hadoop's local file system runs without its native library: one per file it creates with a permission,
+# one per rename (jobs/java/cloudtrail/LocalFileSystem.java).
+FILE_COMMANDS = ("chmod", "readlink")
 
-def test_an_ingest_exits_at_once_after_its_run_succeeded_with_nothing_at_error(landing, lake):
-    """Spark's StateStore.stop() waited on a maintenance task that waited on its lock: 20 s, then an ERROR and a
-    stack after "succeeded". The state stores are stopped with the maintenance first (jobs/spark/session.py)."""
+# Stands in for a command on PATH: notes which program started it (its parent's name) and its arguments, then runs it.
+SHIM = """#!/bin/sh
+echo "$(cat /proc/$PPID/comm) $(basename "$0") $*" >> {log}
+exec {real} "$@"
+"""
+
+
+@dataclass
+class IngestProcess:
+    returncode: int
+    stderr: list[str]
+    succeeded_at: float | None
+    exited: float
+    started: list[str]  # "<parent program> <command> <arguments>" of each FILE_COMMANDS command run
+
+
+@pytest.fixture(scope="module")
+def ingest_process(tmp_path_factory: pytest.TempPathFactory) -> IngestProcess:
+    """An ingest of 12 files in 4 batches, run as operators run it (`python -m`), FILE_COMMANDS watched on its PATH."""
+    root = tmp_path_factory.mktemp("process")
+    landing, lake, shims, log = root / "landing", root / "lake", root / "bin", root / "started.log"
     for n in range(12):
         deliver(landing, events_of(500, DAY + timedelta(minutes=n), f"x{n}"), DAY + timedelta(minutes=n + 3), f"f{n}")
+    shims.mkdir()
+    for name in FILE_COMMANDS:
+        real = shutil.which(name)
+        assert real, f"{name} is not on PATH"
+        (shims / name).write_text(SHIM.format(log=log, real=real))
+        (shims / name).chmod(0o755)
     command = [sys.executable, "-m", "jobs.cloudtrail_ingest", "--landing", str(landing), "--lake", str(lake), "--settle", "0 seconds",
                "--max-files-per-trigger", "3", "--run-id", "exit"]  # fmt: skip
-    job = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    env = {**os.environ, "PATH": f"{shims}{os.pathsep}{os.environ['PATH']}"}
+    job = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
     lines, succeeded_at = [], None
     assert job.stderr is not None
     for line in job.stderr:
@@ -26,13 +60,29 @@ def test_an_ingest_exits_at_once_after_its_run_succeeded_with_nothing_at_error(l
         if succeeded_at is None and "run exit succeeded" in line:
             succeeded_at = time.monotonic()
     job.wait(timeout=60)
-    exited = time.monotonic()
+    started = log.read_text().splitlines() if log.exists() else []
+    return IngestProcess(job.returncode, lines, succeeded_at, time.monotonic(), started)
+
+
+def test_an_ingest_exits_at_once_after_its_run_succeeded_with_nothing_at_error(ingest_process):
+    """Spark's StateStore.stop() waited on a maintenance task that waited on its lock: 20 s, then an ERROR and a
+    stack after "succeeded". The state stores are stopped with the maintenance first (jobs/spark/session.py)."""
+    lines, succeeded_at = ingest_process.stderr, ingest_process.succeeded_at
     stderr = "".join(lines)
-    assert job.returncode == 0 and succeeded_at is not None, stderr[-3000:]
+    assert ingest_process.returncode == 0 and succeeded_at is not None, stderr[-3000:]
     after = [line for line in stderr.split("run exit succeeded", 1)[1].splitlines()]
     assert not [line for line in lines if " ERROR " in line], stderr[-3000:]
     assert not STACK_TRACE.search(stderr), around_stack(stderr)
-    assert exited - succeeded_at < 3, f"{exited - succeeded_at:.1f} s from success to exit: {after}"
+    assert ingest_process.exited - succeeded_at < 3, f"{ingest_process.exited - succeeded_at:.1f} s from success to exit: {after}"
+
+
+def test_an_ingest_starts_no_process_per_file_it_writes_or_renames(ingest_process):
+    """Without Hadoop's native library its local file system ran chmod for each file created and readlink for each
+    rename: about 250 processes in a run of 4 files, 3-9 ms each (BENCHMARKS.md). The jobs' file system sets the
+    permission and reads the link in the JVM (options.LOCAL_FILE_SYSTEM)."""
+    assert ingest_process.returncode == 0, "".join(ingest_process.stderr)[-3000:]
+    by_java = [line for line in ingest_process.started if line.split(" ", 1)[0] == "java"]
+    assert not by_java, f"{len(by_java)} commands started by the JVM, the first: {by_java[:3]}"
 
 
 # A job's process in miniature: a session built and stopped through JobSession, as every job's main does.

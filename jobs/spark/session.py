@@ -34,6 +34,8 @@ BASE_CONF = {
     # PySpark records the Python call site of every DataFrame and Column function in the JVM, for error messages
     # only: 6,100 of the 11,150 calls into the JVM that build the ingest's plan, 0.5-1 s of a run (BENCHMARKS.md).
     "spark.python.sql.dataFrameDebugging.enabled": "false",
+    # The local file system without a chmod or readlink process per file written or renamed (options.LOCAL_FILE_SYSTEM).
+    **{f"spark.hadoop.{key}": value for key, value in options.LOCAL_FILE_SYSTEM.items()},
 }
 
 # The ingest stream's settings (docs/design.md, "Bounded metadata").
@@ -120,6 +122,8 @@ def spark_session(app_name: str, conf: dict[str, str] | None = None, master: str
         builder = builder.master(master or os.environ.get("CLOUDTRAIL_SPARK_MASTER", "local[*]"))
         builder = builder.config("spark.driver.memory", os.environ.get("CLOUDTRAIL_DRIVER_MEMORY", "2g"))
         builder = builder.config("spark.jars", helpers_jar())
+        # options.LOCAL_FILE_SYSTEM's class, which Hadoop looks up before Spark adds the jar.
+        builder = builder.config("spark.driver.extraClassPath", helpers_jar()).config("spark.executor.extraClassPath", helpers_jar())
         builder = builder.config("spark.driver.defaultJavaOptions", driver_java_options())
     for key, value in {**BASE_CONF, **(conf or {})}.items():
         builder = builder.config(key, value)

@@ -9,7 +9,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import get_current_context, task
 
 from cloudtrail_airflow.settings import Settings
-from jobs.options import JVM_OPTIONS
+from jobs.options import JVM_OPTIONS, LOCAL_FILE_SYSTEM
 
 
 def spark_job(settings: Settings, task_id: str, job: str, application_args: Any, **options: Any) -> SparkSubmitOperator:
@@ -22,12 +22,15 @@ def spark_job(settings: Settings, task_id: str, job: str, application_args: Any,
         application=settings.job_app(job),
         py_files=settings.jobs_zip,
         jars=settings.helpers_jar,
+        driver_class_path=settings.helpers_jar,  # LOCAL_FILE_SYSTEM's class, looked up before --jars are added
         application_args=application_args,
         conf={
             "spark.pyspark.python": settings.python,
             "spark.pyspark.driver.python": settings.python,
             "spark.sql.session.timeZone": "UTC",
             "spark.driver.defaultJavaOptions": JVM_OPTIONS,  # the executors take theirs from jobs/spark/session.py
+            "spark.executor.extraClassPath": settings.helpers_jar,
+            **{f"spark.hadoop.{key}": value for key, value in LOCAL_FILE_SYSTEM.items()},
         },
         driver_memory=settings.driver_memory,
         name=f"cloudtrail_{job.removeprefix('cloudtrail_')}",
