@@ -34,7 +34,7 @@ def main() -> int:
         config = parse_args(["--landing", str(landing), "--lake", str(lake), "--settle", "0 seconds"])
         dump = f"{options.JVM_OPTIONS} -XX:ArchiveClassesAtExit={written} {CLASS_ARCHIVE_QUIET}"
         # Stopped as a job's session is, state stores first; JobSession then lets the JVM go.
-        with JobSession(lambda: build_session(config, {"spark.driver.defaultJavaOptions": dump})) as session:
+        with JobSession(lambda: build_session(config, {"spark.driver.defaultJavaOptions": dump}, dumping_classes=True)) as session:
             report = run(config, session)
             launcher = SparkContext._gateway.proc  # type: ignore[union-attr]
     # The JVM writes the archive as it exits.

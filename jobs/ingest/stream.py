@@ -29,9 +29,10 @@ from jobs.spark.session import STREAM_CONF, spark_session
 log = logging.getLogger("cloudtrail_ingest")
 
 
-def build_session(config: IngestConfig, conf: dict[str, str] | None = None) -> SparkSession:
+def build_session(config: IngestConfig, conf: dict[str, str] | None = None, dumping_classes: bool = False) -> SparkSession:
     """The ingest's session; `conf` on top (tools/class_archive.py starts its JVM with options of its own)."""
-    return spark_session("cloudtrail_ingest", {**STREAM_CONF, "spark.sql.shuffle.partitions": str(config.state_partitions), **(conf or {})})
+    conf = {**STREAM_CONF, "spark.sql.shuffle.partitions": str(config.state_partitions), **(conf or {})}
+    return spark_session("cloudtrail_ingest", conf, dumping_classes=dumping_classes)
 
 
 def extract(spark: SparkSession, config: IngestConfig) -> DataFrame:

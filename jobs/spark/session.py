@@ -34,9 +34,10 @@ BASE_CONF = {
     # PySpark records the Python call site of every DataFrame and Column function in the JVM, for error messages
     # only: 6,100 of the 11,150 calls into the JVM that build the ingest's plan, 0.5-1 s of a run (BENCHMARKS.md).
     "spark.python.sql.dataFrameDebugging.enabled": "false",
-    # The local file system without a chmod or readlink process per file written or renamed (options.LOCAL_FILE_SYSTEM).
-    **{f"spark.hadoop.{key}": value for key, value in options.LOCAL_FILE_SYSTEM.items()},
 }
+
+# The local file system without a chmod or readlink process per file written or renamed (options.LOCAL_FILE_SYSTEM).
+LOCAL_FILE_SYSTEM_CONF = {f"spark.hadoop.{key}": value for key, value in options.LOCAL_FILE_SYSTEM.items()}
 
 # The ingest stream's settings (docs/design.md, "Bounded metadata").
 STREAM_CONF = {
@@ -109,12 +110,17 @@ def driver_java_options() -> str:
     return f"{options.JVM_OPTIONS} -XX:SharedArchiveFile={archive} {CLASS_ARCHIVE_QUIET}"
 
 
-def spark_session(app_name: str, conf: dict[str, str] | None = None, master: str | None = None) -> SparkSession:
-    """A session with BASE_CONF and `conf`.
+def spark_session(
+    app_name: str, conf: dict[str, str] | None = None, master: str | None = None, *, dumping_classes: bool = False
+) -> SparkSession:
+    """A session with BASE_CONF, LOCAL_FILE_SYSTEM_CONF and `conf`.
 
     Under spark-submit the master, driver memory, the driver's JVM options and jars are spark-submit's
     (plugins/cloudtrail_airflow/operators.py); started by `python -m`, Spark runs embedded on `master`,
-    $CLOUDTRAIL_SPARK_MASTER or local[*], with the helpers' jar and driver_java_options().
+    $CLOUDTRAIL_SPARK_MASTER or local[*], with the helpers' jar and driver_java_options(). Hadoop looks up the local
+    file system's class before Spark adds the jar: the JVM finds it at the end of its classpath, past Spark's jars, so
+    that the class archive, written by a JVM without it (`dumping_classes`: tools/class_archive.py, which therefore
+    keeps Hadoop's own file system), fits whatever path $CLOUDTRAIL_JAR gives the jar.
     """
     builder = SparkSession.builder.appName(app_name)
     # spark-submit hands Python a running JVM through this variable.
@@ -122,10 +128,13 @@ def spark_session(app_name: str, conf: dict[str, str] | None = None, master: str
         builder = builder.master(master or os.environ.get("CLOUDTRAIL_SPARK_MASTER", "local[*]"))
         builder = builder.config("spark.driver.memory", os.environ.get("CLOUDTRAIL_DRIVER_MEMORY", "2g"))
         builder = builder.config("spark.jars", helpers_jar())
-        # options.LOCAL_FILE_SYSTEM's class, which Hadoop looks up before Spark adds the jar.
-        builder = builder.config("spark.driver.extraClassPath", helpers_jar()).config("spark.executor.extraClassPath", helpers_jar())
         builder = builder.config("spark.driver.defaultJavaOptions", driver_java_options())
-    for key, value in {**BASE_CONF, **(conf or {})}.items():
+        if not dumping_classes:
+            # Spark's launcher puts $SPARK_DIST_CLASSPATH last on the JVM's classpath (extraClassPath goes first).
+            launch = [entry for entry in os.environ.get("SPARK_DIST_CLASSPATH", "").split(os.pathsep) if entry]
+            os.environ["SPARK_DIST_CLASSPATH"] = os.pathsep.join(dict.fromkeys([*launch, helpers_jar()]))
+            builder = builder.config("spark.executor.extraClassPath", helpers_jar())
+    for key, value in {**BASE_CONF, **({} if dumping_classes else LOCAL_FILE_SYSTEM_CONF), **(conf or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
