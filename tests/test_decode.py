@@ -9,7 +9,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from jobs.ledger.store import MANIFEST_DDL
-from jobs.records.decode import SHAPE_ARRAY, SHAPE_OBJECT, UNKNOWN_KEY, decode_files, key_flag, parse_json, salvage
+from jobs.records.decode import SHAPE_ARRAY, SHAPE_OBJECT, UNKNOWN_KEY, decode_files, key_flag, key_flags, parse_json, salvage
 from jobs.records.schema import TYPED_RECORD
 
 pytestmark = pytest.mark.unit
@@ -37,6 +37,16 @@ def test_gzip_records_file_is_decompressed_sniffed_and_its_records_placed(spark,
     assert first.text == b'{"eventID":"a","readOnly":true,"userIdentity":{}}'
     assert first.flags == key_flag("eventID") | key_flag("userIdentity")  # a flag (readOnly) is typed as text: it cannot fail
     assert second.flags == UNKNOWN_KEY | key_flag("eventID") | key_flag("resources")
+
+
+def test_a_record_split_out_the_slow_way_gets_the_flags_the_scan_gives_it(spark, tmp_path):
+    """key_flags (the slow path's, from a record's keys) and the scan's are one definition (KeyFlags.java)."""
+    records = [{"eventID": "a", "readOnly": True, "userIdentity": {}}, {"brandNew": 1, "resources": None, "eventTime": "x"}, {}]
+    (row,) = decode(spark, tmp_path, json.dumps({"Records": records}).encode())
+    texts = spark.createDataFrame([(json.dumps(record),) for record in records] + [("[1]",)], "text string")
+    slow = texts.select(key_flags(F.json_object_keys("text")).alias("flags")).collect()
+    assert [r.flags for r in slow] == [record.flags for record in row.records] + [None]
+    assert slow[1].flags == UNKNOWN_KEY | key_flag("resources") | key_flag("eventTime")
 
 
 def test_a_bare_array_and_concatenated_gzip_members(spark, tmp_path):

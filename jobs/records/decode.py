@@ -45,9 +45,11 @@ LANDING_FILE_TYPE = (
 )
 SALVAGE_FUNCTION = "cloudtrail_salvage"
 SALVAGE_TYPE = "array<struct<record: string, reason: string, detail: string>>"
+KEY_FLAGS_FUNCTION = "cloudtrail_key_flags"
 JVM_FUNCTIONS = {  # name: (class, type), registered as Java UDFs
     LANDING_FILE_FUNCTION: ("cloudtrail.LandingFile", LANDING_FILE_TYPE),
     SALVAGE_FUNCTION: ("cloudtrail.Salvage", SALVAGE_TYPE),
+    KEY_FLAGS_FUNCTION: ("cloudtrail.KeyFlags", "bigint"),
 }
 # Functions whose class registers them (register(session, name)): compiled into the query, in Spark's own types.
 PARSE_JSON_FUNCTION = "cloudtrail_parse_json"
@@ -57,6 +59,12 @@ JVM_EXPRESSIONS = {PARSE_JSON_FUNCTION: "cloudtrail.Json"}
 def landing_file(path: Column) -> Column:
     """One landing file, read and checked in the JVM (LANDING_FILE_TYPE)."""
     return F.call_function(LANDING_FILE_FUNCTION, path, F.lit(",".join(KNOWN_FIELDS)), F.lit(",".join(FLAGGED_KEYS)))
+
+
+def key_flags(keys: Column) -> Column:
+    """The key flags of a record from its keys, as the scan sets them (jobs/java/cloudtrail/KeyFlags.java); null when
+    `keys` is (the text is no JSON object)."""
+    return F.call_function(KEY_FLAGS_FUNCTION, keys, F.lit(",".join(KNOWN_FIELDS)), F.lit(",".join(FLAGGED_KEYS)))
 
 
 def decode_files(manifest: DataFrame) -> DataFrame:

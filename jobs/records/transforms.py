@@ -20,13 +20,13 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from jobs.records.decode import (
-    FLAGGED_KEYS,
     RECORD_MARKERS,
     SHAPE_ARRAY,
     SHAPE_OBJECT,
     UNKNOWN_KEY,
     decode_files,
     key_flag,
+    key_flags,
     parse_json,
     salvage,
 )
@@ -76,13 +76,6 @@ def _looks_like_record(keys: Column) -> Column:
 
 def _has_flag(flags: Column, flag: int) -> Column:
     return flags.bitwiseAND(F.lit(flag)) != 0
-
-
-def _key_flags(keys: Column) -> Column:
-    """decode.py's key flags of a record whose keys were listed in SQL (the slow path); null when it is no JSON object."""
-    flags = [F.when(F.exists(keys, _unknown_field), F.lit(UNKNOWN_KEY))]
-    flags += [F.when(F.array_contains(keys, name), F.lit(key_flag(name))) for name in FLAGGED_KEYS]
-    return F.when(keys.isNotNull(), reduce(Column.bitwiseOR, [F.coalesce(flag, F.lit(0)) for flag in flags]).cast("long"))
 
 
 # A record as parse_containers carries it to the explode has the same type on both paths, so that
@@ -172,10 +165,10 @@ def _split_items(files: DataFrame) -> DataFrame:
     lines = F.filter(F.split("text", r"\r?\n"), lambda line: F.trim(line) != "")
     files = files.withColumn("lines", F.when(_is_object() & ~F.col("single_value"), lines))
     first_line_ok = _single_json_value(_first_line()) & _looks_like_record(F.json_object_keys(_first_line()))
-    json_lines = F.transform("lines", lambda line: _item(line, _key_flags(F.when(_single_json_value(line), F.json_object_keys(line)))))
+    json_lines = F.transform("lines", lambda line: _item(line, key_flags(F.when(_single_json_value(line), F.json_object_keys(line)))))
     with_keys = F.transform("record_texts", lambda text: F.struct(text.alias("text"), F.json_object_keys(text).alias("keys")))
     files = files.withColumn("record_keys", with_keys)
-    record_items = F.transform("record_keys", lambda record: _item(record["text"], _key_flags(record["keys"])))
+    record_items = F.transform("record_keys", lambda record: _item(record["text"], key_flags(record["keys"])))
     record_array = F.exists("record_keys", lambda record: _looks_like_record(record["keys"]))
     return files.withColumn(
         "items",
@@ -183,7 +176,7 @@ def _split_items(files: DataFrame) -> DataFrame:
             F.col("items"),
             F.when(_is_object() & F.col("record_keys").isNotNull(), record_items)
             .when(_is_array() & record_array, record_items)
-            .when(_looks_like_record(F.col("single_keys")), F.array(_item(F.col("text"), _key_flags(F.col("single_keys")))))
+            .when(_looks_like_record(F.col("single_keys")), F.array(_item(F.col("text"), key_flags(F.col("single_keys")))))
             .when(first_line_ok, json_lines),
         ),
     )
@@ -197,7 +190,7 @@ def _salvaged_items(files: DataFrame) -> DataFrame:
     files = files.withColumn("salvaged", F.when(unparsed, salvage(F.col("text"))))
     salvaged = F.transform(
         "salvaged",
-        lambda s: _item(s["record"], _key_flags(F.when(s["reason"].isNull(), F.json_object_keys(s["record"]))), s["reason"], s["detail"]),
+        lambda s: _item(s["record"], key_flags(F.when(s["reason"].isNull(), F.json_object_keys(s["record"]))), s["reason"], s["detail"]),
     )
     return files.withColumn("items", F.coalesce(F.col("items"), salvaged))
 

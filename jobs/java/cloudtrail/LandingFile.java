@@ -13,10 +13,8 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
-import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
-import java.util.Set;
 import java.util.zip.CRC32;
 import java.util.zip.DataFormatException;
 import java.util.zip.Inflater;
@@ -63,8 +61,7 @@ public final class LandingFile implements UDF3<String, String, String, Row> {
               StreamReadConstraints.builder().maxNestingDepth(MAX_DEPTH).maxStringLength(MAX_STRING_CHARS).build())
           .build();
 
-  private transient Map<String, Set<String>> knownSets;
-  private transient Map<String, Map<String, Integer>> flagBits;
+  private transient Map<String, KeyFlags.Keys> keyLists;
 
   @Override
   public Row call(String path, String known, String flagged) {
@@ -120,8 +117,7 @@ public final class LandingFile implements UDF3<String, String, String, Row> {
 
   /** The records of a one-value container, or null when its records must be found the slow way. */
   private List<Row> scan(byte[] text, String known, String flagged) {
-    Set<String> knownSet = knownSet(known);
-    Map<String, Integer> bits = flagBits(flagged);
+    KeyFlags.Keys keys = keys(known, flagged);
     List<Row> records = new ArrayList<>();
     try (JsonParser parser = JSON.createParser(text)) {
       JsonToken root = parser.nextToken();
@@ -138,13 +134,7 @@ public final class LandingFile implements UDF3<String, String, String, Row> {
         int begin = (int) parser.currentTokenLocation().getByteOffset();
         long flags = 0;
         while (parser.nextToken() == JsonToken.FIELD_NAME) {
-          String key = parser.currentName();
-          Integer bit = bits.get(key);
-          if (bit != null) {
-            flags |= 1L << bit;
-          } else if (!knownSet.contains(key)) {
-            flags |= 1L;
-          }
+          flags |= keys.flag(parser.currentName());
           parser.nextToken();
           parser.skipChildren();
         }
@@ -179,25 +169,11 @@ public final class LandingFile implements UDF3<String, String, String, Row> {
     return false;
   }
 
-  private Set<String> knownSet(String known) {
-    if (knownSets == null) {
-      knownSets = new HashMap<>();
+  private KeyFlags.Keys keys(String known, String flagged) {
+    if (keyLists == null) {
+      keyLists = new HashMap<>();
     }
-    return knownSets.computeIfAbsent(known, k -> new HashSet<>(Arrays.asList(k.split(","))));
-  }
-
-  private Map<String, Integer> flagBits(String flagged) {
-    if (flagBits == null) {
-      flagBits = new HashMap<>();
-    }
-    return flagBits.computeIfAbsent(flagged, c -> {
-      Map<String, Integer> bits = new HashMap<>();
-      String[] names = c.split(",");
-      for (int i = 0; i < names.length; i++) {
-        bits.put(names[i], i + 1);
-      }
-      return bits;
-    });
+    return keyLists.computeIfAbsent(known + "\n" + flagged, k -> new KeyFlags.Keys(known, flagged));
   }
 
   private static int skipWhitespace(byte[] bytes, int from, int to) {
