@@ -21,13 +21,13 @@ STATE_PARTITIONS = 4
 # same ingest (BENCHMARKS.md, "Where the CPU goes"); and less inlining by the JIT's second tier, whose
 # compiles took a fifth of a run's CPU on 2 cores (docs/design.md, "The JVM").
 JVM_OPTIONS = "-XX:+UseParallelGC -XX:FreqInlineSize=150 -XX:InlineSmallCode=1000"
-# Hadoop's settings every job's JVM starts with (spark.hadoop.*, driver and executors): file: paths go through
-# jobs/java/cloudtrail/LocalFileSystem.java, for FileSystem's API and FileContext's (Spark's checkpoint logs), which
-# start no chmod or readlink process per file written or renamed. Its class is on the driver's and the executors'
-# classpath: Hadoop looks it up before Spark adds the jobs' jar.
+# The Hadoop settings (as Spark's spark.hadoop.* conf, driver and executors) every job's JVM starts with: file: paths
+# go through jobs/java/cloudtrail/LocalFileSystem.java, for FileSystem's API and FileContext's (Spark's checkpoint
+# logs), which start no chmod or readlink process per file written or renamed. Its class is on the driver's and the
+# executors' classpath: Hadoop looks it up before Spark adds the jobs' jar.
 LOCAL_FILE_SYSTEM = {
-    "fs.file.impl": "cloudtrail.LocalFileSystem",
-    "fs.AbstractFileSystem.file.impl": "cloudtrail.LocalFileSystem$Context",
+    "spark.hadoop.fs.file.impl": "cloudtrail.LocalFileSystem",
+    "spark.hadoop.fs.AbstractFileSystem.file.impl": "cloudtrail.LocalFileSystem$Context",
 }
 MAX_FILE_AGE = "3650d"
 TABLE_LOG_RETENTION = "2 days"

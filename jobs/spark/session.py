@@ -36,9 +36,6 @@ BASE_CONF = {
     "spark.python.sql.dataFrameDebugging.enabled": "false",
 }
 
-# The local file system without a chmod or readlink process per file written or renamed (options.LOCAL_FILE_SYSTEM).
-LOCAL_FILE_SYSTEM_CONF = {f"spark.hadoop.{key}": value for key, value in options.LOCAL_FILE_SYSTEM.items()}
-
 # The ingest stream's settings (docs/design.md, "Bounded metadata").
 STREAM_CONF = {
     # RocksDB keeps de-duplication state off the JVM heap, so it is bounded by disk, not memory.
@@ -113,7 +110,7 @@ def driver_java_options() -> str:
 def spark_session(
     app_name: str, conf: dict[str, str] | None = None, master: str | None = None, *, dumping_classes: bool = False
 ) -> SparkSession:
-    """A session with BASE_CONF, LOCAL_FILE_SYSTEM_CONF and `conf`.
+    """A session with BASE_CONF, options.LOCAL_FILE_SYSTEM and `conf`.
 
     Under spark-submit the master, driver memory, the driver's JVM options and jars are spark-submit's
     (plugins/cloudtrail_airflow/operators.py); started by `python -m`, Spark runs embedded on `master`,
@@ -134,7 +131,7 @@ def spark_session(
             launch = [entry for entry in os.environ.get("SPARK_DIST_CLASSPATH", "").split(os.pathsep) if entry]
             os.environ["SPARK_DIST_CLASSPATH"] = os.pathsep.join(dict.fromkeys([*launch, helpers_jar()]))
             builder = builder.config("spark.executor.extraClassPath", helpers_jar())
-    for key, value in {**BASE_CONF, **({} if dumping_classes else LOCAL_FILE_SYSTEM_CONF), **(conf or {})}.items():
+    for key, value in {**BASE_CONF, **({} if dumping_classes else options.LOCAL_FILE_SYSTEM), **(conf or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")

@@ -30,7 +30,7 @@ def spark_job(settings: Settings, task_id: str, job: str, application_args: Any,
             "spark.sql.session.timeZone": "UTC",
             "spark.driver.defaultJavaOptions": JVM_OPTIONS,  # the executors take theirs from jobs/spark/session.py
             "spark.executor.extraClassPath": settings.helpers_jar,
-            **{f"spark.hadoop.{key}": value for key, value in LOCAL_FILE_SYSTEM.items()},
+            **LOCAL_FILE_SYSTEM,
         },
         driver_memory=settings.driver_memory,
         name=f"cloudtrail_{job.removeprefix('cloudtrail_')}",

@@ -5,6 +5,7 @@ import java.util.HashMap;
 import java.util.HashSet;
 import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import org.apache.spark.sql.api.java.UDF3;
 import scala.collection.Iterator;
 import scala.collection.Seq;
@@ -19,17 +20,12 @@ import scala.collection.Seq;
 public final class KeyFlags implements UDF3<Seq<String>, String, String, Long> {
   private static final long serialVersionUID = 1L;
 
-  private transient Map<String, Keys> keys;
-
   @Override
   public Long call(Seq<String> recordKeys, String known, String flagged) {
     if (recordKeys == null) {
       return null;
     }
-    if (keys == null) {
-      keys = new HashMap<>();
-    }
-    Keys lists = keys.computeIfAbsent(known + "\n" + flagged, k -> new Keys(known, flagged));
+    Keys lists = Keys.of(known, flagged);
     long flags = 0;
     Iterator<String> each = recordKeys.iterator();
     while (each.hasNext()) {
@@ -40,6 +36,9 @@ public final class KeyFlags implements UDF3<Seq<String>, String, String, Long> {
 
   /** The schema's keys and the flagged keys' bits, from their comma-separated lists. */
   static final class Keys {
+    // Every task of the JVM asks with the same two lists: they are read once.
+    private static final Map<String, Keys> READ = new ConcurrentHashMap<>();
+
     private final Set<String> known;
     private final Map<String, Integer> bits = new HashMap<>();
 
@@ -49,6 +48,10 @@ public final class KeyFlags implements UDF3<Seq<String>, String, String, Long> {
       for (int i = 0; i < names.length; i++) {
         bits.put(names[i], i + 1);
       }
+    }
+
+    static Keys of(String known, String flagged) {
+      return READ.computeIfAbsent(known + "\n" + flagged, k -> new Keys(known, flagged));
     }
 
     /** The flag one key sets. */

@@ -12,9 +12,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.HashMap;
 import java.util.List;
-import java.util.Map;
 import java.util.zip.CRC32;
 import java.util.zip.DataFormatException;
 import java.util.zip.Inflater;
@@ -60,8 +58,6 @@ public final class LandingFile implements UDF3<String, String, String, Row> {
           .streamReadConstraints(
               StreamReadConstraints.builder().maxNestingDepth(MAX_DEPTH).maxStringLength(MAX_STRING_CHARS).build())
           .build();
-
-  private transient Map<String, KeyFlags.Keys> keyLists;
 
   @Override
   public Row call(String path, String known, String flagged) {
@@ -117,7 +113,7 @@ public final class LandingFile implements UDF3<String, String, String, Row> {
 
   /** The records of a one-value container, or null when its records must be found the slow way. */
   private List<Row> scan(byte[] text, String known, String flagged) {
-    KeyFlags.Keys keys = keys(known, flagged);
+    KeyFlags.Keys keys = KeyFlags.Keys.of(known, flagged);
     List<Row> records = new ArrayList<>();
     try (JsonParser parser = JSON.createParser(text)) {
       JsonToken root = parser.nextToken();
@@ -167,13 +163,6 @@ public final class LandingFile implements UDF3<String, String, String, Row> {
       parser.skipChildren();
     }
     return false;
-  }
-
-  private KeyFlags.Keys keys(String known, String flagged) {
-    if (keyLists == null) {
-      keyLists = new HashMap<>();
-    }
-    return keyLists.computeIfAbsent(known + "\n" + flagged, k -> new KeyFlags.Keys(known, flagged));
   }
 
   private static int skipWhitespace(byte[] bytes, int from, int to) {

@@ -22,9 +22,9 @@ import org.apache.hadoop.fs.permission.FsPermission;
  *
  * <p>Without Hadoop's native library, which Spark's distribution does not carry, {@code RawLocalFileSystem} runs
  * {@code chmod} for each file it creates with a permission (every data file, checksum and checkpoint file) and
- * {@code readlink} for each rename (every checkpoint log entry and state snapshot). A fork from a JVM of a few GB
- * costs about 9 ms: an ingest of 1,000 files ran about 300 of them, over a second on the stream's own thread
- * (BENCHMARKS.md). Here the permission is set and the link read through Java's own file API; the results are the
+ * {@code readlink} for each rename (every checkpoint log entry and state snapshot). A process started from a JVM
+ * costs 3-9 ms: an ingest of 4 files started 256 of them, one of 1,000 files about 300, some on the stream's own
+ * thread between batches (BENCHMARKS.md). Here the permission is set and the link read through Java's own file API; the results are the
  * same, and what Java cannot set (a sticky bit, a file system without POSIX attributes) is left to Hadoop's way.
  */
 public final class LocalFileSystem extends org.apache.hadoop.fs.LocalFileSystem {
