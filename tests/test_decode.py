@@ -117,6 +117,8 @@ def test_a_byte_order_mark_and_leading_whitespace_are_skipped(spark, tmp_path):
         b'{"Records":[{"eventID":NaN}]}',
         b'{"eventID":"a"}\n{"eventID":"b"}',
         b'{"digest":true}',
+        b'[{"a":1},{"eventid":"not a marker"}]',  # a bare array is records only when some element looks like one
+        b"[]",
     ],
 )
 def test_the_scan_leaves_what_it_cannot_place_to_the_slow_path(spark, tmp_path, content):

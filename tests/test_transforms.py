@@ -310,3 +310,16 @@ def test_the_parse_runs_in_the_jvm_alone(spark):
     manifest = spark.createDataFrame([("/nonexistent.json", 0, 0, 0, None, False)], MANIFEST_DDL)
     plan = read_records(manifest, "run")._jdf.queryExecution().executedPlan().toString()
     assert "Project" in plan and "EvalPython" not in plan  # BatchEvalPython, ArrowEvalPython
+
+
+def test_only_a_file_the_fast_path_did_not_take_carries_its_text_past_the_zip(spark):
+    """A projection Spark cannot compile (a lambda, from_json) runs outside the generated code and copies every column
+    it passes on: the fast path's zip is compiled (no lambda over the scan's flags), and a file's text reaches the slow
+    path's projections only when the fast path left the file to them (BENCHMARKS.md, "Projections outside generated
+    code")."""
+    manifest = spark.createDataFrame([("/nonexistent.json", 0, 0, 0, None, False)], MANIFEST_DDL)
+    plan = read_records(manifest, "run")._jdf.queryExecution().executedPlan().toString()
+    zipped = [line for line in plan.splitlines() if "arrays_zip(" in line]
+    assert zipped and all(re.match(r"[\s:+-]*\*\(\d+\) Project ", line) for line in zipped)
+    guarded = re.findall(r"CASE WHEN isnull\(items#\d+\) THEN cast\(\S*content#\d+ as string\) END AS text#", plan)
+    assert guarded and len(guarded) == plan.count(" AS text#")

@@ -57,8 +57,10 @@ JVM_EXPRESSIONS = {PARSE_JSON_FUNCTION: "cloudtrail.Json"}
 
 
 def landing_file(path: Column) -> Column:
-    """One landing file, read and checked in the JVM (LANDING_FILE_TYPE)."""
-    return F.call_function(LANDING_FILE_FUNCTION, path, F.lit(",".join(KNOWN_FIELDS)), F.lit(",".join(FLAGGED_KEYS)))
+    """One landing file, read and checked in the JVM (LANDING_FILE_TYPE); `records` only when the container holds
+    records (a bare array, only when some element has a RECORD_MARKERS key)."""
+    known, flagged, markers = (F.lit(",".join(keys)) for keys in (KNOWN_FIELDS, FLAGGED_KEYS, RECORD_MARKERS))
+    return F.call_function(LANDING_FILE_FUNCTION, path, known, flagged, markers)
 
 
 def key_flags(keys: Column) -> Column:

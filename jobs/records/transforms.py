@@ -42,8 +42,6 @@ from jobs.records.schema import (
     TYPED_RECORD,
 )
 
-MARKER_FLAGS = reduce(operator.or_, map(key_flag, RECORD_MARKERS))
-
 # File-level quarantine reasons (decode.py adds truncated_gzip, corrupt_gzip, too_large, binary,
 # empty_file, not_json, unreadable_file) and record-level ones.
 UNSUPPORTED_SHAPE = "unsupported_shape"
@@ -105,9 +103,8 @@ def _typed_items(files: DataFrame) -> DataFrame:
     parsed = F.when(F.col("shape") == SHAPE_OBJECT, parse_json(text, TYPED_CONTAINER).getField("Records")).otherwise(
         parse_json(text, T.ArrayType(TYPED_RECORD))
     )
-    # A bare array is taken for records only if some element looks like one ([1, 2, 3] is no CloudTrail file).
-    is_records = (F.col("shape") == SHAPE_OBJECT) | F.exists("records", lambda record: _has_flag(record["flags"], MARKER_FLAGS))
-    files = files.withColumn("typed", F.when(F.col("records").isNotNull() & is_records, parsed))
+    # The scan gives records only for a container of records (a bare array: some element looks like one).
+    files = files.withColumn("typed", F.when(F.col("records").isNotNull(), parsed))
     # Named columns, so the zipped elements' fields are named after them; an empty array is padded with nulls.
     files = files.withColumn("scan", F.col("records")).withColumn("problem", F.array().cast(T.ArrayType(PROBLEM)))
     return files.withColumn("items", F.arrays_zip("typed", "scan", "problem")).drop("typed", "scan", "problem")
@@ -128,7 +125,9 @@ def parse_containers(decoded: DataFrame) -> DataFrame:
     """
     return (
         decoded.transform(_typed_items)
-        .withColumn("text", F.col("content").cast("string"))
+        # Only a file the fast path did not take needs its text: every projection up to the explode copies what it
+        # carries (BENCHMARKS.md, "Projections outside generated code").
+        .withColumn("text", F.when(F.col("items").isNull(), F.col("content").cast("string")))
         .transform(_split_items)
         .transform(_salvaged_items)
         .transform(_file_problems)

@@ -54,6 +54,19 @@ public final class KeyFlags implements UDF3<Seq<String>, String, String, Long> {
       return READ.computeIfAbsent(known + "\n" + flagged, k -> new Keys(known, flagged));
     }
 
+    /** The flags of the keys `names` (comma-separated, each flagged) together. */
+    long mask(String names) {
+      long mask = 0;
+      for (String name : names.split(",")) {
+        Integer bit = bits.get(name);
+        if (bit == null) {
+          throw new IllegalArgumentException(name + " is not a flagged key");
+        }
+        mask |= 1L << bit;
+      }
+      return mask;
+    }
+
     /** The flag one key sets. */
     long flag(String key) {
       Integer bit = bits.get(key);

@@ -18,7 +18,7 @@ import java.util.zip.DataFormatException;
 import java.util.zip.Inflater;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
-import org.apache.spark.sql.api.java.UDF3;
+import org.apache.spark.sql.api.java.UDF4;
 
 /**
  * One landing file, by its path: its bytes as text, or why it cannot be read (jobs/decode.py).
@@ -34,11 +34,15 @@ import org.apache.spark.sql.api.java.UDF3;
  * {@code flagged}. Spark then parses the container once, straight into
  * the typed schema, and needs no second pass to find trailing content or unknown keys. A
  * container the scan refuses gets no records: the caller takes its slower, record-by-record
- * path (jobs/transforms.py).
+ * path (jobs/transforms.py). So does a bare array none of whose elements has a key of {@code markers}
+ * ([1, 2] or [{"a": 1}] is no CloudTrail file): the records a caller gets are always records to parse, which it
+ * can then tell by a null test in generated code, where a test of each record's flags took a lambda that Spark
+ * evaluates outside it (BENCHMARKS.md, "Projections outside generated code").
  *
- * <p>Arguments: path, the known top-level keys and the flagged ones (known too), each comma-separated.
+ * <p>Arguments: path, the known top-level keys, the flagged ones (known too) and the markers (flagged too), each
+ * comma-separated.
  */
-public final class LandingFile implements UDF3<String, String, String, Row> {
+public final class LandingFile implements UDF4<String, String, String, String, Row> {
   private static final long serialVersionUID = 1L;
 
   /** Spark's JSON parser's limits (Jackson's defaults): nesting levels, and characters in one string. */
@@ -60,7 +64,7 @@ public final class LandingFile implements UDF3<String, String, String, Row> {
           .build();
 
   @Override
-  public Row call(String path, String known, String flagged) {
+  public Row call(String path, String known, String flagged, String markers) {
     byte[] content;
     try {
       content = Files.readAllBytes(Path.of(path.startsWith("file:") ? path.substring(5) : path));
@@ -104,7 +108,7 @@ public final class LandingFile implements UDF3<String, String, String, Row> {
           "starts with '" + first.substring(0, first.offsetByCodePoints(0, 1)) + "', not a JSON object or array");
     }
     byte[] text = start == 0 && length == content.length ? content : Arrays.copyOfRange(content, start, length);
-    return RowFactory.create(fileBytes, text, shape, null, null, scan(text, known, flagged));
+    return RowFactory.create(fileBytes, text, shape, null, null, scan(text, known, flagged, markers));
   }
 
   private static Row error(long fileBytes, String reason, String detail) {
@@ -112,8 +116,9 @@ public final class LandingFile implements UDF3<String, String, String, Row> {
   }
 
   /** The records of a one-value container, or null when its records must be found the slow way. */
-  private List<Row> scan(byte[] text, String known, String flagged) {
+  private List<Row> scan(byte[] text, String known, String flagged, String markers) {
     KeyFlags.Keys keys = KeyFlags.Keys.of(known, flagged);
+    long marked = 0; // the flags of all the records together
     List<Row> records = new ArrayList<>();
     try (JsonParser parser = JSON.createParser(text)) {
       JsonToken root = parser.nextToken();
@@ -136,6 +141,7 @@ public final class LandingFile implements UDF3<String, String, String, Row> {
         }
         int end = (int) parser.currentLocation().getByteOffset();
         records.add(RowFactory.create(Arrays.copyOfRange(text, begin, end), flags));
+        marked |= flags;
       }
       if (root == JsonToken.START_OBJECT) {
         while (parser.nextToken() == JsonToken.FIELD_NAME) { // the container's other keys: Spark ignores them too
@@ -146,7 +152,10 @@ public final class LandingFile implements UDF3<String, String, String, Row> {
           parser.skipChildren();
         }
       }
-      return parser.nextToken() == null ? records : null; // content after the container: the slow path says what
+      if (parser.nextToken() != null) {
+        return null; // content after the container: the slow path says what
+      }
+      return root == JsonToken.START_OBJECT || (marked & keys.mask(markers)) != 0 ? records : null;
     } catch (IOException e) {
       return null; // not JSON, or beyond the limits: the slow path finds each record's reason
     }
