@@ -56,17 +56,21 @@ PARSE_JSON_FUNCTION = "cloudtrail_parse_json"
 JVM_EXPRESSIONS = {PARSE_JSON_FUNCTION: "cloudtrail.Json"}
 
 
+def _listed(names: list[str]) -> Column:
+    """Keys as the JVM functions take them: one comma-separated string."""
+    return F.lit(",".join(names))
+
+
 def landing_file(path: Column) -> Column:
     """One landing file, read and checked in the JVM (LANDING_FILE_TYPE); `records` only when the container holds
     records (a bare array, only when some element has a RECORD_MARKERS key)."""
-    known, flagged, markers = (F.lit(",".join(keys)) for keys in (KNOWN_FIELDS, FLAGGED_KEYS, RECORD_MARKERS))
-    return F.call_function(LANDING_FILE_FUNCTION, path, known, flagged, markers)
+    return F.call_function(LANDING_FILE_FUNCTION, path, _listed(KNOWN_FIELDS), _listed(FLAGGED_KEYS), _listed(RECORD_MARKERS))
 
 
 def key_flags(keys: Column) -> Column:
     """The key flags of a record from its keys, as the scan sets them (jobs/java/cloudtrail/KeyFlags.java); null when
     `keys` is (the text is no JSON object)."""
-    return F.call_function(KEY_FLAGS_FUNCTION, keys, F.lit(",".join(KNOWN_FIELDS)), F.lit(",".join(FLAGGED_KEYS)))
+    return F.call_function(KEY_FLAGS_FUNCTION, keys, _listed(KNOWN_FIELDS), _listed(FLAGGED_KEYS))
 
 
 def decode_files(manifest: DataFrame) -> DataFrame:
