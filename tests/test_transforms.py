@@ -312,14 +312,15 @@ def test_the_parse_runs_in_the_jvm_alone(spark):
     assert "Project" in plan and "EvalPython" not in plan  # BatchEvalPython, ArrowEvalPython
 
 
-def test_only_a_file_the_fast_path_did_not_take_carries_its_text_past_the_zip(spark):
+def test_the_fast_path_is_compiled_and_only_a_file_it_did_not_take_carries_its_text(spark):
     """A projection Spark cannot compile (a lambda, from_json) runs outside the generated code and copies every column
-    it passes on: the fast path's zip is compiled (no lambda over the scan's flags), and a file's text reaches the slow
-    path's projections only when the fast path left the file to them (BENCHMARKS.md, "Projections outside generated
-    code")."""
+    it passes on: the fast path's records come typed from one compiled call (Records.java), after one read of the
+    file, and a file's text reaches the slow path's projections only when the fast path left the file to them
+    (BENCHMARKS.md, "Projections outside generated code")."""
     manifest = spark.createDataFrame([("/nonexistent.json", 0, 0, 0, None, False)], MANIFEST_DDL)
     plan = read_records(manifest, "run")._jdf.queryExecution().executedPlan().toString()
-    zipped = [line for line in plan.splitlines() if "arrays_zip(" in line]
-    assert zipped and all(re.match(r"[\s:+-]*\*\(\d+\) Project ", line) for line in zipped)
+    typed = [line for line in plan.splitlines() if "static_invoke(cloudtrail.Records.items(" in line]
+    assert len(typed) == 1 and re.match(r"[\s:+-]*\*\(\d+\) Project ", typed[0])
+    assert plan.count("cloudtrail_landing_file(") == 1
     guarded = re.findall(r"CASE WHEN isnull\(items#\d+\) THEN cast\(\S*content#\d+ as string\) END AS text#", plan)
     assert guarded and len(guarded) == plan.count(" AS text#")

@@ -1,15 +1,13 @@
-"""Turn a landed file into text and its records' places, or into a file-level quarantine reason.
+"""Turn a landed file into text and its records, typed, or into a file-level quarantine reason.
 
-The work runs in the JVM: jobs/java/cloudtrail/LandingFile.java, a SQL function that
-jobs/spark/session.py registers from build/cloudtrail.jar. Called once per file by its path, it
-decompresses (a truncated gzip file is quarantined with its reason, where Spark's own readers
-fail the query or skip the file silently), checks that the bytes are UTF-8 text, tells the
-container's shape from its first character, and for a one-value container scans its tokens
-for each record's text and which keys it has, so Spark parses each record once, straight
-into the typed schema (jobs/records/transforms.py). Only a container Spark's parser rejects is split
-record by record, by a second JVM function (jobs/java/cloudtrail/Salvage.java, ``salvage``).
-A container the scan took is parsed by Spark's own parser over its bytes (``parse_json``,
-jobs/java/cloudtrail/Json.java), so a nested value kept as text (requestParameters) is the file's own text.
+The work runs in the JVM, in SQL functions that jobs/spark/session.py registers from build/cloudtrail.jar.
+jobs/java/cloudtrail/LandingFile.java, called once per file by its path, decompresses (a truncated gzip file is
+quarantined with its reason, where Spark's own readers fail the query or skip the file silently), checks that the
+bytes are UTF-8 text and tells the container's shape from its first character. For a one-value container,
+jobs/java/cloudtrail/Records.java then reads each record's text, which keys it has, and its typed values in one
+pass over the tokens, as Spark's parser over the bytes reads them, so a nested value kept as text (requestParameters)
+is the file's own text. Any other file takes the slow path of jobs/records/transforms.py; only a container Spark's
+parser rejects is split record by record, by a third JVM function (jobs/java/cloudtrail/Salvage.java, ``salvage``).
 """
 
 from __future__ import annotations
@@ -18,7 +16,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from jobs.records.schema import KNOWN_FIELDS, RECORD_FIELDS
+from jobs.records.schema import KNOWN_FIELDS, RECORD_FIELDS, TYPED_RECORD
 
 # Shapes the JVM side tells apart (see transforms.parse_containers).
 SHAPE_OBJECT = "object"  # {"Records":[...]}, a single record, or JSON lines of records
@@ -37,12 +35,16 @@ def key_flag(name: str) -> int:
     return 1 << (FLAGGED_KEYS.index(name) + 1)
 
 
+# A record as the records chain carries it to the explode, on either path (jobs/records/transforms.py): its typed
+# values (null: parse `scan.text`), its text and key flags (null flags: the text is not one JSON object), or why it
+# is quarantined.
+PROBLEM = T.StructType([T.StructField("reason", T.StringType()), T.StructField("detail", T.StringType())])
+SCAN = T.StructType([T.StructField("text", T.BinaryType()), T.StructField("flags", T.LongType())])
+ITEM = T.StructType([T.StructField("typed", TYPED_RECORD), T.StructField("scan", SCAN), T.StructField("problem", PROBLEM)])
+
 # The SQL functions (registered by jobs/spark/session.py) and what they return.
 LANDING_FILE_FUNCTION = "cloudtrail_landing_file"
-LANDING_FILE_TYPE = (
-    "struct<file_bytes: bigint, content: binary, shape: string, file_error: string, file_error_detail: string, "
-    "records: array<struct<text: binary, flags: bigint>>>"
-)
+LANDING_FILE_TYPE = "struct<file_bytes: bigint, content: binary, shape: string, file_error: string, file_error_detail: string>"
 SALVAGE_FUNCTION = "cloudtrail_salvage"
 SALVAGE_TYPE = "array<struct<record: string, reason: string, detail: string>>"
 KEY_FLAGS_FUNCTION = "cloudtrail_key_flags"
@@ -52,8 +54,8 @@ JVM_FUNCTIONS = {  # name: (class, type), registered as Java UDFs
     KEY_FLAGS_FUNCTION: ("cloudtrail.KeyFlags", "bigint"),
 }
 # Functions whose class registers them (register(session, name)): compiled into the query, in Spark's own types.
-PARSE_JSON_FUNCTION = "cloudtrail_parse_json"
-JVM_EXPRESSIONS = {PARSE_JSON_FUNCTION: "cloudtrail.Json"}
+RECORDS_FUNCTION = "cloudtrail_records"
+JVM_EXPRESSIONS = {RECORDS_FUNCTION: "cloudtrail.Records"}
 
 
 def _listed(names: list[str]) -> Column:
@@ -62,9 +64,15 @@ def _listed(names: list[str]) -> Column:
 
 
 def landing_file(path: Column) -> Column:
-    """One landing file, read and checked in the JVM (LANDING_FILE_TYPE); `records` only when the container holds
-    records (a bare array, only when some element has a RECORD_MARKERS key)."""
-    return F.call_function(LANDING_FILE_FUNCTION, path, _listed(KNOWN_FIELDS), _listed(FLAGGED_KEYS), _listed(RECORD_MARKERS))
+    """One landing file, read and checked in the JVM (LANDING_FILE_TYPE)."""
+    return F.call_function(LANDING_FILE_FUNCTION, path)
+
+
+def records(content: Column) -> Column:
+    """A container's records as ITEMs, typed in the JVM in the pass that finds them; null when the file must be split
+    the slow way (not one container of records; a bare array, only when some element has a RECORD_MARKERS key)."""
+    return F.call_function(RECORDS_FUNCTION, content, F.lit(ITEM.json()), _listed(KNOWN_FIELDS), _listed(FLAGGED_KEYS),
+                           _listed(RECORD_MARKERS))  # fmt: skip
 
 
 def key_flags(keys: Column) -> Column:
@@ -76,8 +84,8 @@ def key_flags(keys: Column) -> Column:
 def decode_files(manifest: DataFrame) -> DataFrame:
     """Manifest rows (jobs/ledger/store.py, MANIFEST_DDL) -> one row per file: source_file, arrival_time,
     file_bytes, content (the text, as bytes), shape, file_error, file_error_detail,
-    only_records (a replay's record positions; null: all) and records (each record's text and
-    key flags; null when the container must be split the slow way)."""
+    only_records (a replay's record positions; null: all) and items (each record as an ITEM, typed; null when the
+    file must be split the slow way)."""
     return manifest.select(
         # As Hadoop names a local file (jobs/spark/logs.py, source_file): the table's _source_file keeps one form across versions.
         F.concat(F.lit("file:"), F.col("path")).alias("source_file"),
@@ -85,14 +93,7 @@ def decode_files(manifest: DataFrame) -> DataFrame:
         landing_file(F.col("path")).alias("file"),
         "only_records",
     ).select("source_file", "arrival_time", "file.file_bytes", "file.content", "file.shape", "file.file_error",
-             "file.file_error_detail", "only_records", "file.records")  # fmt: skip
-
-
-def parse_json(text: Column | str, data_type: T.DataType) -> Column:
-    """from_json(text, data_type), over the text's bytes (jobs/java/cloudtrail/Json.java): a nested value read as text
-    (requestParameters) is the text as the file holds it, where from_json writes it anew (1e400 as "Infinity"). For
-    strict JSON, which the scan checks: a value in Spark's lenient syntax (single quotes) would be kept as such."""
-    return F.call_function(PARSE_JSON_FUNCTION, text, F.lit(data_type.json()))
+             "file.file_error_detail", "only_records", records(F.col("file.content")).alias("items"))  # fmt: skip
 
 
 def salvage(text: Column) -> Column:

@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from jobs.records.decode import (
+    PROBLEM,
     RECORD_MARKERS,
     SHAPE_ARRAY,
     SHAPE_OBJECT,
@@ -27,7 +28,6 @@ from jobs.records.decode import (
     decode_files,
     key_flag,
     key_flags,
-    parse_json,
     salvage,
 )
 from jobs.records.schema import (
@@ -38,7 +38,6 @@ from jobs.records.schema import (
     RECORD_FIELDS,
     RECORD_TEXT_ARRAY,
     RECORD_TEXTS,
-    TYPED_CONTAINER,
     TYPED_RECORD,
 )
 
@@ -76,15 +75,9 @@ def _has_flag(flags: Column, flag: int) -> Column:
     return flags.bitwiseAND(F.lit(flag)) != 0
 
 
-# A record as parse_containers carries it to the explode has the same type on both paths, so that
-# the fast path's elements are its two arrays zipped, not rebuilt one by one by transform(), which
-# copied every typed record once more (BENCHMARKS.md, "Where the CPU goes").
-PROBLEM = T.StructType([T.StructField("reason", T.StringType()), T.StructField("detail", T.StringType())])
-
-
 def _item(text: Column, flags: Column, reason: Column | None = None, detail: Column | None = None) -> Column:
-    """A record of the slow path: its JSON text and key flags (null when the text is not one JSON object),
-    or why it is quarantined; its typed parse is left to normalize_records."""
+    """A record of the slow path as decode.ITEM: its JSON text and key flags (null when the text is not one JSON
+    object), or why it is quarantined; its typed parse is left to normalize_records."""
     problem = F.lit(None).cast(PROBLEM)
     if reason is not None and detail is not None:
         problem = F.when(reason.isNotNull(), F.struct(reason.alias("reason"), detail.alias("detail")))
@@ -93,21 +86,6 @@ def _item(text: Column, flags: Column, reason: Column | None = None, detail: Col
         F.struct(text.cast("binary").alias("text"), flags.alias("flags")).alias("scan"),
         problem.alias("problem"),
     )
-
-
-def _typed_items(files: DataFrame) -> DataFrame:
-    """The fast path: a container the scan took, parsed once into typed records, zipped with each record's text and flags."""
-    # Over the bytes, so nested values (requestParameters) keep the file's text: the scan took the container, so it is
-    # strict JSON (decode.parse_json).
-    text = F.col("content").cast("string")
-    parsed = F.when(F.col("shape") == SHAPE_OBJECT, parse_json(text, TYPED_CONTAINER).getField("Records")).otherwise(
-        parse_json(text, T.ArrayType(TYPED_RECORD))
-    )
-    # The scan gives records only for a container of records (a bare array: some element looks like one).
-    files = files.withColumn("typed", F.when(F.col("records").isNotNull(), parsed))
-    # Named columns, so the zipped elements' fields are named after them; an empty array is padded with nulls.
-    files = files.withColumn("scan", F.col("records")).withColumn("problem", F.array().cast(T.ArrayType(PROBLEM)))
-    return files.withColumn("items", F.arrays_zip("typed", "scan", "problem")).drop("typed", "scan", "problem")
 
 
 def parse_containers(decoded: DataFrame) -> DataFrame:
@@ -119,15 +97,14 @@ def parse_containers(decoded: DataFrame) -> DataFrame:
     bad line), flags (decode.py's key flags), typed (the typed record; null: parse `record`),
     _reason, _detail.
 
-    A container the JVM scan took (decode.py: one JSON value, every record an object, the
-    delivered shape) is parsed once, typed. Any other file takes the slow path, in which
-    each record is split out as text and its keys listed.
+    A container the JVM took (decode.py: one JSON value, every record an object, the delivered
+    shape) comes with its records typed. Any other file takes the slow path, in which each
+    record is split out as text and its keys listed.
     """
     return (
-        decoded.transform(_typed_items)
         # Only a file the fast path did not take needs its text: every projection up to the explode copies what it
         # carries (BENCHMARKS.md, "Projections outside generated code").
-        .withColumn("text", F.when(F.col("items").isNull(), F.col("content").cast("string")))
+        decoded.withColumn("text", F.when(F.col("items").isNull(), F.col("content").cast("string")))
         .transform(_split_items)
         .transform(_salvaged_items)
         .transform(_file_problems)

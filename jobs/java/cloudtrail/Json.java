@@ -7,27 +7,20 @@ import java.io.UncheckedIOException;
 import java.util.HashMap;
 import java.util.Map;
 import org.apache.spark.sql.catalyst.InternalRow;
-import org.apache.spark.sql.catalyst.expressions.Expression;
-import org.apache.spark.sql.catalyst.expressions.objects.StaticInvoke;
 import org.apache.spark.sql.catalyst.json.CreateJacksonParser;
 import org.apache.spark.sql.catalyst.json.JSONOptions;
 import org.apache.spark.sql.catalyst.json.JacksonParser;
-import org.apache.spark.sql.catalyst.util.ArrayData;
 import org.apache.spark.sql.catalyst.util.FailureSafeParser;
 import org.apache.spark.sql.catalyst.util.PermissiveMode$;
-import org.apache.spark.sql.classic.SparkSession;
 import org.apache.spark.sql.internal.SQLConf;
-import org.apache.spark.sql.types.ArrayType;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.Metadata;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.unsafe.types.UTF8String;
-import scala.Option;
-import scala.collection.immutable.Seq;
 
 /**
- * Spark's {@code from_json}, reading bytes: the SQL function {@code cloudtrail_parse_json(text, type as JSON)}.
+ * Spark's {@code from_json}, reading bytes: how Records.java types a container Spark keeps partial records of.
  *
  * <p>The parse is Spark's own (JacksonParser behind a permissive FailureSafeParser, as JsonToStructsEvaluator builds
  * it, partial results included), with one difference: from_json hands Jackson a Reader, so a nested value read into a
@@ -38,47 +31,20 @@ import scala.collection.immutable.Seq;
  * Spark, copying a nested value's bytes, would never measure: such a text is read through a Reader, as from_json reads
  * it, so it fails where it failed before and its records are quarantined as too large (Salvage.java).
  */
-public final class Json {
+final class Json {
   private Json() {}
 
-  /** Registers {@code name} in the session's function registry (jobs/session.py). */
-  public static void register(SparkSession session, String name) {
-    session.sessionState().functionRegistry().createOrReplaceTempFunction(name, Json::invoke, "java_udf");
-  }
-
-  private static Expression invoke(Seq<Expression> arguments) {
-    if (arguments.size() != 2 || !arguments.apply(1).foldable()) {
-      throw new IllegalArgumentException("cloudtrail_parse_json(text, type as JSON)");
-    }
-    DataType type = DataType.fromJson(arguments.apply(1).eval(null).toString());
-    if (!(type instanceof StructType || type instanceof ArrayType)) {
-      throw new IllegalArgumentException("cloudtrail_parse_json parses into a struct or an array, not " + type.sql());
-    }
-    String method = type instanceof StructType ? "struct" : "array";
-    // Compiled into the query, its arguments and result in Spark's own types: a UDF's would be converted to Java
-    // objects and back.
-    return new StaticInvoke(Json.class, type, method, arguments, StaticInvoke.apply$default$5(), true, true, true,
-        Option.empty());
-  }
-
-  public static InternalRow struct(UTF8String text, UTF8String type) {
-    return (InternalRow) parse(text, type);
-  }
-
-  public static ArrayData array(UTF8String text, UTF8String type) {
-    return (ArrayData) parse(text, type);
-  }
-
-  private static final ThreadLocal<Map<UTF8String, Parse>> PARSES = ThreadLocal.withInitial(HashMap::new);
-
-  private static Object parse(UTF8String text, UTF8String type) {
+  /** The value of {@code bytes} in {@code type} (a struct or an array) as from_json gives it, or null. */
+  static Object value(byte[] bytes, DataType type) {
     Parse parse = PARSES.get().get(type);
     if (parse == null) {
-      parse = new Parse(DataType.fromJson(type.toString()));
-      PARSES.get().put(type.clone(), parse);
+      parse = new Parse(type);
+      PARSES.get().put(type, parse);
     }
-    return parse.value(text.getBytes());
+    return parse.value(bytes);
   }
+
+  private static final ThreadLocal<Map<DataType, Parse>> PARSES = ThreadLocal.withInitial(HashMap::new);
 
   /** One type's parse, for one thread at a time (Spark's JacksonParser keeps state between tokens). */
   private static final class Parse {

@@ -1,48 +1,29 @@
 package cloudtrail;
 
-import com.fasterxml.jackson.core.JsonFactory;
-import com.fasterxml.jackson.core.JsonParser;
-import com.fasterxml.jackson.core.JsonToken;
-import com.fasterxml.jackson.core.StreamReadConstraints;
 import java.io.IOException;
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
 import java.nio.ByteOrder;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.List;
 import java.util.zip.CRC32;
 import java.util.zip.DataFormatException;
 import java.util.zip.Inflater;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
-import org.apache.spark.sql.api.java.UDF4;
+import org.apache.spark.sql.api.java.UDF1;
 
 /**
- * One landing file, by its path: its bytes as text, or why it cannot be read (jobs/decode.py).
+ * One landing file, by its path: its bytes as text, or why it cannot be read (jobs/records/decode.py).
  *
- * <p>Registered as a SQL function by jobs/session.py and called once per file, in the JVM, so
+ * <p>Registered as a SQL function by jobs/spark/session.py and called once per file, in the JVM, so
  * no byte goes through a Python worker. It decompresses (every gzip member; a truncated or
  * corrupt stream is a file error, not a failed query or a silently skipped file), checks that
  * the bytes are UTF-8 without NUL, strips white space and a byte-order mark, and tells the
- * container's shape from its first character.
- *
- * <p>For a container holding one JSON value whose records are all objects, it also scans the
- * tokens (no values are built) and returns each record's text and a bit set per record: bit 0 when it has a key outside {@code known}, bit i + 1 when it has the i-th of
- * {@code flagged}. Spark then parses the container once, straight into
- * the typed schema, and needs no second pass to find trailing content or unknown keys. A
- * container the scan refuses gets no records: the caller takes its slower, record-by-record
- * path (jobs/transforms.py). So does a bare array none of whose elements has a key of {@code markers}
- * ([1, 2] or [{"a": 1}] is no CloudTrail file): the records a caller gets are always records to parse, which it
- * can then tell by a null test in generated code, where a test of each record's flags took a lambda that Spark
- * evaluates outside it (BENCHMARKS.md, "Projections outside generated code").
- *
- * <p>Arguments: path, the known top-level keys, the flagged ones (known too) and the markers (flagged too), each
- * comma-separated.
+ * container's shape from its first character. Its records are Records.java's to find.
  */
-public final class LandingFile implements UDF4<String, String, String, String, Row> {
+public final class LandingFile implements UDF1<String, Row> {
   private static final long serialVersionUID = 1L;
 
   /** Spark's JSON parser's limits (Jackson's defaults): nesting levels, and characters in one string. */
@@ -56,15 +37,8 @@ public final class LandingFile implements UDF4<String, String, String, String, R
    */
   static final int MAX_CONTENT_BYTES = 256 << 20;
 
-  // Stricter than Spark's parser (no single quotes, no NaN): what the scan accepts, Spark parses.
-  private static final JsonFactory JSON =
-      JsonFactory.builder()
-          .streamReadConstraints(
-              StreamReadConstraints.builder().maxNestingDepth(MAX_DEPTH).maxStringLength(MAX_STRING_CHARS).build())
-          .build();
-
   @Override
-  public Row call(String path, String known, String flagged, String markers) {
+  public Row call(String path) {
     byte[] content;
     try {
       content = Files.readAllBytes(Path.of(path.startsWith("file:") ? path.substring(5) : path));
@@ -108,70 +82,11 @@ public final class LandingFile implements UDF4<String, String, String, String, R
           "starts with '" + first.substring(0, first.offsetByCodePoints(0, 1)) + "', not a JSON object or array");
     }
     byte[] text = start == 0 && length == content.length ? content : Arrays.copyOfRange(content, start, length);
-    return RowFactory.create(fileBytes, text, shape, null, null, scan(text, known, flagged, markers));
+    return RowFactory.create(fileBytes, text, shape, null, null);
   }
 
   private static Row error(long fileBytes, String reason, String detail) {
-    return RowFactory.create(fileBytes, null, null, reason, detail, null);
-  }
-
-  /** The records of a one-value container, or null when its records must be found the slow way. */
-  private List<Row> scan(byte[] text, String known, String flagged, String markers) {
-    KeyFlags.Keys keys = KeyFlags.Keys.of(known, flagged);
-    long marked = 0; // the flags of all the records together
-    List<Row> records = new ArrayList<>();
-    try (JsonParser parser = JSON.createParser(text)) {
-      JsonToken root = parser.nextToken();
-      if (root == JsonToken.START_OBJECT) {
-        if (!toRecordsArray(parser)) {
-          return null; // no "Records" array: a single record, a digest, something else
-        }
-      }
-      JsonToken token;
-      while ((token = parser.nextToken()) != JsonToken.END_ARRAY) {
-        if (token != JsonToken.START_OBJECT) {
-          return null; // Spark's typed parse drops the whole array for one element that is no object
-        }
-        int begin = (int) parser.currentTokenLocation().getByteOffset();
-        long flags = 0;
-        while (parser.nextToken() == JsonToken.FIELD_NAME) {
-          flags |= keys.flag(parser.currentName());
-          parser.nextToken();
-          parser.skipChildren();
-        }
-        int end = (int) parser.currentLocation().getByteOffset();
-        records.add(RowFactory.create(Arrays.copyOfRange(text, begin, end), flags));
-        marked |= flags;
-      }
-      if (root == JsonToken.START_OBJECT) {
-        while (parser.nextToken() == JsonToken.FIELD_NAME) { // the container's other keys: Spark ignores them too
-          if ("Records".equals(parser.currentName())) {
-            return null; // Spark keeps the last "Records", and these records are the first's
-          }
-          parser.nextToken();
-          parser.skipChildren();
-        }
-      }
-      if (parser.nextToken() != null) {
-        return null; // content after the container: the slow path says what
-      }
-      return root == JsonToken.START_OBJECT || (marked & keys.mask(markers)) != 0 ? records : null;
-    } catch (IOException e) {
-      return null; // not JSON, or beyond the limits: the slow path finds each record's reason
-    }
-  }
-
-  /** Moves the parser into the "Records" array of the root object; false when there is none. */
-  private static boolean toRecordsArray(JsonParser parser) throws IOException {
-    while (parser.nextToken() == JsonToken.FIELD_NAME) {
-      String key = parser.currentName();
-      JsonToken value = parser.nextToken();
-      if ("Records".equals(key)) {
-        return value == JsonToken.START_ARRAY;
-      }
-      parser.skipChildren();
-    }
-    return false;
+    return RowFactory.create(fileBytes, null, null, reason, detail);
   }
 
   private static int skipWhitespace(byte[] bytes, int from, int to) {
