@@ -24,7 +24,7 @@ SHAPE_ARRAY = "array"  # a bare JSON array of records
 
 # Keys that make a JSON object a CloudTrail record rather than some other document.
 RECORD_MARKERS = ["eventVersion", "eventID", "eventTime", "eventSource", "eventName"]
-# The keys whose presence the scan reports per record: the ones whose typed parse may fail, so that
+# The keys whose presence the pass (Records.java) reports per record: the ones whose typed parse may fail, so that
 # their raw text needs rescuing (jobs/transforms.normalize_records), and the markers.
 FLAGGED_KEYS = [name for name, _, kind in RECORD_FIELDS if kind == "json"] + RECORD_MARKERS
 UNKNOWN_KEY = 1  # flag bit: the record has a key outside the schema
@@ -76,7 +76,7 @@ def records(content: Column) -> Column:
 
 
 def key_flags(keys: Column) -> Column:
-    """The key flags of a record from its keys, as the scan sets them (jobs/java/cloudtrail/KeyFlags.java); null when
+    """The key flags of a record from its keys, as the pass sets them (jobs/java/cloudtrail/KeyFlags.java); null when
     `keys` is (the text is no JSON object)."""
     return F.call_function(KEY_FLAGS_FUNCTION, keys, _listed(KNOWN_FIELDS), _listed(FLAGGED_KEYS))
 

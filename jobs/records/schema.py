@@ -135,14 +135,13 @@ QUARANTINE_SCHEMA = T.StructType(
 # accepted, a 12-hour "hh" pattern never is.
 EVENT_TIME_FORMAT = "yyyy-MM-dd'T'HH:mm:ss[.SSSSSS]XXX"
 
-# How the records chain (jobs/records/transforms.py) parses a container's records: typed, in one parse (jobs/records/decode.py found
-# where each lies and its keys); a container that needs the slow path is split into record texts first.
+# How the records chain reads a container's records: typed in the pass that finds them (jobs/records/decode.py); a
+# container that needs the slow path (jobs/records/transforms.py) is split into record texts first.
 TYPED_RECORD = T.StructType(
     # The table's types, except eventTime, kept as text to check its format, and the flags, kept as text
     # because CloudTrail writes some as strings ("true"): a boolean field would come out null and cost a second parse.
     [T.StructField(name, T.StringType() if kind in ("timestamp", "bool") else data_type) for name, data_type, kind in RECORD_FIELDS]
 )
-TYPED_CONTAINER = T.StructType([T.StructField("Records", T.ArrayType(TYPED_RECORD))])
 RECORD_TEXTS = T.StructType([T.StructField("Records", T.ArrayType(T.StringType()))])
 RECORD_TEXT_ARRAY = T.ArrayType(T.StringType())
 RAW_RECORD = T.MapType(T.StringType(), T.StringType())

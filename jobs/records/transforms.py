@@ -125,7 +125,7 @@ def _first_line() -> Column:
 
 
 def _split_items(files: DataFrame) -> DataFrame:
-    """The slow path: a file the scan did not take, split into items as one JSON value (a container of records, or
+    """The slow path: a file the pass did not take, split into items as one JSON value (a container of records, or
     one record) or as JSON lines. Each step is its own projection so every from_json runs once per file."""
     slow = F.col("items").isNull() & F.col("text").isNotNull()
     files = files.withColumn("single_value", F.when(slow, _single_json_value(F.col("text"))))

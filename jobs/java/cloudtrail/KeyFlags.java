@@ -12,7 +12,7 @@ import scala.collection.Seq;
 
 /**
  * A record's key flags (jobs/records/decode.py, FLAGGED_KEYS): bit 0 for a key outside the schema, bit i + 1 for the
- * i-th flagged key. The scan sets them as it finds each record of a container (LandingFile); the SQL function
+ * i-th flagged key. The pass sets them as it finds each record of a container (Records); the SQL function
  * {@code cloudtrail_key_flags(keys, known, flagged)} sets them for a record the slow path split out, from its keys
  * (null for no keys: the text is no JSON object). One definition for both paths, and one call where the slow path's
  * flags took a SQL expression of about 270 nodes per use.
