@@ -112,23 +112,7 @@ public final class Records {
         }
         int begin = (int) parser.currentTokenLocation().getByteOffset();
         Object[] values = typed ? new Object[record.fields.length] : null;
-        long flags = 0;
-        while (parser.nextToken() == JsonToken.FIELD_NAME) {
-          String name = parser.currentName();
-          Integer field = record.index.get(name);
-          JsonToken value = parser.nextToken();
-          if (field == null) {
-            flags |= keys.flag(name);
-            parser.skipChildren();
-          } else {
-            flags |= record.flags[field];
-            if (typed) {
-              values[field] = record.fields[field].read(parser, value, text);
-            } else {
-              parser.skipChildren();
-            }
-          }
-        }
+        long flags = record.readFields(parser, text, values, keys);
         int end = (int) parser.currentLocation().getByteOffset();
         InternalRow scan = new GenericInternalRow(new Object[] {Arrays.copyOfRange(text, begin, end), flags});
         items.add(new GenericInternalRow(new Object[] {typed ? new GenericInternalRow(values) : null, scan, null}));
@@ -180,14 +164,12 @@ public final class Records {
     if (scanned == null) {
       return null;
     }
-    ArrayType records = new ArrayType(item.type, true);
     ArrayData typed;
     if (text[0] == '{') {
-      StructType container = new StructType(new StructField[] {new StructField("Records", records, true, Metadata.empty())});
-      InternalRow parsed = (InternalRow) Json.value(text, container);
+      InternalRow parsed = (InternalRow) Json.value(text, item.container);
       typed = parsed == null || parsed.isNullAt(0) ? null : parsed.getArray(0);
     } else {
-      typed = (ArrayData) Json.value(text, records);
+      typed = (ArrayData) Json.value(text, item.array);
     }
     if (typed == null) {
       return null;
@@ -289,16 +271,32 @@ public final class Records {
         return null;
       }
       Object[] values = new Object[fields.length];
+      readFields(parser, text, values, null);
+      return new GenericInternalRow(values);
+    }
+
+    /**
+     * The object's fields, up to its end, into {@code values} (null: each value skipped), and the key flags of its keys
+     * ({@code keys} null: none, as in a nested struct).
+     */
+    long readFields(JsonParser parser, byte[] text, Object[] values, KeyFlags.Keys keys) throws IOException {
+      long found = 0;
       while (parser.nextToken() == JsonToken.FIELD_NAME) {
-        Integer field = index.get(parser.currentName());
+        String name = parser.currentName();
+        Integer field = index.get(name);
         JsonToken value = parser.nextToken();
-        if (field == null) {
-          parser.skipChildren();
-        } else {
+        if (field != null) {
+          found |= flags[field];
+        } else if (keys != null) {
+          found |= keys.flag(name);
+        }
+        if (field != null && values != null) {
           values[field] = fields[field].read(parser, value, text);
+        } else {
+          parser.skipChildren();
         }
       }
-      return new GenericInternalRow(values);
+      return found;
     }
   }
 
@@ -323,24 +321,25 @@ public final class Records {
     }
   }
 
-  /** The item type: the typed record's struct and how each of its values is read. */
+  /** The item type: how each value of the typed record is read, and the containers Spark's parser reads. */
   private static final class Item {
     // Every task of the JVM asks with the same type and keys: they are read once.
     private static final Map<List<Object>, Item> READ = new ConcurrentHashMap<>();
 
-    final StructType type;
     final Struct record;
+    final ArrayType array; // [...]
+    final StructType container; // {"Records":[...]}
 
-    private Item(StructType type, Struct record) {
-      this.type = type;
-      this.record = record;
+    private Item(StructType typed, KeyFlags.Keys keys) {
+      record = new Struct(typed, keys);
+      array = new ArrayType(typed, true);
+      container = new StructType(new StructField[] {new StructField("Records", array, true, Metadata.empty())});
     }
 
     static Item of(String itemType, KeyFlags.Keys keys) {
       return READ.computeIfAbsent(List.of(itemType, keys), key -> {
         StructType item = (StructType) DataType.fromJson(itemType);
-        StructType typed = (StructType) item.apply("typed").dataType();
-        return new Item(typed, new Struct(typed, keys));
+        return new Item((StructType) item.apply("typed").dataType(), keys);
       });
     }
   }
