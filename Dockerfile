@@ -1,14 +1,16 @@
-# The JVM helpers (jobs/java/), compiled against the pinned Spark's jars in a stage of their own.
+# The JVM helpers (jobs/java/), compiled against the pinned Spark's jars, and the JVM dependencies (tools/jars/), fetched
+# and checked, in a stage of their own.
 FROM python:3.11.11-slim-bookworm AS helpers
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends openjdk-17-jdk-headless \
+    && apt-get install -y --no-install-recommends openjdk-17-jdk-headless maven \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /opt/cloudtrail
 COPY requirements.lock .
 RUN pip install --no-cache-dir "$(grep -E '^pyspark==' requirements.lock)"
 COPY jobs/java jobs/java
 COPY tools/__init__.py tools/package.py tools/
-RUN python -m tools.package build/cloudtrail.jar
+COPY tools/jars tools/jars
+RUN python -m tools.package build/cloudtrail.jar && python -m tools.package build/jars
 
 # One image for the Airflow services and the Spark master and workers: same Python, same pyspark.
 # Runtime only (requirements.lock): no compilers, no test tools; runs as an unprivileged user.
@@ -29,6 +31,7 @@ COPY expectations expectations
 COPY tools tools
 RUN python -m tools.package build/jobs.zip
 COPY --from=helpers /opt/cloudtrail/build/cloudtrail.jar build/cloudtrail.jar
+COPY --from=helpers /opt/cloudtrail/build/jars build/jars
 ENV PYTHONPATH=/opt/cloudtrail:/opt/cloudtrail/plugins \
     CLOUDTRAIL_HOME=/opt/cloudtrail \
     PYSPARK_PYTHON=/usr/local/bin/python \

@@ -64,10 +64,11 @@ help:
 	@echo "make metadata-growth - checkpoint and log sizes over 400 one-file batches"
 	@echo "make build/jobs.zip  - the job code spark-submit ships to executors"
 	@echo "make build/cloudtrail.jar - the JVM helpers (jobs/java/) every job's session loads"
+	@echo "make build/jars      - the JVM dependencies (S3A, Iceberg) at tools/jars/pom.xml's pins, checked against jars.sha256"
 	@echo "make build/spark-classes.jsa - the classes an ingest loads, archived: each driver maps them at start"
 	@echo "make clean           - remove data/, .airflow/ and build/"
 
-setup: $(STAMP) build/cloudtrail.jar build/spark-classes.jsa
+setup: $(STAMP) build/cloudtrail.jar build/jars build/spark-classes.jsa
 
 # The bytecode is compiled ahead, on every core (uv's --compile-bytecode takes one): an environment with
 # PYTHONDONTWRITEBYTECODE would otherwise compile every module again in every process.
@@ -101,6 +102,13 @@ build/jobs.zip: $(wildcard jobs/*.py jobs/*/*.py jobs/derived/rules/*)
 # The JVM helpers (jobs/java/): every Spark session of the jobs loads them (--jars under spark-submit).
 build/cloudtrail.jar: $(wildcard jobs/java/cloudtrail/*.java) $(STAMP)
 	@command -v javac >/dev/null || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends openjdk-17-jdk-headless >/dev/null; }
+	@$(PY) -m tools.package $@ >/dev/null
+
+# The JVM dependencies the pyspark wheel lacks (S3A and the AWS SDK modules it calls, Iceberg, Spark's cloud module, SQLite's
+# JDBC driver), at tools/jars/pom.xml's pinned versions: Maven checks Central's checksums, then each jar must match
+# tools/jars/jars.sha256 (README, "Versions").
+build/jars: tools/jars/pom.xml tools/jars/jars.sha256 $(STAMP)
+	@command -v mvn >/dev/null || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends maven >/dev/null; }
 	@$(PY) -m tools.package $@ >/dev/null
 
 # The classes an ingest loads, archived for the JVM's class data sharing: each driver maps them at start.

@@ -35,7 +35,7 @@ from typing import Any
 import boto3
 
 from bench.benchmark import SAMPLES, WORK, measure, product_command, zone
-from jobs.iceberg import publish
+from jobs.iceberg import catalog, publish
 from jobs.lake import EVENT_DATE, Lake, partition, partition_folders
 from jobs.landing.layout import delivery_path
 from jobs.quality import gate
@@ -141,7 +141,7 @@ def pruning(source: Path, days: int, scratch: Path) -> dict[str, Any]:
     made = synthetic_dates(lake, source, date(2024, 2, 1), days, 4)
     config = publish.parse_args(["--lake", str(lake.root), "--catalog", CATALOG, "--namespace", "pruning", "--run-id", "pruning"])
     publish.publish(config)
-    table = publish.open_catalog(lake, CATALOG).load_table("pruning.events")
+    table = catalog.open_catalog(lake, CATALOG).load_table("pruning.events")
     day = made[len(made) // 2]
     started = time.monotonic()
     planned = table.scan(row_filter=f"{EVENT_DATE} = '{day}'").plan_files()
@@ -168,14 +168,14 @@ def metadata_over_runs(source: Path, runs: int, scratch: Path) -> dict[str, Any]
         synthetic_dates(lake, source, date(2024, 3, 1) + timedelta(days=n), 1, 1)
         publish.publish(config, now=now)
         if (n + 1) in (1, 10, runs // 2, runs):
-            table = publish.open_catalog(lake, CATALOG).load_table("metadata.events")
+            table = catalog.open_catalog(lake, CATALOG).load_table("metadata.events")
             files, size = metadata_size(table)
             sizes.append(
                 {"runs": n + 1, "snapshots": len(table.metadata.snapshots), "metadata_files": files, "metadata_kb": round(size / 1024)}
             )
     later = now + timedelta(days=8)
     report = publish.publish(config, now=later)
-    table = publish.open_catalog(lake, CATALOG).load_table("metadata.events")
+    table = catalog.open_catalog(lake, CATALOG).load_table("metadata.events")
     files, size = metadata_size(table)
     events = next(t for t in report.tables if t.table == "events")
     after = {"snapshots": len(table.metadata.snapshots), "metadata_files": files, "metadata_kb": round(size / 1024),
@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     server, url = start_server()
     calls = counting(server)
     bucket = f"warehouse-{uuid.uuid4().hex[:8]}"
-    os.environ.update({**ENVIRONMENT, "AWS_ENDPOINT_URL": url, **glue_catalog(CATALOG, url, f"s3://{bucket}/iceberg")})
+    os.environ.update({**ENVIRONMENT, "AWS_ENDPOINT_URL": url, **glue_catalog(CATALOG, f"s3://{bucket}/iceberg")})
     boto3.client("s3").create_bucket(Bucket=bucket)
     scratch = WORK / f"publish-{uuid.uuid4().hex[:8]}"
     scratch.mkdir(parents=True)

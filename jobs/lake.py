@@ -118,6 +118,11 @@ class Lake:
     def at(cls, root: str | Path) -> Lake:
         return cls(Path(os.path.abspath(root)))
 
+    @property
+    def location(self) -> str:
+        """The lake's location as a URI: what its Iceberg tables record as their owner (jobs/iceberg/catalog.py)."""
+        return self.root.as_uri()
+
     def table(self, name: str) -> Path:
         return self.root / name
 

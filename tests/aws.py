@@ -59,12 +59,10 @@ def _quick_sqs_clock() -> None:
 ENVIRONMENT = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": REGION}
 
 
-def glue_catalog(name: str, endpoint: str, warehouse: str) -> dict[str, str]:
-    """The environment pyiceberg reads a Glue catalog `name` from, with its warehouse on this server's S3
-    (pyarrow's S3 client, which writes the tables' files, reads no AWS_* variable: its endpoint and keys are set)."""
-    settings = {"TYPE": "glue", "WAREHOUSE": warehouse, "S3__ENDPOINT": endpoint, "S3__REGION": REGION, "S3__ACCESS_KEY_ID": "testing",
-                "S3__SECRET_ACCESS_KEY": "testing", "GLUE__REGION": REGION}  # fmt: skip
-    return {f"PYICEBERG_CATALOG__{name.upper()}__{key}": value for key, value in settings.items()}
+def glue_catalog(name: str, warehouse: str) -> dict[str, str]:
+    """The environment pyiceberg reads a Glue catalog `name` from, as a user writes it: its type and warehouse. The
+    endpoint, region and keys are the AWS settings every client takes (jobs/object_store.py)."""
+    return {f"PYICEBERG_CATALOG__{name.upper()}__{key}": value for key, value in {"TYPE": "glue", "WAREHOUSE": warehouse}.items()}
 
 
 def log_key(prefix: str, delivered: datetime, file_id: str, account: str = ACCOUNT, region: str = REGION) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.iceberg import publish
+from jobs.iceberg import catalog
 from jobs.lake import ACTIVITY, DERIVED, OCSF, Lake
 from tests.conftest import ROOT
 from tests.helpers import DAY, deliver, event, events_of
@@ -215,7 +215,7 @@ def test_dag_run_end_to_end_with_real_spark(dag, dag_roots):
     assert gate["verdict"] == "passed" and gate["event_dates"] == ["2024-03-01"]
     assert states(run)["dq_gate"] == "skipped" and states(run)["announce"] == "success", "gated in the ingest's application"
     assert states(run)["publish"] == "success"
-    events = publish.open_catalog(Lake.at(lake), None).load_table("cloudtrail.events").scan(selected_fields=("eventID",)).to_arrow()
+    events = catalog.open_catalog(Lake.at(lake), None).load_table("cloudtrail.events").scan(selected_fields=("eventID",)).to_arrow()
     assert events.num_rows == 50, "the gated date is in the embedded Iceberg catalog"
 
     quiet = dag.test(logical_date=datetime(2024, 3, 1, tzinfo=UTC), run_conf={"landing": str(landing), "lake": str(lake)})

@@ -95,7 +95,7 @@ def test_each_command_is_a_door_that_runs_its_package_s_main():
         (target,) = imported(door)
         assert layer(target) < DOOR and callable(importlib.import_module(target).main), command
         assert f"python -m jobs.{command}" in (ast.get_docstring(ast.parse(door.read_text())) or ""), command
-    assert len(tops - set(COMMANDS)) <= 6, f"the kernel stays small: {sorted(tops - set(COMMANDS))}"
+    assert len(tops - set(COMMANDS)) <= 7, f"the kernel stays small: {sorted(tops - set(COMMANDS))}"
 
 
 def test_no_job_module_shadows_a_standard_or_installed_module():

@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
 from jobs.iceberg import publish
-from jobs.iceberg.publish import open_catalog
+from jobs.iceberg.catalog import open_catalog
 from jobs.ingest.command import main as ingest_main
 from jobs.lake import Lake
 from jobs.quality import validate_events

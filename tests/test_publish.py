@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import duckdb
@@ -15,7 +15,8 @@ import duckdb
 from jobs import options
 from jobs.derived import activity, ocsf
 from jobs.derived.derivation import DerivedConfig
-from jobs.iceberg import publish
+from jobs.iceberg import publish, upkeep
+from jobs.iceberg.catalog import open_catalog
 from jobs.lake import Lake
 from jobs.quality import validate_events
 from jobs.reporting.summary import publish_summary
@@ -28,13 +29,13 @@ from tests.helpers import DAY, command, deliver, duckdb_rows, events_of, ingest,
 NS = "cloudtrail"
 
 
-def published(lake: Path, run_id: str = "p", **options) -> publish.PublishReport:
+def published(lake: Path, run_id: str = "p", now: datetime | None = None, **options) -> publish.PublishReport:
     config = dataclasses.replace(publish.parse_args(["--lake", str(lake), "--run-id", run_id]), **options)
-    return publish.publish(config)
+    return publish.publish(config, now)
 
 
 def catalog(lake: Path):
-    return publish.open_catalog(Lake.at(lake), None)
+    return open_catalog(Lake.at(lake), None)
 
 
 def iceberg_rows(lake: Path, table: str = "events", row_filter: str | None = None, columns=("eventID", "event_date")):
@@ -179,14 +180,14 @@ def test_glue_and_an_s3_warehouse_on_moto_take_the_same_tables_and_expiry_keeps_
 
     bucket = f"warehouse-{Path(lake).parent.name[-12:].lower().replace('_', '-')}"
     boto3.client("s3").create_bucket(Bucket=bucket)
-    for key, value in glue_catalog("athena", aws, f"s3://{bucket}/iceberg").items():
+    for key, value in glue_catalog("athena", f"s3://{bucket}/iceberg").items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("CLOUDTRAIL_CATALOG", "athena")
     monkeypatch.setattr(pyiceberg.catalog, "_ENV_CONFIG", Config())  # pyiceberg reads its settings once a process
     two_days(spark, landing, lake)
     report = published(lake, "g1", expire_after=timedelta(0), orphan_grace=timedelta(0))
     assert report.status == "succeeded" and report.catalog == "athena"
-    glue = publish.open_catalog(Lake.at(lake), "athena")
+    glue = open_catalog(Lake.at(lake), "athena")
     table = glue.load_table(f"{NS}.events")
     assert table.location().startswith(f"s3://{bucket}/iceberg")
     assert boto3.client("glue").get_table(DatabaseName=NS, Name="events")["Table"]["Parameters"]["table_type"].upper() == "ICEBERG"
@@ -195,19 +196,22 @@ def test_glue_and_an_s3_warehouse_on_moto_take_the_same_tables_and_expiry_keeps_
     )
     assert rows == duckdb_rows(lake)
 
-    # More runs: each a snapshot; with no grace, expiry leaves the newest and the bucket only what it references.
+    # More runs: each a snapshot; with no grace, expiry leaves the newest, and once past the orphan floor the bucket
+    # holds only what the table references.
     for n in range(3):
         deliver(landing, events_of(3, DAY + timedelta(hours=12 + n), f"m{n}"), DAY + timedelta(hours=13 + n))
         assert gated(spark, lake, ingest(spark, landing, lake).run_id, DAY.date()) == "passed"
         events = published(lake, f"g{n + 2}", expire_after=timedelta(0), orphan_grace=timedelta(0)).tables[0]
         assert events.snapshots == 1 and events.added >= 1
+    later = datetime.now(tz=UTC) + upkeep.ORPHAN_FLOOR + timedelta(hours=1)
+    assert published(lake, "g5", later, expire_after=timedelta(0), orphan_grace=timedelta(0)).tables[0].orphans_deleted > 0
     table = glue.load_table(f"{NS}.events")
     objects = {
         f"s3://{bucket}/{o['Key']}"
         for o in boto3.client("s3").list_objects_v2(Bucket=bucket, Prefix="iceberg/cloudtrail.db/events/")["Contents"]
         if not o["Key"].endswith("/")
     }  # a folder's marker object is no file
-    assert objects == publish.referenced(table) | {table.metadata_location} - {None}
+    assert objects == upkeep.referenced(table) | {table.metadata_location} - {None}
     assert sorted(
         (r["eventID"], str(r["event_date"])) for r in table.scan(selected_fields=("eventID", "event_date")).to_arrow().to_pylist()
     ) == duckdb_rows(lake)
@@ -326,3 +330,46 @@ def test_a_catalog_that_is_not_configured_is_refused_in_one_line(tmp_path):
     assert result.returncode == 2 and "Traceback" not in result.stderr
     (line,) = [line for line in result.stderr.splitlines() if " ERROR " in line]
     assert "catalog 'nosuch' cannot be used" in line and "PYICEBERG_CATALOG__NOSUCH__" in line
+
+
+def test_an_in_flight_commit_s_files_outlive_any_orphan_grace(spark, landing, lake):
+    """A file written into a table's location for a commit not made yet is no orphan until the floor has passed,
+    whatever grace is asked for: with a grace of seconds it was deleted, and the commit that followed left the table
+    unreadable."""
+    two_days(spark, landing, lake)
+    assert published(lake, "first").status == "succeeded"
+    table = catalog(lake).load_table(f"{NS}.events")
+    committed = next((Path(table.location().removeprefix("file://")) / "data").rglob("*.parquet"))
+    in_flight = committed.with_name("in-flight.parquet")
+    in_flight.write_bytes(committed.read_bytes())
+    report = published(lake, "second", datetime.now(tz=UTC) + timedelta(hours=12), orphan_grace=timedelta(seconds=1))
+    assert report.status == "succeeded" and in_flight.exists()
+    now = datetime.now(tz=UTC)
+    assert upkeep.delete_orphans(table, now, now) == 0 and in_flight.exists(), "no grace, and still within the floor"
+    report = published(lake, "third", datetime.now(tz=UTC) + upkeep.ORPHAN_FLOOR + timedelta(days=1), orphan_grace=timedelta(0))
+    assert not in_flight.exists() and report.tables[0].orphans_deleted >= 1, "past the floor, an orphan goes"
+    assert iceberg_rows(lake) == duckdb_rows(lake)
+
+
+def test_a_second_lake_pointed_at_the_first_lake_s_tables_is_refused_in_one_line(spark, landing, lake, tmp_path, monkeypatch):
+    """Two lakes publishing to one catalog and namespace: the second is refused, the first lake's rows stay its own."""
+    import pyiceberg.catalog
+    from pyiceberg.utils.config import Config
+
+    shared = {"TYPE": "sql", "URI": f"sqlite:///{tmp_path}/shared.db", "WAREHOUSE": (tmp_path / "warehouse").as_uri()}
+    for key, value in shared.items():
+        monkeypatch.setenv(f"PYICEBERG_CATALOG__SHARED__{key}", value)
+    (tmp_path / "warehouse").mkdir()
+    two_days(spark, landing, lake)
+    first = command("jobs.publish", "--lake", lake, "--catalog", "shared", "--run-id", "first")
+    succeeded(first)
+    other_landing, other_lake = tmp_path / "other-landing", tmp_path / "other-lake"
+    deliver(other_landing, events_of(7, DAY + timedelta(hours=5), "x"), DAY + timedelta(hours=6))
+    assert gated(spark, other_lake, ingest(spark, other_landing, other_lake).run_id, DAY.date()) == "passed"
+    second = command("jobs.publish", "--lake", other_lake, "--catalog", "shared", "--run-id", "second")
+    assert second.returncode == 1 and "Traceback" not in second.stderr, second.stderr[-2000:]
+    errors = [line for line in second.stderr.splitlines() if " ERROR " in line]
+    assert errors and all("belongs to the lake at" in line and Lake.at(lake).location in line for line in errors), errors
+    monkeypatch.setattr(pyiceberg.catalog, "_ENV_CONFIG", Config())  # pyiceberg reads its settings once a process
+    events = open_catalog(Lake.at(lake), "shared").load_table(f"{NS}.events").scan(selected_fields=("eventID", "event_date"))
+    assert sorted((r["eventID"], str(r["event_date"])) for r in events.to_arrow().to_pylist()) == duckdb_rows(lake)

@@ -1,11 +1,13 @@
-"""Build what spark-submit ships with a job: jobs.zip (--py-files) and the JVM helpers' jar (--jars).
+"""Build what spark-submit ships with a job: jobs.zip (--py-files), the JVM helpers' jar and the JVM dependencies (--jars).
 
 python -m tools.package build/jobs.zip
 python -m tools.package build/cloudtrail.jar
+python -m tools.package build/jars
 """
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import subprocess
 import sys
@@ -56,6 +58,38 @@ def build_jar(target: Path) -> Path:
     return target
 
 
+# The JVM dependencies the pyspark wheel lacks, pinned in tools/jars/pom.xml, each file's SHA-256 in jars.sha256.
+DEPENDENCIES = ROOT / "tools" / "jars"
+
+
+def fetch_jars(target: Path) -> Path:
+    """tools/jars/pom.xml's dependencies from Maven Central (Maven checks the registry's checksums), then every file
+    against jars.sha256: a folder of exactly those jars, written whole or not at all."""
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise SystemExit("mvn not found: Maven fetches the JVM dependencies (Debian: apt-get install maven)")
+    partial = target.with_name(f".{target.name}.partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    pom = str(DEPENDENCIES / "pom.xml")
+    goal = ["dependency:copy-dependencies", f"-DoutputDirectory={partial}"]
+    command = [mvn, "-q", "-B", "-Dstyle.color=never", "--strict-checksums", "-f", pom, *goal]
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+    expected = dict(line.split()[::-1] for line in (DEPENDENCIES / "jars.sha256").read_text().splitlines() if line.strip())
+    found = {jar.name: hashlib.sha256(jar.read_bytes()).hexdigest() for jar in partial.glob("*.jar")}
+    if found != expected:
+        wrong = sorted(name for name in found.keys() | expected.keys() if found.get(name) != expected.get(name))
+        shutil.rmtree(partial)
+        raise SystemExit(f"the JVM dependencies differ from tools/jars/jars.sha256: {', '.join(wrong)}")
+    shutil.rmtree(target, ignore_errors=True)
+    partial.replace(target)
+    return target
+
+
 if __name__ == "__main__":
     out = Path(sys.argv[1]).absolute()
-    print(build_jar(out) if out.suffix == ".jar" else build_jobs_zip(out))
+    if out.suffix == ".jar":
+        print(build_jar(out))
+    elif out.suffix == ".zip":
+        print(build_jobs_zip(out))
+    else:
+        print(fetch_jars(out))

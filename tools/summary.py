@@ -88,7 +88,7 @@ def activity_highlights(lake: Lake, db: duckdb.DuckDBPyConnection) -> list[str]:
 
 def published(lake: Lake, catalog_name: str | None) -> list[str]:
     """The Iceberg tables as a reader elsewhere reads them: through the catalog, with pyiceberg (jobs/publish.py)."""
-    from jobs.iceberg.publish import NAMESPACE, TABLE_NAMES, open_catalog
+    from jobs.iceberg.catalog import NAMESPACE, TABLE_NAMES, open_catalog
 
     if not catalog_name and not lake.iceberg_catalog.exists():  # a reader creates no catalog
         return ["Iceberg tables: not published yet (the DAGs' publish task, or python -m jobs.publish)"]

@@ -51,7 +51,8 @@ from pathlib import Path
 from typing import Any
 
 from jobs import cli, options
-from jobs.files import read_record, under, write_record
+from jobs.iceberg import upkeep
+from jobs.iceberg.catalog import NAMESPACE, TABLE_NAMES, CatalogUnusable, claim, current_files, existing_table, open_catalog, open_table
 from jobs.lake import ACCOUNT_ID, DERIVED, EVENT_DATE, EVENT_DAY, EVENTS, PARTITION_COLUMNS, REGION, Lake, partition_leaves
 from jobs.quality import gate
 from jobs.reporting.report import now_iso, read_reports, verdict_of, write_json
@@ -60,12 +61,8 @@ from jobs.tables.partitions import fingerprint, marker_files
 
 log = logging.getLogger("publish")
 
-NAMESPACE = "cloudtrail"
 EXPIRE_AFTER = "7 days"
 ORPHAN_GRACE = "3 days"
-# What each published table is called in the catalog, by the lake's folder: the events and every derived table
-# (`ocsf/api_activity` -> `ocsf_api_activity`).
-TABLE_NAMES = {EVENTS: EVENTS} | {name: name.replace("/", "_") for derived in DERIVED for name in derived.tables}
 # The snapshot properties a publish writes: the local commit the snapshot reflects, and when that was committed.
 LOCAL_COMMIT, LOCAL_COMMIT_TIME, RUN_ID = "cloudtrail.local-commit", "cloudtrail.local-commit-time", "cloudtrail.publish-run"
 # Tries of one table's publish when other publishes keep committing first.
@@ -203,48 +200,6 @@ def published_files(lake: Lake, name: str) -> Published:
     return events_published(lake) if name == EVENTS else derived_published(lake, name)
 
 
-# --- the catalog ------------------------------------------------------------------------------------------------
-
-
-class CatalogUnusable(RuntimeError):
-    """The catalog named is not configured, or cannot be reached: nothing was published."""
-
-
-def open_catalog(lake: Lake, name: str | None, namespace: str = NAMESPACE) -> Any:
-    """The catalog named (pyiceberg's configuration), or the embedded one inside the lake, holding `namespace`."""
-    from pyiceberg.catalog import load_catalog
-    from pyiceberg.catalog.sql import SqlCatalog
-
-    try:
-        if name:
-            catalog = load_catalog(name)
-        else:
-            lake.iceberg_warehouse.mkdir(parents=True, exist_ok=True)
-            catalog = SqlCatalog("lake", uri=f"sqlite:///{lake.iceberg_catalog}", warehouse=lake.iceberg_warehouse.as_uri())
-        catalog.create_namespace_if_not_exists(namespace)
-        if not name:
-            _rehome(catalog, lake, namespace)
-    except Exception as exc:  # pyiceberg's errors for a missing setting are ValueErrors, a network's are boto's or OSError
-        raise CatalogUnusable(f"catalog {name!r} cannot be used: {exc} (pyiceberg reads its settings from .pyiceberg.yaml and "
-                              f"PYICEBERG_CATALOG__{(name or '').upper()}__<PROPERTY>)") from exc  # fmt: skip
-    return catalog
-
-
-def _rehome(catalog: Any, lake: Lake, namespace: str) -> None:
-    """A lake copied or moved to another path brings an embedded catalog whose tables live at the old path (Iceberg
-    metadata holds absolute paths): they are dropped from this catalog (the old lake's files untouched) and published
-    again from the lake's files by this publish; their snapshot history starts again."""
-    home = lake.iceberg_warehouse.as_uri() + "/"
-    for identifier in catalog.list_tables(namespace):
-        try:
-            location = catalog.load_table(identifier).location()
-        except FileNotFoundError:  # its metadata went with the old path: the lake was moved, or restored elsewhere
-            location = "a path that is gone"
-        if not location.startswith(home):
-            log.warning("the lake moved: its embedded table %s lived at %s, published again under %s", ".".join(identifier), location, home)
-            catalog.drop_table(identifier)
-
-
 def _partition_types() -> dict[str, Any]:
     import pyarrow as pa
 
@@ -284,72 +239,6 @@ def _copy(file: LocalFile) -> tuple[LocalFile, bytes]:
     sink = io.BytesIO()
     pq.write_table(rows, sink, compression="zstd")
     return file, sink.getvalue()
-
-
-TABLE_PROPERTIES = {
-    "format-version": "2",
-    "write.parquet.compression-codec": "zstd",
-    # Each commit writes a metadata file: the newest ten are kept, older ones deleted as commits go.
-    "write.metadata.delete-after-commit.enabled": "true",
-    "write.metadata.previous-versions-max": "10",
-    # A publish that adds files merges the table's small manifests once ten of them wait: a plan reads a few
-    # manifests, not one per publish (BENCHMARKS.md, "Publishing as Iceberg tables").
-    "commit.manifest-merge.enabled": "true",
-    "commit.manifest.min-count-to-merge": "10",
-    # pyiceberg retries a commit another one overtook by replaying the same appends on the newer snapshot: right for
-    # independent writers, a file twice for two publishes of one lake. A publish computes its difference again instead.
-    "commit.retry.num-retries": "0",
-}
-
-
-def existing_table(catalog: Any, identifier: str) -> Any | None:
-    """The table, or None before its first publish."""
-    from pyiceberg.exceptions import NoSuchTableError
-
-    try:
-        return catalog.load_table(identifier)
-    except NoSuchTableError:
-        return None
-
-
-def open_table(catalog: Any, identifier: str, columns: tuple[str, ...], schemas: list[Any], table: Any | None) -> Any:
-    """`table`, or the Iceberg table created on its first publish (identity partitions on `columns`), with every
-    column of `schemas` (the files about to be added) it lacks added: the lake's tables gain columns as CloudTrail does."""
-    from pyiceberg.table import TableProperties
-
-    def name_mapping(tx: Any) -> None:  # files carry no Iceberg field ids: every reader maps their columns by name
-        tx.set_properties({TableProperties.DEFAULT_NAME_MAPPING: tx.table_metadata.schema().name_mapping.model_dump_json()})
-
-    if table is None:
-        tx = catalog.create_table_transaction(identifier, schema=schemas[0], properties=TABLE_PROPERTIES)
-        with tx.update_spec() as spec:
-            for column in columns:
-                spec.add_identity(column)
-        name_mapping(tx)
-        tx.commit_transaction()
-        table = catalog.load_table(identifier)
-    known = {f.name for f in table.schema().fields}
-    wider = [schema for schema in schemas if any(column not in known for column in schema.names)]
-    if wider:
-        with table.transaction() as tx:  # the table takes the new metadata as it commits
-            with tx.update_schema() as update:
-                for schema in wider:
-                    update.union_by_name(schema)
-            name_mapping(tx)
-    return table
-
-
-def current_files(table: Any) -> dict[str, Any]:
-    """The data files the table's current snapshot holds, by their path inside its data folder."""
-    snapshot = table.current_snapshot()
-    if snapshot is None:
-        return {}
-    prefix = f"{table.location().rstrip('/')}/data/"
-    found = {}
-    for manifest in snapshot.manifests(table.io):
-        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
-            found[entry.data_file.file_path.removeprefix(prefix)] = entry.data_file
-    return found
 
 
 def _data_file(table: Any, path: str, body: bytes) -> Any:
@@ -402,6 +291,8 @@ def publish_table(catalog: Any, config: PublishConfig, name: str, now: datetime)
     found = published_files(lake, name)
     outcome.held_back = dict(sorted(found.held_back.items()))
     table = existing_table(catalog, identifier)
+    if table is not None:
+        claim(table, lake)
     if not found.files and table is None:
         return outcome  # nothing to publish yet: no empty table to create
     wanted = found.local_commit()
@@ -415,7 +306,7 @@ def publish_table(catalog: Any, config: PublishConfig, name: str, now: datetime)
     removed = [key for key in current if key not in listed and _partition(key) not in found.kept]
     if not added and not removed:
         return outcome if table is None else _kept(table, config, outcome, found, now)
-    table = open_table(catalog, identifier, PARTITION_COLUMNS[name], [published_schema(f) for f in added], table)
+    table = open_table(catalog, identifier, PARTITION_COLUMNS[name], [published_schema(f) for f in added], table, lake)
     location = f"{table.location().rstrip('/')}/data/"
     copied = {}
     for local, body in _copies(added):
@@ -471,10 +362,10 @@ def _copies(files: list[LocalFile]) -> Iterator[tuple[LocalFile, bytes]]:
 
 def _kept(table: Any, config: PublishConfig, outcome: TableOutcome, found: Published, now: datetime) -> TableOutcome:
     """Expiry and orphan deletion, then the table's figures for the report."""
-    outcome.expired = expire(table, now - config.expire_after)
-    if _cleaning_due(config, table.location(), now):
-        outcome.orphans_deleted = delete_orphans(table, now - config.orphan_grace)
-        _cleaned(config, table.location(), now)
+    outcome.expired = upkeep.expire(table, now - config.expire_after)
+    if upkeep.cleaning_due(config.lake.publish_state, table.location(), now):
+        outcome.orphans_deleted = upkeep.delete_orphans(table, now - config.orphan_grace, now)
+        upkeep.cleaned(config.lake.publish_state, table.location(), now)
     snapshot = table.current_snapshot()
     outcome.snapshots = len(table.metadata.snapshots)
     if snapshot is not None:
@@ -485,78 +376,6 @@ def _kept(table: Any, config: PublishConfig, outcome: TableOutcome, found: Publi
             published = datetime.fromisoformat(outcome.local_commit_time).timestamp()
             outcome.lag_seconds = max(0.0, float(found.newest() // 1_000_000_000) - published)
     return outcome
-
-
-# --- kept small ----------------------------------------------------------------------------------------------------
-
-
-# publish.json's format (jobs/files.py's `record_body`): 2 = {"cleaned_at": {location: time}}; format 1 was that object alone.
-STATE_FORMAT = 2
-
-
-def _cleaned_at(config: PublishConfig) -> dict[str, str]:
-    state = config.lake.publish_state
-    if not state.exists():
-        return {}
-    cleaned: dict[str, str] = read_record(state, STATE_FORMAT, {1: under("cleaned_at")})["cleaned_at"]
-    return cleaned
-
-
-def _cleaning_due(config: PublishConfig, location: str, now: datetime) -> bool:
-    """Unreferenced files are looked for at most once a day (every manifest is read, the location listed), and
-    always when the grace is shorter."""
-    last = _cleaned_at(config).get(location)
-    return last is None or now - datetime.fromisoformat(last) >= min(config.orphan_grace, timedelta(days=1))
-
-
-def _cleaned(config: PublishConfig, location: str, now: datetime) -> None:
-    write_record(config.lake.publish_state, STATE_FORMAT, {"cleaned_at": _cleaned_at(config) | {location: now.isoformat()}}, indent=1)
-
-
-def expire(table: Any, before: datetime) -> int:
-    """Expire the snapshots older than `before`, the current one kept; how many."""
-    current = table.current_snapshot()
-    old = [s.snapshot_id for s in table.metadata.snapshots
-           if s.timestamp_ms < before.timestamp() * 1000 and (current is None or s.snapshot_id != current.snapshot_id)]  # fmt: skip
-    if old:
-        table.maintenance.expire_snapshots().by_ids(old).commit()
-    return len(old)
-
-
-def referenced(table: Any) -> set[str]:
-    """Every file the table's metadata reaches: metadata files, manifest lists, manifests, data files."""
-    found = {table.metadata_location, *(entry.metadata_file for entry in table.metadata.metadata_log)}
-    for snapshot in table.metadata.snapshots:
-        found.add(snapshot.manifest_list)
-        for manifest in snapshot.manifests(table.io):
-            found.add(manifest.manifest_path)
-            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=False):
-                found.add(entry.data_file.file_path)
-    if table.metadata.statistics:
-        found.update(s.statistics_path for s in table.metadata.statistics)
-    return found
-
-
-def delete_orphans(table: Any, before: datetime) -> int:
-    """Delete the files under the table's location that nothing references and that are older than `before`."""
-    from pyarrow import fs
-
-    scheme, _, rest = table.location().partition("://")
-    filesystem = table.io.fs_by_scheme(scheme, rest.split("/", 1)[0])  # the catalog's own settings (an endpoint, keys)
-    keep = {_without_scheme(path) for path in referenced(table)}
-    orphans = []
-    for info in filesystem.get_file_info(fs.FileSelector(rest, recursive=True, allow_not_found=True)):
-        if info.type == fs.FileType.File and info.path not in keep and info.mtime is not None and info.mtime < before:
-            orphans.append(info.path)
-    for path in orphans:
-        filesystem.delete_file(path)
-    if orphans:
-        log.info("%d files no snapshot references deleted from %s", len(orphans), table.location())
-    return len(orphans)
-
-
-def _without_scheme(path: str) -> str:
-    return path.split("://", 1)[1] if "://" in path else path
 
 
 # --- the run --------------------------------------------------------------------------------------------------------
@@ -586,17 +405,24 @@ def publish(config: PublishConfig, now: datetime | None = None) -> PublishReport
             try:
                 report.tables.append(published_table(catalog, config, name, now or datetime.now(tz=UTC)))
             except Exception as exc:  # one table's failure (a catalog unreachable, a schema it cannot take) is named
-                log.exception("table %s could not be published", TABLE_NAMES[name])
-                report.tables.append(TableOutcome(TABLE_NAMES[name], error=f"{type(exc).__name__}: {str(exc).splitlines()[0][:500]}"))
+                error = _one_line(exc)
+                log.error("table %s.%s could not be published: %s", config.namespace, TABLE_NAMES[name], error)
+                report.tables.append(TableOutcome(TABLE_NAMES[name], error=error))
         report.status = "failed" if any(t.error for t in report.tables) else "succeeded"
     except Exception as exc:
         report.status = "failed"
-        report.tables.append(TableOutcome("*", error=f"{type(exc).__name__}: {str(exc).splitlines()[0][:500]}"))
+        report.tables.append(TableOutcome("*", error=_one_line(exc)))
         raise
     finally:
         report.seconds = round(time.monotonic() - started, 1)
         report.write(config.lake)
     return report
+
+
+def _one_line(exc: Exception) -> str:
+    """An error as the report and the log name it: its type and its message's first line (a JVM's or boto's
+    messages run to pages)."""
+    return f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:500]}"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,7 +13,7 @@ from pyspark import SparkContext
 from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 
-from jobs import options
+from jobs import object_store, options
 from jobs.records.decode import JVM_EXPRESSIONS, JVM_FUNCTIONS
 from jobs.spark.sinks import IGNORE_SINK_LOG
 
@@ -76,6 +76,16 @@ def helpers_jar() -> str:
     return str((checkout if checkout.is_dir() else Path(os.environ.get("CLOUDTRAIL_HOME", "."))) / "build" / "cloudtrail.jar")
 
 
+def dependency_jars() -> str:
+    """The JVM dependencies the pyspark wheel lacks (S3A, Iceberg, Spark's cloud module: tools/jars/pom.xml, fetched by
+    `make setup`) as a classpath entry: the folder $CLOUDTRAIL_JARS, else build/jars of the checkout this module is in,
+    or of $CLOUDTRAIL_HOME when it was imported from jobs.zip."""
+    if "CLOUDTRAIL_JARS" in os.environ:
+        return f"{os.environ['CLOUDTRAIL_JARS']}/*"
+    checkout = Path(__file__).resolve().parents[2]
+    return str((checkout if checkout.is_dir() else Path(os.environ.get("CLOUDTRAIL_HOME", "."))) / "build" / "jars" / "*")
+
+
 # The JVM's lines about the class archive: one per class it cannot archive as it writes one, and a warning when one
 # does not fit (which the JVM then passes over).
 CLASS_ARCHIVE_QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
@@ -110,14 +120,15 @@ def driver_java_options() -> str:
 def spark_session(
     app_name: str, conf: dict[str, str] | None = None, master: str | None = None, *, dumping_classes: bool = False
 ) -> SparkSession:
-    """A session with BASE_CONF, options.LOCAL_FILE_SYSTEM and `conf`.
+    """A session with BASE_CONF, options.LOCAL_FILE_SYSTEM, object storage's settings (jobs/object_store.py) and `conf`.
 
     Under spark-submit the master, driver memory, the driver's JVM options and jars are spark-submit's
     (plugins/cloudtrail_airflow/operators.py); started by `python -m`, Spark runs embedded on `master`,
-    $CLOUDTRAIL_SPARK_MASTER or local[*], with the helpers' jar and driver_java_options(). Hadoop looks up the local
-    file system's class before Spark adds the jar: the JVM finds it at the end of its classpath, past Spark's jars, so
-    that the class archive, written by a JVM without it (`dumping_classes`: tools/class_archive.py, which therefore
-    keeps Hadoop's own file system), fits whatever path $CLOUDTRAIL_JAR gives the jar.
+    $CLOUDTRAIL_SPARK_MASTER or local[*], with the helpers' jar, the dependencies (S3A, Iceberg) and
+    driver_java_options(). Hadoop looks up the local file system's class before Spark adds the jar: the JVM finds it,
+    and the dependencies, at the end of its classpath, past Spark's jars, so that the class archive, written by a JVM
+    without them (`dumping_classes`: tools/class_archive.py, which therefore keeps Hadoop's own file system), fits
+    whatever paths they are given.
     """
     builder = SparkSession.builder.appName(app_name)
     # spark-submit hands Python a running JVM through this variable.
@@ -129,9 +140,11 @@ def spark_session(
         if not dumping_classes:
             # Spark's launcher puts $SPARK_DIST_CLASSPATH last on the JVM's classpath (extraClassPath goes first).
             launch = [entry for entry in os.environ.get("SPARK_DIST_CLASSPATH", "").split(os.pathsep) if entry]
-            os.environ["SPARK_DIST_CLASSPATH"] = os.pathsep.join(dict.fromkeys([*launch, helpers_jar()]))
-            builder = builder.config("spark.executor.extraClassPath", helpers_jar())
-    for key, value in {**BASE_CONF, **({} if dumping_classes else options.LOCAL_FILE_SYSTEM), **(conf or {})}.items():
+            added = [helpers_jar(), dependency_jars()]
+            os.environ["SPARK_DIST_CLASSPATH"] = os.pathsep.join(dict.fromkeys([*launch, *added]))
+            builder = builder.config("spark.executor.extraClassPath", os.pathsep.join(added))
+    local = {} if dumping_classes else options.LOCAL_FILE_SYSTEM
+    for key, value in {**BASE_CONF, **local, **object_store.spark_conf(), **(conf or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")

@@ -21,7 +21,7 @@ def spark_job(settings: Settings, task_id: str, job: str, application_args: Any,
         task_id=task_id,
         application=settings.job_app(job),
         py_files=settings.jobs_zip,
-        jars=settings.helpers_jar,
+        jars=f"{settings.helpers_jar},{settings.dependency_jars}",
         driver_class_path=settings.helpers_jar,  # LOCAL_FILE_SYSTEM's class, looked up before --jars are added
         application_args=application_args,
         conf={

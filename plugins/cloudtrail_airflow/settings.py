@@ -62,6 +62,12 @@ class Settings:
         return os.environ.get("CLOUDTRAIL_JAR", str(PROJECT_ROOT / "build" / "cloudtrail.jar"))
 
     @property
+    def dependency_jars(self) -> str:
+        """The JVM dependencies (S3A, Iceberg: tools/jars/pom.xml) spark-submit ships: a glob of $CLOUDTRAIL_JARS, or of
+        what `make setup` fetches."""
+        return f"{os.environ.get('CLOUDTRAIL_JARS', str(PROJECT_ROOT / 'build' / 'jars'))}/*.jar"
+
+    @property
     def events_uri(self) -> str:
         return Lake(self.lake).events.as_uri()
 

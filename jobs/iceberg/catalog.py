@@ -1,0 +1,148 @@
+"""The lake's Iceberg catalog and its tables: which catalog (pyiceberg's configuration, or the embedded one inside the
+lake), a table opened or created with the lake's partitioning, and the one lake that owns each table.
+
+A table records the lake that owns it (`cloudtrail.lake`, the lake's location): a second lake pointed at the same
+catalog and namespace is refused with one line, where its publish replaced the first lake's rows with its own.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from jobs import object_store
+from jobs.lake import DERIVED, EVENTS, Lake
+
+log = logging.getLogger("iceberg")
+
+NAMESPACE = "cloudtrail"
+# What each table is called in the catalog, by the lake's folder: the events and every derived table
+# (`ocsf/api_activity` -> `ocsf_api_activity`).
+TABLE_NAMES = {EVENTS: EVENTS} | {name: name.replace("/", "_") for derived in DERIVED for name in derived.tables}
+# The table property naming the lake that owns the table.
+OWNER = "cloudtrail.lake"
+
+
+class CatalogUnusable(RuntimeError):
+    """The catalog named is not configured, or cannot be reached: nothing was published."""
+
+
+def open_catalog(lake: Lake, name: str | None, namespace: str = NAMESPACE) -> Any:
+    """The catalog named (pyiceberg's configuration), or the embedded one inside the lake, holding `namespace`."""
+    from pyiceberg.catalog import load_catalog
+    from pyiceberg.catalog.sql import SqlCatalog
+    from pyiceberg.utils.config import Config
+
+    try:
+        if name:
+            catalog = load_catalog(name, **object_store.iceberg_properties(Config().get_catalog_config(name) or {}))
+        else:
+            lake.iceberg_warehouse.mkdir(parents=True, exist_ok=True)
+            catalog = SqlCatalog("lake", uri=f"sqlite:///{lake.iceberg_catalog}", warehouse=lake.iceberg_warehouse.as_uri())
+        catalog.create_namespace_if_not_exists(namespace)
+        if not name:
+            _rehome(catalog, lake, namespace)
+    except Exception as exc:  # pyiceberg's errors for a missing setting are ValueErrors, a network's are boto's or OSError
+        raise CatalogUnusable(f"catalog {name!r} cannot be used: {exc} (pyiceberg reads its settings from .pyiceberg.yaml and "
+                              f"PYICEBERG_CATALOG__{(name or '').upper()}__<PROPERTY>)") from exc  # fmt: skip
+    return catalog
+
+
+def _rehome(catalog: Any, lake: Lake, namespace: str) -> None:
+    """A lake copied or moved to another path brings an embedded catalog whose tables live at the old path (Iceberg
+    metadata holds absolute paths): they are dropped from this catalog (the old lake's files untouched) and published
+    again from the lake's files by this publish; their snapshot history starts again."""
+    home = lake.iceberg_warehouse.as_uri() + "/"
+    for identifier in catalog.list_tables(namespace):
+        try:
+            location = catalog.load_table(identifier).location()
+        except FileNotFoundError:  # its metadata went with the old path: the lake was moved, or restored elsewhere
+            location = "a path that is gone"
+        if not location.startswith(home):
+            log.warning("the lake moved: its embedded table %s lived at %s, published again under %s", ".".join(identifier), location, home)
+            catalog.drop_table(identifier)
+
+
+TABLE_PROPERTIES = {
+    "format-version": "2",
+    "write.parquet.compression-codec": "zstd",
+    # Each commit writes a metadata file: the newest ten are kept, older ones deleted as commits go.
+    "write.metadata.delete-after-commit.enabled": "true",
+    "write.metadata.previous-versions-max": "10",
+    # A publish that adds files merges the table's small manifests once ten of them wait: a plan reads a few
+    # manifests, not one per publish (BENCHMARKS.md, "Publishing as Iceberg tables").
+    "commit.manifest-merge.enabled": "true",
+    "commit.manifest.min-count-to-merge": "10",
+    # pyiceberg retries a commit another one overtook by replaying the same appends on the newer snapshot: right for
+    # independent writers, a file twice for two publishes of one lake. A publish computes its difference again instead.
+    "commit.retry.num-retries": "0",
+}
+
+
+def existing_table(catalog: Any, identifier: str) -> Any | None:
+    """The table, or None before its first publish."""
+    from pyiceberg.exceptions import NoSuchTableError
+
+    try:
+        return catalog.load_table(identifier)
+    except NoSuchTableError:
+        return None
+
+
+def open_table(catalog: Any, identifier: str, columns: tuple[str, ...], schemas: list[Any], table: Any | None, lake: Lake) -> Any:
+    """`table`, or the Iceberg table created on its first publish (identity partitions on `columns`, owned by `lake`),
+    with every column of `schemas` (the files about to be added) it lacks added: the lake's tables gain columns as
+    CloudTrail does."""
+    from pyiceberg.table import TableProperties
+
+    def name_mapping(tx: Any) -> None:  # files carry no Iceberg field ids: every reader maps their columns by name
+        tx.set_properties({TableProperties.DEFAULT_NAME_MAPPING: tx.table_metadata.schema().name_mapping.model_dump_json()})
+
+    if table is None:
+        tx = catalog.create_table_transaction(identifier, schema=schemas[0], properties=TABLE_PROPERTIES | {OWNER: lake.location})
+        with tx.update_spec() as spec:
+            for column in columns:
+                spec.add_identity(column)
+        name_mapping(tx)
+        tx.commit_transaction()
+        table = catalog.load_table(identifier)
+    known = {f.name for f in table.schema().fields}
+    wider = [schema for schema in schemas if any(column not in known for column in schema.names)]
+    if wider:
+        with table.transaction() as tx:  # the table takes the new metadata as it commits
+            with tx.update_schema() as update:
+                for schema in wider:
+                    update.union_by_name(schema)
+            name_mapping(tx)
+    return table
+
+
+def current_files(table: Any) -> dict[str, Any]:
+    """The data files the table's current snapshot holds, by their path inside its data folder."""
+    snapshot = table.current_snapshot()
+    if snapshot is None:
+        return {}
+    prefix = f"{table.location().rstrip('/')}/data/"
+    found = {}
+    for manifest in snapshot.manifests(table.io):
+        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+            found[entry.data_file.file_path.removeprefix(prefix)] = entry.data_file
+    return found
+
+
+class OwnedByAnotherLake(RuntimeError):
+    """The table belongs to another lake: nothing of this lake is written to it."""
+
+
+def claim(table: Any, lake: Lake) -> Any:
+    """`table`, checked to be this lake's; one that names no owner (published by an earlier release) becomes this lake's."""
+    owner = table.properties.get(OWNER)
+    if owner is None:
+        with table.transaction() as tx:
+            tx.set_properties({OWNER: lake.location})
+    elif owner != lake.location:
+        raise OwnedByAnotherLake(
+            f"{'.'.join(table.name())} belongs to the lake at {owner}, not to this one ({lake.location}): refused; "
+            f"to hand it to this lake, set its table property {OWNER} to {lake.location}, or drop it"
+        )
+    return table

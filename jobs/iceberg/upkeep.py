@@ -1,0 +1,91 @@
+"""An Iceberg table kept small: old snapshots expired, and files no snapshot references deleted, never a file that a
+commit in flight has written and not yet committed.
+
+Orphans are deleted only once older than ORPHAN_FLOOR, whatever grace is asked for: a commit's files are written before
+the commit that references them, so a grace shorter than the longest commit deleted an in-flight commit's files, and
+the table it then committed could not be read while every later run reported success.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from jobs.files import read_record, under, write_record
+
+log = logging.getLogger("iceberg")
+
+# Longer than any commit takes (a publish of a year's backfill; an ingest's batch, retried): Iceberg's own orphan
+# removal keeps 3 days by default and warns that a shorter interval can corrupt a table.
+ORPHAN_FLOOR = timedelta(days=1)
+
+
+# publish.json's format (jobs/files.py's `record_body`): 2 = {"cleaned_at": {location: time}}; format 1 was that object alone.
+STATE_FORMAT = 2
+
+
+def _cleaned_at(state: Path) -> dict[str, str]:
+    if not state.exists():
+        return {}
+    cleaned: dict[str, str] = read_record(state, STATE_FORMAT, {1: under("cleaned_at")})["cleaned_at"]
+    return cleaned
+
+
+def cleaning_due(state: Path, location: str, now: datetime) -> bool:
+    """Unreferenced files are looked for at most once a day: every manifest is read, the location listed."""
+    last = _cleaned_at(state).get(location)
+    return last is None or now - datetime.fromisoformat(last) >= timedelta(days=1)
+
+
+def cleaned(state: Path, location: str, now: datetime) -> None:
+    write_record(state, STATE_FORMAT, {"cleaned_at": _cleaned_at(state) | {location: now.isoformat()}}, indent=1)
+
+
+def expire(table: Any, before: datetime) -> int:
+    """Expire the snapshots older than `before`, the current one kept; how many."""
+    current = table.current_snapshot()
+    old = [s.snapshot_id for s in table.metadata.snapshots
+           if s.timestamp_ms < before.timestamp() * 1000 and (current is None or s.snapshot_id != current.snapshot_id)]  # fmt: skip
+    if old:
+        table.maintenance.expire_snapshots().by_ids(old).commit()
+    return len(old)
+
+
+def referenced(table: Any) -> set[str]:
+    """Every file the table's metadata reaches: metadata files, manifest lists, manifests, data files."""
+    found = {table.metadata_location, *(entry.metadata_file for entry in table.metadata.metadata_log)}
+    for snapshot in table.metadata.snapshots:
+        found.add(snapshot.manifest_list)
+        for manifest in snapshot.manifests(table.io):
+            found.add(manifest.manifest_path)
+            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=False):
+                found.add(entry.data_file.file_path)
+    if table.metadata.statistics:
+        found.update(s.statistics_path for s in table.metadata.statistics)
+    return found
+
+
+def delete_orphans(table: Any, before: datetime, now: datetime) -> int:
+    """Delete the files under the table's location that nothing references and that are older than `before`, and
+    older than ORPHAN_FLOOR before `now` whatever `before` says."""
+    from pyarrow import fs
+
+    before = min(before, now - ORPHAN_FLOOR)
+    scheme, _, rest = table.location().partition("://")
+    filesystem = table.io.fs_by_scheme(scheme, rest.split("/", 1)[0])  # the catalog's own settings (an endpoint, keys)
+    keep = {_without_scheme(path) for path in referenced(table)}
+    orphans = []
+    for info in filesystem.get_file_info(fs.FileSelector(rest, recursive=True, allow_not_found=True)):
+        if info.type == fs.FileType.File and info.path not in keep and info.mtime is not None and info.mtime < before:
+            orphans.append(info.path)
+    for path in orphans:
+        filesystem.delete_file(path)
+    if orphans:
+        log.info("%d files no snapshot references deleted from %s", len(orphans), table.location())
+    return len(orphans)
+
+
+def _without_scheme(path: str) -> str:
+    return path.split("://", 1)[1] if "://" in path else path
