@@ -19,6 +19,7 @@ from jobs.iceberg import publish, upkeep
 from jobs.iceberg.catalog import open_catalog
 from jobs.lake import Lake
 from jobs.quality import validate_events
+from jobs.reporting.report import gate_report, write_json
 from jobs.reporting.summary import publish_summary
 from jobs.upkeep import rebuild
 from jobs.upkeep.compact import CompactConfig
@@ -164,6 +165,11 @@ def test_a_failed_gate_holds_its_date_back_until_a_gate_passes_it(spark, landing
     assert report.tables[0].held_back == {"2024-03-02": f"its gate failed in run {run}"}
     assert iceberg_rows(lake) == before
     assert "held back 2024-03-02: its gate failed" in "\n".join(publish_summary(dataclasses.asdict(report)))
+    # A gate run by hand (no run id) that failed the date is named as such, never "run None".
+    by_hand = gate_report(None, [DAYS[1]], {"failed_critical": [{"suite": "cloudtrail_events.critical"}]})
+    write_json(Lake.at(lake).gate_report("adhoc-by-hand"), by_hand)
+    (why,) = published(lake, "p2-by-hand").tables[0].held_back.values()
+    assert why.startswith("its gate failed when run by hand at 20") and "None" not in why, why
 
     # The operator accepts the share (--quarantine-threshold 0.5): the gate run again passes the same files, and the
     # next publish takes the date.
@@ -373,3 +379,68 @@ def test_a_second_lake_pointed_at_the_first_lake_s_tables_is_refused_in_one_line
     monkeypatch.setattr(pyiceberg.catalog, "_ENV_CONFIG", Config())  # pyiceberg reads its settings once a process
     events = open_catalog(Lake.at(lake), "shared").load_table(f"{NS}.events").scan(selected_fields=("eventID", "event_date"))
     assert sorted((r["eventID"], str(r["event_date"])) for r in events.to_arrow().to_pylist()) == duckdb_rows(lake)
+
+
+def test_a_namespace_that_exists_is_not_created_again():
+    """A Glue role may read its database and not create one: the namespace is created only when it is missing."""
+    from pyiceberg.exceptions import NoSuchNamespaceError
+
+    from jobs.iceberg.catalog import ensure_namespace
+
+    class Catalog:
+        def __init__(self, exists: bool) -> None:
+            self.exists, self.created = exists, []
+
+        def load_namespace_properties(self, namespace):
+            if not self.exists:
+                raise NoSuchNamespaceError(namespace)
+            return {}
+
+        def create_namespace_if_not_exists(self, namespace):
+            self.created.append(namespace)
+
+    existing, missing = Catalog(True), Catalog(False)
+    ensure_namespace(existing, NS)
+    ensure_namespace(missing, NS)
+    assert existing.created == [] and missing.created == [NS]
+
+
+def test_a_bucket_or_catalog_that_fails_ends_the_publish_in_one_line(spark, landing, lake, aws, monkeypatch):
+    """A warehouse bucket that does not exist fails its tables, each named in one line (exit 1); a catalog that
+    cannot be reached refuses the publish in one line (exit 2); neither prints a traceback."""
+    for key, value in glue_catalog("gone", "s3://no-such-bucket-for-the-tables/iceberg").items():
+        monkeypatch.setenv(key, value)
+    two_days(spark, landing, lake)
+    failed = command("jobs.publish", "--lake", lake, "--catalog", "gone", "--run-id", "no-bucket")
+    assert failed.returncode == 1 and "Traceback" not in failed.stderr, failed.stderr[-3000:]
+    errors = [line for line in failed.stderr.splitlines() if " ERROR " in line]
+    assert len(errors) == 1 and "table cloudtrail.events could not be published" in errors[0] and "no-such-bucket" in errors[0], errors
+    # A REST catalog (S3 Tables, Polaris) where nothing listens. (A Glue endpoint that refuses takes pyiceberg's
+    # ten tries with backoff, a minute, and ends the same way.)
+    monkeypatch.setenv("PYICEBERG_CATALOG__GONE__TYPE", "rest")
+    monkeypatch.setenv("PYICEBERG_CATALOG__GONE__URI", "http://127.0.0.1:9")
+    unreachable = command("jobs.publish", "--lake", lake, "--catalog", "gone", "--run-id", "no-catalog", timeout=120)
+    assert unreachable.returncode == 2 and "Traceback" not in unreachable.stderr, unreachable.stderr[-3000:]
+    (line,) = [line for line in unreachable.stderr.splitlines() if " ERROR " in line]
+    assert "catalog 'gone' cannot be used" in line and "127.0.0.1" in line, line
+
+
+def test_make_status_gives_the_pyiceberg_settings_that_read_the_embedded_catalog(spark, landing, lake, tmp_path):
+    """Tried as a new user would: the settings `make status` prints, put in a .pyiceberg.yaml, open the embedded
+    catalog in plain pyiceberg (under another name it held no table)."""
+    import os
+    import subprocess
+    import sys
+
+    two_days(spark, landing, lake)
+    assert published(lake, "status").status == "succeeded"
+    status = command("tools.status", "--lake", lake, "--landing", landing)
+    succeeded(status)
+    shown = status.stdout.splitlines()
+    start = next(i for i, line in enumerate(shown) if line.startswith("Iceberg tables in the embedded catalog"))
+    settings = [line[2:] for line in shown[start + 1 :] if line.startswith("  ")][:5]
+    (tmp_path / ".pyiceberg.yaml").write_text("\n".join(settings) + "\n")
+    read = "from pyiceberg.catalog import load_catalog as c; print(c('lake').load_table('cloudtrail.events').scan().to_arrow().num_rows)"
+    env = {**os.environ, "PYICEBERG_HOME": str(tmp_path)}
+    rows = subprocess.run([sys.executable, "-c", read], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert rows.returncode == 0 and int(rows.stdout) == len(duckdb_rows(lake)), rows.stderr[-2000:]

@@ -16,7 +16,7 @@ from jobs.lake import Lake, partition
 from jobs.quality import validate_events
 from jobs.records.schema import EVENTS_SCHEMA
 from tests.conftest import ROOT
-from tests.helpers import DAY, deliver, events_of, ingest
+from tests.helpers import DAY, command, deliver, events_of, ingest
 
 RUN_ID = "scheduled__2024-03-01"
 
@@ -136,6 +136,13 @@ def test_dates_cover_the_interval_and_what_the_run_wrote(tmp_path):
     assert validate_events.responsible_dates(config, {"rows_written_per_event_date": {"2023-07-10": 5}}) == [
         "2023-07-10", "2024-03-01", "2024-03-02",
     ]  # fmt: skip
+
+
+def test_a_gate_given_no_dates_and_no_run_refuses_in_one_line(tmp_path):
+    """A gate of nothing would pass ("gate passed on event dates ;"): with no dates and no run it refuses."""
+    result = command("jobs.validate_events", "--lake", tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "nothing to check: give the event dates" in result.stderr.splitlines()[-1], result.stderr
 
 
 def test_a_table_with_nothing_committed_yet_passes_with_no_rows(lake):

@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from jobs import options
+from jobs.iceberg.catalog import EMBEDDED, reader_settings
 from jobs.lake import Lake
 from jobs.landing import sqs
 from jobs.landing.bucket import is_bucket
@@ -80,6 +81,9 @@ def overview(lake: Lake, landing: str, queue_url: str | None, threshold: timedel
         f"checkpoint: batch {health.committed_batch}, watermark {status.format_time(health.watermark)}, "
         f"state {health.state_bytes / 1e6:.1f} MB, source log {health.source_log_bytes / 1e3:.0f} KB"
     )
+    if lake.iceberg_catalog.exists():
+        lines.append(f"Iceberg tables in the embedded catalog: pyiceberg's load_catalog({EMBEDDED!r}) reads them with this .pyiceberg.yaml")
+        lines.extend(f"  {line}" for line in reader_settings(lake).splitlines())
     lines.append("last run:")
     return lines + run_lines(lake, None)
 

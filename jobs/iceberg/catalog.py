@@ -21,6 +21,8 @@ NAMESPACE = "cloudtrail"
 TABLE_NAMES = {EVENTS: EVENTS} | {name: name.replace("/", "_") for derived in DERIVED for name in derived.tables}
 # The table property naming the lake that owns the table.
 OWNER = "cloudtrail.lake"
+# The name the embedded catalog goes by: pyiceberg finds its tables only under this name.
+EMBEDDED = "lake"
 
 
 class CatalogUnusable(RuntimeError):
@@ -38,14 +40,37 @@ def open_catalog(lake: Lake, name: str | None, namespace: str = NAMESPACE) -> An
             catalog = load_catalog(name, **object_store.iceberg_properties(Config().get_catalog_config(name) or {}))
         else:
             lake.iceberg_warehouse.mkdir(parents=True, exist_ok=True)
-            catalog = SqlCatalog("lake", uri=f"sqlite:///{lake.iceberg_catalog}", warehouse=lake.iceberg_warehouse.as_uri())
-        catalog.create_namespace_if_not_exists(namespace)
+            catalog = SqlCatalog(EMBEDDED, **embedded_settings(lake))
+        ensure_namespace(catalog, namespace)
         if not name:
             _rehome(catalog, lake, namespace)
     except Exception as exc:  # pyiceberg's errors for a missing setting are ValueErrors, a network's are boto's or OSError
-        raise CatalogUnusable(f"catalog {name!r} cannot be used: {exc} (pyiceberg reads its settings from .pyiceberg.yaml and "
+        cause = (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise CatalogUnusable(f"catalog {name!r} cannot be used: {cause} (pyiceberg reads its settings from .pyiceberg.yaml and "
                               f"PYICEBERG_CATALOG__{(name or '').upper()}__<PROPERTY>)") from exc  # fmt: skip
     return catalog
+
+
+def embedded_settings(lake: Lake) -> dict[str, str]:
+    """The embedded catalog's pyiceberg settings: a SQLite catalog and a warehouse folder inside the lake."""
+    return {"type": "sql", "uri": f"sqlite:///{lake.iceberg_catalog}", "warehouse": lake.iceberg_warehouse.as_uri()}
+
+
+def reader_settings(lake: Lake) -> str:
+    """The `.pyiceberg.yaml` with which any pyiceberg reader opens the embedded catalog (`load_catalog("lake")`)."""
+    lines = [f"    {key}: {value}" for key, value in embedded_settings(lake).items()]
+    return "\n".join(["catalog:", f"  {EMBEDDED}:", *lines])
+
+
+def ensure_namespace(catalog: Any, namespace: str) -> None:
+    """The namespace, created only when it is missing: a role allowed to read a Glue database that exists but not to
+    create one (glue:CreateDatabase) was refused, pyiceberg's create-if-not-exists trying the creation first."""
+    from pyiceberg.exceptions import NoSuchNamespaceError
+
+    try:
+        catalog.load_namespace_properties(namespace)
+    except NoSuchNamespaceError:
+        catalog.create_namespace_if_not_exists(namespace)
 
 
 def _rehome(catalog: Any, lake: Lake, namespace: str) -> None:

@@ -15,12 +15,8 @@ The catalog is pyiceberg's (`.pyiceberg.yaml`, `PYICEBERG_CATALOG__<NAME>__<PROP
 $CLOUDTRAIL_CATALOG: Glue for Athena, a REST catalog, SQL. Without a name: the embedded default, a SQLite catalog
 and a warehouse folder inside the lake (<lake>/iceberg/).
 
-Which local files a table publishes, per partition (`published_files`): for the events table, a date's files
-when they are the very files its gate passed (their fingerprint is the one <lake>/reports/dq/_validated.json
-holds); a date changed since (a batch not gated yet, a failed gate, a file planted in it) is held back and
-readers keep its last published files. A derived table's partitions are swapped in only after their gate
-passed (jobs/tables/staging.py), and its files are those the swap's marker lists. Debris never qualifies: files outside
-the table folders (_staging, _replaced, _swept) are never looked at.
+Which local files a table publishes, per partition, is jobs/iceberg/gated.py's: a date's files when they are the very
+files its gate passed, a date changed since held back with why; debris never.
 
 Each file is copied once into the table's location, the partition columns written into it (the lake keeps them
 in folder names only, which Iceberg readers would read as NULL), under a name made of the local file's name,
@@ -38,7 +34,6 @@ published (held-back dates are named, not failures), 1 a table could not be publ
 
 from __future__ import annotations
 
-import hashlib
 import io
 import logging
 import os
@@ -53,11 +48,11 @@ from typing import Any
 from jobs import cli, options
 from jobs.iceberg import upkeep
 from jobs.iceberg.catalog import NAMESPACE, TABLE_NAMES, CatalogUnusable, claim, current_files, existing_table, open_catalog, open_table
-from jobs.lake import ACCOUNT_ID, DERIVED, EVENT_DATE, EVENT_DAY, EVENTS, PARTITION_COLUMNS, REGION, Lake, partition_leaves
-from jobs.quality import gate
-from jobs.reporting.report import now_iso, read_reports, verdict_of, write_json
+from jobs.iceberg.gated import LocalFile, Published, date_of, published_files
+from jobs.lake import ACCOUNT_ID, EVENT_DATE, EVENT_DAY, PARTITION_COLUMNS, REGION, Lake
+from jobs.reporting.report import now_iso, write_json
 from jobs.reporting.summary import publish_summary
-from jobs.tables.partitions import fingerprint, marker_files
+from jobs.tables.partitions import fingerprint
 
 log = logging.getLogger("publish")
 
@@ -96,108 +91,6 @@ def parse_args(argv: list[str] | None = None) -> PublishConfig:
     args = parser.parse_args(argv)
     cli.required(parser, args, "lake")
     return PublishConfig(Lake.at(args.lake), cli.run_id(args.run_id), args.catalog, args.namespace, args.expire_after, args.orphan_grace)
-
-
-# --- what the lake holds, gated -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class LocalFile:
-    """A committed, gated data file of a lake table, and where its copy goes in the table's location."""
-
-    path: Path
-    partition: str  # its partition folder, relative to the table (`event_date=2024-03-01`, `region=.../eventDay=...`)
-    size: int
-    mtime_ns: int
-
-    @property
-    def key(self) -> str:
-        """The copy's path inside the table's data folder: the same local file always gets the same name, another
-        version of it (another size or time) another."""
-        token = hashlib.sha256(f"{self.path.name}\0{self.size}\0{self.mtime_ns}".encode()).hexdigest()[:12]
-        return f"{self.partition}/{self.path.stem.removesuffix('.c000').removesuffix('.snappy').removesuffix('.zstd')}-{token}.parquet"
-
-
-@dataclass
-class Published:
-    """What the lake offers a table's readers: its files per partition, and the partitions held back with why."""
-
-    files: dict[str, list[LocalFile]] = field(default_factory=dict)
-    held_back: dict[str, str] = field(default_factory=dict)  # event date -> why
-    kept: set[str] = field(default_factory=set)  # partitions whose published files stay as they are (held back)
-    prints: dict[str, str] = field(default_factory=dict)  # partition -> fingerprint when listed
-
-    def keys(self) -> set[str]:
-        return {f.key for files in self.files.values() for f in files}
-
-    def local_commit(self) -> str:
-        return hashlib.sha256("\n".join(sorted(self.keys())).encode()).hexdigest()[:16]
-
-    def newest(self) -> int:
-        return max((f.mtime_ns for files in self.files.values() for f in files), default=0)
-
-
-def _local(path: Path, partition: str) -> LocalFile:
-    stat = path.stat()
-    return LocalFile(path, partition, stat.st_size, stat.st_mtime_ns)
-
-
-def _parquet(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.glob("*.parquet") if not p.name.startswith(("_", ".")))
-
-
-def _date_of(name: str, partition: str) -> str:
-    """The event date a partition folder holds (YYYY-MM-DD)."""
-    value = partition.rsplit("=", 1)[1]
-    return f"{value[:4]}-{value[4:6]}-{value[6:]}" if PARTITION_COLUMNS[name][-1] == EVENT_DAY else value
-
-
-def _failed_gates(lake: Lake) -> dict[str, str]:
-    """Per event date, the newest events gate that failed on it, unless a newer one passed or skipped it."""
-    seen: dict[str, str] = {}
-    for report in reversed(read_reports(lake.gate_reports, newest=20)):
-        failed = verdict_of(report) == "failed"
-        for day in report.get("event_dates") or []:
-            seen.setdefault(day, f"its gate failed in run {report.get('run_id')}" if failed else "")
-    return {day: why for day, why in seen.items() if why}
-
-
-def events_published(lake: Lake) -> Published:
-    """The events table's dates whose files are the ones their gate passed; the others held back, with why."""
-    found, index, failed = Published(), gate.validated(lake), _failed_gates(lake)
-    for folder in partition_leaves(lake.events, EVENTS):
-        day, live = folder.name.split("=", 1)[1], lake.events / folder
-        found.prints[folder.as_posix()] = current = fingerprint(live)
-        passed = index.get(day, {}).get("fingerprint")
-        if passed == current:
-            found.files[folder.as_posix()] = [_local(p, folder.as_posix()) for p in _parquet(live)]
-        else:
-            found.kept.add(folder.as_posix())
-            found.held_back[day] = failed.get(day) or (
-                "changed since its gate passed; the next gate checks it" if passed else "no gate has passed it yet"
-            )
-    return found
-
-
-def derived_published(lake: Lake, name: str) -> Published:
-    """A derived table's partitions as swapped in (each gated before its swap): the files their marker lists."""
-    found, table = Published(), lake.table(name)
-    for folder in partition_leaves(table, name):
-        live, relative = table / folder, folder.as_posix()
-        found.prints[relative] = fingerprint(live)
-        listed = marker_files(live)
-        # Without a marker (written before markers were, or by hand), the folder's data files.
-        found.files[relative] = [_local(p, relative) for p in _parquet(live) if listed is None or p.name in listed]
-    derived = next(derived for derived in DERIVED if name in derived.tables)
-    newest = read_reports(lake.derived_reports(derived.job), newest=1)
-    if newest and newest[0].get("status") == "gate_failed":
-        for day in newest[0].get("dates") or []:
-            found.held_back[day] = f"the rows of run {newest[0]['run_id']} failed their gate; readers keep the last good version"
-    return found
-
-
-def published_files(lake: Lake, name: str) -> Published:
-    return events_published(lake) if name == EVENTS else derived_published(lake, name)
 
 
 def _partition_types() -> dict[str, Any]:
@@ -330,7 +223,7 @@ def publish_table(catalog: Any, config: PublishConfig, name: str, now: datetime)
                 producer.append_data_file(data_file)
     outcome.added, outcome.removed = len(chosen), len(gone)
     for part in changed:
-        outcome.held_back[_date_of(name, part)] = "changed while it was published; the next publish takes it"
+        outcome.held_back[date_of(name, part)] = "changed while it was published; the next publish takes it"
     log.info("%s: one snapshot, %d files added and %d removed (local commit %s)", identifier, len(chosen), len(gone), wanted)
     return _kept(table, config, outcome, found, now)  # the table took its new snapshot as it committed
 

@@ -76,6 +76,8 @@ def parse_args(argv: list[str] | None = None) -> ValidateConfig:
         parser.error(f"--dates: {exc}")
     first, last = args.from_date or args.to_date, args.to_date or args.from_date
     dates.update(cli.date_range(parser, first, last, "--from-date and --to-date") or ())
+    if not dates and not args.run_id:  # a gate of nothing would pass
+        parser.error("nothing to check: give the event dates (--from-date/--to-date, --dates) or a run's --run-id")
     lake = Lake.at(args.lake)
     results = lake.gate_report(args.run_id or cli.run_id(None, kind="adhoc"))
     return ValidateConfig(lake, args.run_id, tuple(sorted(dates)), args.quarantine_threshold, results)
