@@ -11,8 +11,9 @@
    of the bucket, so its seconds grow with the bucket where S3's do not: the calls are the figure that carries over.
 3. Reading from the endpoint: `--backlog-files` objects of 1,000 real-shaped records fetched by the product
    (BucketLanding.fetch) against boto3's transfer manager downloading the same objects at the same concurrency,
-   alternating, `--repeats` times each: MB/s and files/s, the ratio (target >= 0.8x); and the whole backlog
-   ingest's MB/s for scale.
+   alternating, `--repeats` times each: MB/s and files/s, the ratio (target >= 0.8x); the whole backlog
+   ingest's MB/s for scale; and the objects into Spark fetched then read from the cache against read through S3A
+   where they are (`landing_read`): seconds and local disk.
 Writes bench/s3.json (bench-work/s3-smoke.json with --smoke).
 """
 
@@ -187,7 +188,42 @@ def backlog(s3: Any, files: int, repeats: int, scratch: Path) -> dict[str, Any]:
         "fetch_mb_s": round(mb / fetch_s, 1), "fetch_files_s": round(files / fetch_s, 1),
         "transfer_manager_mb_s": round(mb / manager_s, 1), "transfer_manager_files_s": round(files / manager_s, 1),
         "ratio": round(manager_s / fetch_s, 2), "whole_ingest_s": round(ingest, 1), "whole_ingest_mb_s": round(mb / ingest, 2),
+        "landing_read": landing_read(s3, bucket, keys, repeats, scratch),
     }  # fmt: skip
+
+
+def landing_read(s3: Any, bucket: str, keys: list[str], repeats: int, scratch: Path) -> dict[str, Any]:
+    """Whether Spark should read an S3 landing's objects where they are (S3A) or from the lake's fetch cache, as today:
+    the same objects' bytes into one Spark job, alternating: fetched (BucketLanding.fetch) then read from the local
+    cache, against read through S3A by the session every job builds (jobs/object_store.py). Seconds, and the local
+    disk each leaves behind."""
+    from jobs.spark.session import JobSession, spark_session
+
+    paths = [f"s3://{bucket}/{key}" for key in keys]
+    cached, direct, disk = [], [], 0
+    with JobSession(lambda: spark_session("bench-landing-read", {"spark.ui.enabled": "false"})) as session:
+        spark = session()
+
+        def read(files: list[str]) -> int:
+            row = spark.read.format("binaryFile").load(files).selectExpr("sum(length(content))").first()
+            assert row is not None
+            return int(row[0])
+
+        read(paths[:1])  # the JVM's first read of each kind pays its class loading, not the comparison
+        for n in range(repeats):
+            cache = scratch / f"read-cache-{n}"
+            started = time.monotonic()
+            BucketLanding.at(f"s3://{bucket}/{PREFIX}", cache).fetch(s3, keys)
+            local = read([str(path) for path in cache.rglob("*.json.gz")])
+            cached.append(time.monotonic() - started)
+            disk = sum(path.stat().st_size for path in cache.rglob("*") if path.is_file())
+            shutil.rmtree(cache)
+            started = time.monotonic()
+            assert read(paths) == local, "the same bytes either way"
+            direct.append(time.monotonic() - started)
+    cached_s, direct_s = statistics.median(cached), statistics.median(direct)
+    return {"fetch_then_read_s": round(cached_s, 2), "s3a_read_s": round(direct_s, 2), "s3a_against_fetch": round(cached_s / direct_s, 2),
+            "fetch_cache_bytes": disk, "s3a_local_bytes": 0}  # fmt: skip
 
 
 def results_path(smoke: bool) -> Path:
@@ -238,6 +274,9 @@ def main(argv: list[str] | None = None) -> int:
         )
     print(f"backlog of {read['files']} files, {read['megabytes']} MB: fetch {read['fetch_mb_s']} MB/s ({read['fetch_files_s']} files/s), "
           f"transfer manager {read['transfer_manager_mb_s']} MB/s; whole ingest {read['whole_ingest_mb_s']} MB/s")  # fmt: skip
+    landing = read["landing_read"]
+    print(f"the landing into Spark: fetched then read {landing['fetch_then_read_s']} s ({landing['fetch_cache_bytes'] / 1e6:.1f} MB of local disk), "
+          f"through S3A {landing['s3a_read_s']} s (none): S3A {landing['s3a_against_fetch']}x")  # fmt: skip
     for name, verdict in results["verdicts"].items():
         print(f"{name}: {'met' if verdict['met'] else 'MISSED'} {verdict}")
     print(f"results: {out}")

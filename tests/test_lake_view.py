@@ -244,6 +244,14 @@ def test_the_lake_page_in_the_airflow_ui(server: Server, known: KnownLake, tmp_p
         page.screenshot(path=str(tmp_path / "run-view.png"), full_page=True)
         browser.close()
 
+    # Airflow marks the DAG run failed (its publish, say) though its ingest job succeeded: the run is failed on the page.
+    last_run = f"run {known.report.run_id}: succeeded"
+    assert last_run in get(f"{server.url}/cloudtrail/", api.token)[1].decode(), "a queued DAG run is judged by its ingest"
+    api.call("PATCH", f"/api/v2/dags/cloudtrail_ingest/dagRuns/{known.report.run_id}", {"state": "failed"})
+    page_text = get(f"{server.url}/cloudtrail/", api.token)[1].decode()
+    heading = page_text[page_text.index("id='run'") :]
+    assert f"run {known.report.run_id}: failed (the DAG run; its ingest job succeeded)" in heading and last_run not in heading
+
 
 def test_the_published_tables_show_their_snapshot_the_dates_held_back_and_the_last_error_escaped(server: Server, known: KnownLake):
     from jobs.iceberg import publish

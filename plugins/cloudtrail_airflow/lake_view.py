@@ -295,6 +295,37 @@ def _backlog(waiting: status.Backlog) -> str:
     return f"<p>Backlog: {waiting.files:,} landing files ({waiting.bytes / 1e6:.1f} MB) not taken by a run yet.</p>"
 
 
+def dag_run_outcome(run_id: str) -> tuple[str, list[str]] | None:
+    """The ingest DAG's run `run_id` as Airflow ended it: its state and the tasks that failed (None: no such DAG run,
+    a run by hand)."""
+    from airflow.models.dagrun import DagRun
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        state = session.scalar(select(DagRun.state).where(DagRun.dag_id == INGEST_DAG_ID, DagRun.run_id == run_id))
+        if state is None:
+            return None
+        failed = session.scalars(
+            select(TaskInstance.task_id).where(
+                TaskInstance.dag_id == INGEST_DAG_ID, TaskInstance.run_id == run_id, TaskInstance.state.in_(("failed", "upstream_failed"))
+            )  # fmt: skip
+        ).all()
+    return str(state), sorted(failed)
+
+
+def _as_the_dag_run_ended(lines: list[str], run: dict[str, Any]) -> list[str]:
+    """The run's summary headed by the DAG run's verdict: an ingest that succeeded in a DAG run Airflow marked failed
+    (its publish failed, say) is a failed run."""
+    outcome = dag_run_outcome(run["run_id"])
+    if outcome is None or outcome[0] in ("success", "running", "queued"):
+        return lines
+    state, failed = outcome
+    tasks = f": {', '.join(failed)} failed" if failed else ""
+    return [f"run {run['run_id']}: {state} (the DAG run{tasks}; its ingest job {run['status']})", *lines[1:]]
+
+
 @app.get("/", response_class=HTMLResponse)
 def lake_page(request: Request, file: str = "") -> HTMLResponse:
     started = time.perf_counter()
@@ -302,7 +333,7 @@ def lake_page(request: Request, file: str = "") -> HTMLResponse:
     last, gates, tallied = status.ingest_run(lake, None), status.gate_runs(lake), tally.read(lake)
     summary = (
         "\n".join(
-            run_summary.run_summary(last, run_summary.gate_of(gates, last["run_id"]))
+            _as_the_dag_run_ended(run_summary.run_summary(last, run_summary.gate_of(gates, last["run_id"])), last)
             + run_summary.publish_summary(read_report(lake.publish_report(last["run_id"])))
         )
         if last
@@ -362,7 +393,7 @@ def run_page(dag_id: str, run_id: str) -> HTMLResponse:
     ]
     head = ["batch", "files", "records", "rows written", "quarantined", "records/s", "backlog after", "took"]
     body = (
-        f"<pre>{escape(chr(10).join(run_summary.run_summary(run, gate)))}</pre><h2>Batches</h2>"
+        f"<pre>{escape(chr(10).join(_as_the_dag_run_ended(run_summary.run_summary(run, gate), run)))}</pre><h2>Batches</h2>"
         + pages.table(head, batches, numeric=frozenset({1, 2, 3, 4, 5}))
         + f"<p class='muted'>{escape(dag_id)} · started {escape(run['started_at'])} · finished {escape(str(run.get('finished_at')))}</p>"
     )
