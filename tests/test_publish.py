@@ -318,11 +318,11 @@ def test_a_publish_that_another_overtakes_computes_its_difference_again(spark, l
     copies = publish._copies
     overtaken = []
 
-    def overtaken_once(files):  # while this publish copies, another one commits the same files first
+    def overtaken_once(files, target):  # while this publish copies, another one commits the same files first
         if not overtaken:
             overtaken.append(True)
             published(lake, "other")
-        return copies(files)
+        return copies(files, target)
 
     monkeypatch.setattr(publish, "_copies", overtaken_once)
     report = published(lake, "first")
@@ -444,3 +444,37 @@ def test_make_status_gives_the_pyiceberg_settings_that_read_the_embedded_catalog
     env = {**os.environ, "PYICEBERG_HOME": str(tmp_path)}
     rows = subprocess.run([sys.executable, "-c", read], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
     assert rows.returncode == 0 and int(rows.stdout) == len(duckdb_rows(lake)), rows.stderr[-2000:]
+
+
+def test_a_column_whose_type_differs_from_the_table_s_is_conformed_and_blocks_nothing(spark, landing, lake):
+    """The events table took `readOnly` as text (an earlier release's files): later files, whose `readOnly` is a flag,
+    publish into it as text, where every later publish of the events failed on the type change; a value that cannot
+    take the table's type is kept in `_rescued`."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from jobs.iceberg import catalog as iceberg_catalog
+    from jobs.iceberg.columns import conformed
+    from jobs.iceberg.gated import published_files
+
+    two_days(spark, landing, lake)
+    layout = Lake.at(lake)
+    first = next(iter(published_files(layout, "events").files.values()))[0]
+    schema = publish.published_schema(first)
+    as_text = schema.set(schema.get_field_index("readOnly"), pa.field("readOnly", pa.string()))
+    embedded = catalog(lake)
+    iceberg_catalog.open_table(embedded, f"{NS}.events", ("event_date",), [as_text], None, layout)
+    report = published(lake, "typed")
+    assert report.status == "succeeded" and report.tables[0].added >= 1, report.tables[0].error
+    table = embedded.load_table(f"{NS}.events")
+    assert str(table.schema().find_field("readOnly").field_type) == "string"
+    assert iceberg_rows(lake) == duckdb_rows(lake)
+    flags = {r["readOnly"] for r in table.scan(selected_fields=("readOnly",)).to_arrow().to_pylist()}
+    lake_flags = {str(v).lower() if v is not None else None for v in pq.read_table(first.path, columns=["readOnly"]).column(0).to_pylist()}
+    assert flags >= lake_flags - {None}, (flags, lake_flags)
+
+    # The other way: text where the table holds a flag; what is no flag goes to _rescued.
+    rows = pa.table({"readOnly": pa.array(["true", "maybe", None]), "_rescued": pa.array([None, '{"x": "1"}', None])})
+    fixed = conformed(rows, pa.schema([pa.field("readOnly", pa.bool_()), pa.field("_rescued", pa.large_string())]))
+    assert fixed.column("readOnly").to_pylist() == [True, None, None]
+    assert [json.loads(r) if r else r for r in fixed.column("_rescued").to_pylist()] == [None, {"x": "1", "readOnly": '"maybe"'}, None]

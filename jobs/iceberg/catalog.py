@@ -131,8 +131,16 @@ def open_table(catalog: Any, identifier: str, columns: tuple[str, ...], schemas:
         name_mapping(tx)
         tx.commit_transaction()
         table = catalog.load_table(identifier)
-    known = {f.name for f in table.schema().fields}
-    wider = [schema for schema in schemas if any(column not in known for column in schema.names)]
+    known = {f.name: f.field_type for f in table.schema().fields}
+
+    def addable(schema: Any) -> Any:
+        """A file's columns the table can take: those it lacks, and the fields a struct or list it has may gain. A
+        column it has keeps its type (jobs/iceberg/columns.py conforms the file's values to it)."""
+        import pyarrow as pa
+
+        return pa.schema([f for f in schema if f.name not in known or (pa.types.is_nested(f.type) and not known[f.name].is_primitive)])
+
+    wider = [addable(schema) for schema in schemas if any(column not in known for column in schema.names)]
     if wider:
         with table.transaction() as tx:  # the table takes the new metadata as it commits
             with tx.update_schema() as update:

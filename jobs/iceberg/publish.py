@@ -41,15 +41,16 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from jobs import cli, options
 from jobs.iceberg import upkeep
 from jobs.iceberg.catalog import NAMESPACE, TABLE_NAMES, CatalogUnusable, claim, current_files, existing_table, open_catalog, open_table
+from jobs.iceberg.columns import conformed, with_partition_columns
 from jobs.iceberg.gated import LocalFile, Published, date_of, published_files
-from jobs.lake import ACCOUNT_ID, EVENT_DATE, EVENT_DAY, PARTITION_COLUMNS, REGION, Lake
+from jobs.lake import PARTITION_COLUMNS, Lake
 from jobs.reporting.report import now_iso, write_json
 from jobs.reporting.summary import publish_summary
 from jobs.tables.partitions import fingerprint
@@ -93,30 +94,6 @@ def parse_args(argv: list[str] | None = None) -> PublishConfig:
     return PublishConfig(Lake.at(args.lake), cli.run_id(args.run_id), args.catalog, args.namespace, args.expire_after, args.orphan_grace)
 
 
-def _partition_types() -> dict[str, Any]:
-    import pyarrow as pa
-
-    # Security Lake's partitions are text (an account id keeps its leading zeros); an event date is a date.
-    return {EVENT_DATE: pa.date32(), REGION: pa.string(), ACCOUNT_ID: pa.string(), EVENT_DAY: pa.string()}
-
-
-def with_partition_columns(rows: Any, partition: str) -> Any:
-    """A local file's rows as published: timestamps as microseconds in UTC, the partition folder's values as columns."""
-    import pyarrow as pa
-
-    types = _partition_types()
-    for i, column in enumerate(rows.schema):
-        if pa.types.is_timestamp(column.type) and column.type != pa.timestamp("us", tz="UTC"):
-            rows = rows.set_column(i, column.name, rows.column(i).cast(pa.timestamp("us", tz="UTC")))
-    for part in partition.split("/"):
-        column, value = part.split("=", 1)
-        typed = date.fromisoformat(value) if types[column] == pa.date32() else value
-        if column in rows.column_names:
-            rows = rows.drop_columns([column])
-        rows = rows.append_column(pa.field(column, types[column]), pa.array([typed] * rows.num_rows, types[column]))
-    return rows
-
-
 def published_schema(file: LocalFile) -> Any:
     """The columns a local file has once published (its footer read, not its rows)."""
     import pyarrow.parquet as pq
@@ -124,11 +101,13 @@ def published_schema(file: LocalFile) -> Any:
     return with_partition_columns(pq.read_schema(file.path).empty_table(), file.partition).schema
 
 
-def _copy(file: LocalFile) -> tuple[LocalFile, bytes]:
-    """A local file with its partition columns, as Parquet bytes (zstd, as the lake writes)."""
+def _copy(file: LocalFile, target: Any) -> tuple[LocalFile, bytes]:
+    """A local file with its partition columns, in the types of the table's schema `target` (pyarrow), as Parquet bytes
+    (zstd, as the lake writes)."""
     import pyarrow.parquet as pq
 
     rows = with_partition_columns(pq.read_table(file.path, coerce_int96_timestamp_unit="us"), file.partition)
+    rows = conformed(rows, target)
     sink = io.BytesIO()
     pq.write_table(rows, sink, compression="zstd")
     return file, sink.getvalue()
@@ -202,7 +181,7 @@ def publish_table(catalog: Any, config: PublishConfig, name: str, now: datetime)
     table = open_table(catalog, identifier, PARTITION_COLUMNS[name], [published_schema(f) for f in added], table, lake)
     location = f"{table.location().rstrip('/')}/data/"
     copied = {}
-    for local, body in _copies(added):
+    for local, body in _copies(added, table.schema().as_arrow()):
         path = location + local.key
         with table.io.new_output(path).create(overwrite=True) as out:
             out.write(body)
@@ -248,9 +227,9 @@ def _partition(key: str) -> str:
     return key.rsplit("/", 1)[0]
 
 
-def _copies(files: list[LocalFile]) -> Iterator[tuple[LocalFile, bytes]]:
+def _copies(files: list[LocalFile], target: Any) -> Iterator[tuple[LocalFile, bytes]]:
     with ThreadPoolExecutor(COPIERS) as pool:
-        yield from pool.map(_copy, files)
+        yield from pool.map(lambda file: _copy(file, target), files)
 
 
 def _kept(table: Any, config: PublishConfig, outcome: TableOutcome, found: Published, now: datetime) -> TableOutcome:
