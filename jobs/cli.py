@@ -92,6 +92,14 @@ def required(parser: argparse.ArgumentParser, args: argparse.Namespace, *names: 
         parser.error(f"{shown} required (--lake and --landing may come from $CLOUDTRAIL_LAKE and $CLOUDTRAIL_LANDING)")
 
 
+def existing_lake(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """--lake given, and a lake there: every command but the ingest works on a lake that exists, where a mistyped path
+    was a new, empty lake (a gate of nothing passed, a compaction found nothing to do)."""
+    required(parser, args, "lake")
+    if not os.path.isdir(args.lake):
+        parser.error(f"--lake {args.lake}: no lake there (no such folder); the ingest makes a lake, the other commands need one")
+
+
 def date_range(parser: argparse.ArgumentParser, first: date | None, last: date | None, names: str) -> tuple[date, ...] | None:
     """The dates first..last; None when neither is given. Both go together, the first not after the second."""
     if first is None and last is None:

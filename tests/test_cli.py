@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs import cli, options
+from jobs import COMMANDS, cli, options
 from jobs.ingest.command import parse_args
 from jobs.lake import (
     ACCOUNT_ID,
@@ -216,3 +216,25 @@ def test_runtime_checks_in_jobs_raise_errors_not_asserts():
     asserts = [f"{path.relative_to(ROOT)}:{node.lineno}" for path in ROOT.glob("jobs/**/*.py")
                for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Assert)]  # fmt: skip
     assert asserts == []
+
+
+# Each command but the ingest (which makes a lake) and the replay (an ingest run), with what else it needs.
+ON_A_LAKE = {
+    "validate_events": ["--run-id", "r"], "sweep": [], "rebuild": ["--landing", "x", "--from-date", "2024-03-01"],
+    "repair": ["--landing", "x"], "rescale": ["--state-partitions", "2"], "compact": [], "activity": [], "ocsf": [],
+    "publish": [],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("command", sorted(ON_A_LAKE))
+def test_a_lake_that_is_not_there_is_refused_not_made(command, tmp_path, capsys):
+    """A mistyped --lake was a new, empty lake: a gate of nothing passed, a compaction found nothing to do."""
+    import importlib
+
+    missing = tmp_path / "no-such-lake"
+    with pytest.raises(SystemExit) as refused:
+        importlib.import_module(f"jobs.{command}").main(["--lake", str(missing), *ON_A_LAKE[command]])
+    assert refused.value.code == cli.USAGE
+    assert f"--lake {missing}: no lake there" in capsys.readouterr().err.splitlines()[-1]
+    assert not missing.exists()
+    assert set(ON_A_LAKE) | {"cloudtrail_ingest", "replay_quarantine"} == set(COMMANDS)

@@ -89,3 +89,22 @@ def test_a_job_s_session_reads_writes_and_checkpoints_on_s3_with_the_aws_setting
     keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="lake/")["Contents"]]
     assert any(k.startswith("lake/table/part=1/") and k.endswith(".parquet") for k in keys)
     assert "lake/_checkpoint/commits/0" in keys and not any(k.startswith("lake/_checkpoint/commits/1") for k in keys)
+
+
+@pytest.mark.integration
+def test_a_jar_that_differs_from_its_pinned_checksum_stops_the_setup(tmp_path, monkeypatch):
+    """`make setup`'s fetch refuses a set of jars one of which is not the pinned bytes, naming it, and leaves no folder."""
+    from tools import package
+
+    pinned = (ROOT / "tools" / "jars" / "jars.sha256").read_text().splitlines()
+    name = next(line.split()[1] for line in pinned if "hadoop-aws" in line)
+    altered = [line.replace(line.split()[0], "0" * 64) if line.endswith(name) else line for line in pinned]
+    (tmp_path / "pins").mkdir()
+    (tmp_path / "pins" / "pom.xml").write_text((ROOT / "tools" / "jars" / "pom.xml").read_text())
+    (tmp_path / "pins" / "jars.sha256").write_text("\n".join(altered) + "\n")
+    monkeypatch.setattr(package, "DEPENDENCIES", tmp_path / "pins")
+    with pytest.raises(SystemExit, match=f"differ from tools/jars/jars.sha256: {name}$"):
+        package.fetch_jars(tmp_path / "jars")
+    assert not (tmp_path / "jars").exists() and not (tmp_path / ".jars.partial").exists()
+    monkeypatch.setattr(package, "DEPENDENCIES", ROOT / "tools" / "jars")
+    assert len(list(package.fetch_jars(tmp_path / "jars").glob("*.jar"))) == len(pinned)

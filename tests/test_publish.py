@@ -332,6 +332,7 @@ def test_a_publish_that_another_overtakes_computes_its_difference_again(spark, l
 
 
 def test_a_catalog_that_is_not_configured_is_refused_in_one_line(tmp_path):
+    (tmp_path / "lake").mkdir()
     result = command("jobs.publish", "--lake", tmp_path / "lake", "--catalog", "nosuch")
     assert result.returncode == 2 and "Traceback" not in result.stderr
     (line,) = [line for line in result.stderr.splitlines() if " ERROR " in line]
@@ -411,10 +412,11 @@ def test_a_bucket_or_catalog_that_fails_ends_the_publish_in_one_line(spark, land
     for key, value in glue_catalog("gone", "s3://no-such-bucket-for-the-tables/iceberg").items():
         monkeypatch.setenv(key, value)
     two_days(spark, landing, lake)
-    failed = command("jobs.publish", "--lake", lake, "--catalog", "gone", "--run-id", "no-bucket")
+    # A namespace of its own: the server's Glue catalog is the session's, other tests' lakes own their tables.
+    failed = command("jobs.publish", "--lake", lake, "--catalog", "gone", "--namespace", "nobucket", "--run-id", "no-bucket")
     assert failed.returncode == 1 and "Traceback" not in failed.stderr, failed.stderr[-3000:]
     errors = [line for line in failed.stderr.splitlines() if " ERROR " in line]
-    assert len(errors) == 1 and "table cloudtrail.events could not be published" in errors[0] and "no-such-bucket" in errors[0], errors
+    assert len(errors) == 1 and "table nobucket.events could not be published" in errors[0] and "no-such-bucket" in errors[0], errors
     # A REST catalog (S3 Tables, Polaris) where nothing listens. (A Glue endpoint that refuses takes pyiceberg's
     # ten tries with backoff, a minute, and ends the same way.)
     monkeypatch.setenv("PYICEBERG_CATALOG__GONE__TYPE", "rest")

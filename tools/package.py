@@ -73,7 +73,9 @@ def fetch_jars(target: Path) -> Path:
     pom = str(DEPENDENCIES / "pom.xml")
     goal = ["dependency:copy-dependencies", f"-DoutputDirectory={partial}"]
     command = [mvn, "-q", "-B", "-Dstyle.color=never", "--strict-checksums", "-f", pom, *goal]
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+    fetched = subprocess.run(command, capture_output=True, text=True)  # Maven's own output only when it fails
+    if fetched.returncode != 0:
+        raise SystemExit(f"Maven could not fetch the JVM dependencies:\n{(fetched.stdout + fetched.stderr)[-3000:]}")
     expected = dict(line.split()[::-1] for line in (DEPENDENCIES / "jars.sha256").read_text().splitlines() if line.strip())
     found = {jar.name: hashlib.sha256(jar.read_bytes()).hexdigest() for jar in partial.glob("*.jar")}
     if found != expected:

@@ -67,7 +67,7 @@ class DerivedConfig:
         cli.add_run_id(parser)
         cli.add_lock_wait(parser)
         args = parser.parse_args(argv)
-        cli.required(parser, args, "lake")
+        cli.existing_lake(parser, args)
         return cls(
             lake=os.path.abspath(args.lake),
             dates=cli.date_range(parser, args.from_date, args.to_date, "--from-date and --to-date"),

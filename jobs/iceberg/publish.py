@@ -90,7 +90,7 @@ def parse_args(argv: list[str] | None = None) -> PublishConfig:
     parser.add_argument("--orphan-grace", type=cli.duration, default=ORPHAN_GRACE,
                         help="files no snapshot references are deleted once this old")  # fmt: skip
     args = parser.parse_args(argv)
-    cli.required(parser, args, "lake")
+    cli.existing_lake(parser, args)
     return PublishConfig(Lake.at(args.lake), cli.run_id(args.run_id), args.catalog, args.namespace, args.expire_after, args.orphan_grace)
 
 

@@ -69,7 +69,7 @@ def parse_args(argv: list[str] | None = None) -> ValidateConfig:
     parser.add_argument("--dates", default="", help="comma-separated event dates")
     parser.add_argument("--quarantine-threshold", type=float, default=options.QUARANTINE_THRESHOLD)
     args = parser.parse_args(argv)
-    cli.required(parser, args, "lake")
+    cli.existing_lake(parser, args)
     try:
         dates = {cli.iso_date(day.strip()) for day in args.dates.split(",") if day.strip()}
     except argparse.ArgumentTypeError as exc:

@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     cli.add_lake(parser)
     parser.add_argument("--wait-seconds", type=float, default=0, help="wait this long for a running ingest to finish")
     args = parser.parse_args(argv)
-    cli.required(parser, args, "lake")
+    cli.existing_lake(parser, args)
     return cli.run(lambda: sweep(Lake.at(args.lake), args.wait_seconds))
 
 

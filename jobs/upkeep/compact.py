@@ -70,7 +70,7 @@ def parse_args(argv: list[str] | None = None) -> CompactConfig:
     parser.add_argument("--closed-at", type=cli.iso_date, help="without dates: compact the dates closed on this day [today]")
     parser.add_argument("--dry-run", action="store_true", help="print the dates that would be compacted, change nothing")
     args = parser.parse_args(argv)
-    cli.required(parser, args, "lake")
+    cli.existing_lake(parser, args)
     return CompactConfig(
         lake=Lake.at(args.lake),
         run_id=cli.run_id(args.run_id, "compact"),

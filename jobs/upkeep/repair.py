@@ -72,7 +72,8 @@ def parse_args(argv: list[str] | None = None) -> RepairConfig:
     cli.add_lock_wait(parser)
     parser.add_argument("--dry-run", action="store_true", help="print what would be done, change nothing")
     args = parser.parse_args(argv)
-    cli.required(parser, args, "lake", "landing")
+    cli.existing_lake(parser, args)
+    cli.required(parser, args, "landing")
     return RepairConfig(Lake.at(args.lake), Path(args.landing).absolute(), args.dry_run, args.lock_wait)
 
 

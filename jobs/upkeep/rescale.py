@@ -64,7 +64,7 @@ def parse_args(argv: list[str] | None = None) -> RescaleConfig:
     cli.add_lock_wait(parser)
     parser.add_argument("--state-partitions", type=cli.positive_int, required=True, help="the state's new number of partitions")
     args = parser.parse_args(argv)
-    cli.required(parser, args, "lake")
+    cli.existing_lake(parser, args)
     return RescaleConfig(Lake.at(args.lake), cli.run_id(args.run_id, "rescale"), args.state_partitions, args.lock_wait)
 
 

@@ -297,22 +297,21 @@ def _backlog(waiting: status.Backlog) -> str:
 
 def dag_run_outcome(run_id: str) -> tuple[str, list[str]] | None:
     """The ingest DAG's run `run_id` as Airflow ended it: its state and the tasks that failed (None: no such DAG run,
-    a run by hand)."""
+    a run by hand, or no Airflow metadata DB to ask: the page rendered outside the API server)."""
     from airflow.models.dagrun import DagRun
     from airflow.models.taskinstance import TaskInstance
     from airflow.utils.session import create_session
     from sqlalchemy import select
+    from sqlalchemy.exc import OperationalError
 
-    with create_session() as session:
-        state = session.scalar(select(DagRun.state).where(DagRun.dag_id == INGEST_DAG_ID, DagRun.run_id == run_id))
-        if state is None:
-            return None
-        failed = session.scalars(
-            select(TaskInstance.task_id).where(
-                TaskInstance.dag_id == INGEST_DAG_ID, TaskInstance.run_id == run_id, TaskInstance.state.in_(("failed", "upstream_failed"))
-            )  # fmt: skip
-        ).all()
-    return str(state), sorted(failed)
+    ended = (TaskInstance.dag_id == INGEST_DAG_ID, TaskInstance.run_id == run_id, TaskInstance.state.in_(("failed", "upstream_failed")))
+    try:
+        with create_session() as session:
+            state = session.scalar(select(DagRun.state).where(DagRun.dag_id == INGEST_DAG_ID, DagRun.run_id == run_id))
+            failed = session.scalars(select(TaskInstance.task_id).where(*ended)).all() if state is not None else []
+    except OperationalError:
+        return None
+    return None if state is None else (str(state), sorted(failed))
 
 
 def _as_the_dag_run_ended(lines: list[str], run: dict[str, Any]) -> list[str]:
