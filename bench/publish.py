@@ -161,6 +161,7 @@ def metadata_size(table: Any) -> tuple[int, int]:
 
 def metadata_over_runs(source: Path, runs: int, scratch: Path) -> dict[str, Any]:
     lake = Lake.at(scratch / "metadata-lake")
+    lake.root.mkdir(parents=True)  # the synthetic dates are written into it as runs go
     config = publish.parse_args(["--lake", str(lake.root), "--catalog", CATALOG, "--namespace", "metadata"])
     now = datetime.now(tz=UTC)
     sizes = []

@@ -93,11 +93,12 @@ def required(parser: argparse.ArgumentParser, args: argparse.Namespace, *names: 
 
 
 def existing_lake(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """--lake given, and a lake there: every command but the ingest works on a lake that exists, where a mistyped path
-    was a new, empty lake (a gate of nothing passed, a compaction found nothing to do)."""
+    """--lake given, and a lake there: every command but those that make a lake (the ingest, a rebuild from the landing)
+    works on a lake that exists, where a mistyped path was a new, empty lake (a gate of nothing passed, a compaction
+    found nothing to do)."""
     required(parser, args, "lake")
     if not os.path.isdir(args.lake):
-        parser.error(f"--lake {args.lake}: no lake there (no such folder); the ingest makes a lake, the other commands need one")
+        parser.error(f"--lake {args.lake}: no lake there (no such folder); the ingest makes a lake, this command needs one")
 
 
 def date_range(parser: argparse.ArgumentParser, first: date | None, last: date | None, names: str) -> tuple[date, ...] | None:

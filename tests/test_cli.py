@@ -218,9 +218,10 @@ def test_runtime_checks_in_jobs_raise_errors_not_asserts():
     assert asserts == []
 
 
-# Each command but the ingest (which makes a lake) and the replay (an ingest run), with what else it needs.
+# Each command that needs a lake, with what else it needs: all but the ingest and a rebuild from the landing, which make
+# one, and the replay (an ingest run). A rebuild's rollback needs one.
 ON_A_LAKE = {
-    "validate_events": ["--run-id", "r"], "sweep": [], "rebuild": ["--landing", "x", "--from-date", "2024-03-01"],
+    "validate_events": ["--run-id", "r"], "sweep": [], "rebuild": ["--rollback", "tag"],
     "repair": ["--landing", "x"], "rescale": ["--state-partitions", "2"], "compact": [], "activity": [], "ocsf": [],
     "publish": [],
 }  # fmt: skip

@@ -54,6 +54,7 @@ class OperatorSequences(RuleBasedStateMachine):
         folder = self.root / f"seq-{time.monotonic_ns()}"
         self.landing, self.lake = folder / "landing", folder / "lake"
         (self.landing / "AWSLogs").mkdir(parents=True)
+        self.lake.mkdir()  # as an operator makes it (make run): only the ingest makes a lake, the other commands need one
         self.clock = DAY + timedelta(hours=1)  # arrival time of the next delivery
         self.delivered: dict[str, str] = {}  # eventID -> event date, of every event delivered
         self.files: list[tuple[datetime, list[dict[str, Any]]]] = []  # each delivery: arrival, records

@@ -83,8 +83,9 @@ def parse_args(argv: list[str] | None = None) -> RebuildConfig:
     parser.add_argument("--rollback", metavar="TAG", help="put back the partitions the rebuild TAG replaced")
     cli.add_run_id(parser)
     args = parser.parse_args(argv)
-    cli.existing_lake(parser, args)
-    if args.rollback:
+    cli.required(parser, args, "lake")
+    if args.rollback:  # a rebuild from the landing makes a lake as the ingest does; a rollback needs one
+        cli.existing_lake(parser, args)
         return RebuildConfig(landing="", lake=os.path.abspath(args.lake), dates=(), run_id=args.rollback, rollback=args.rollback)
     cli.required(parser, args, "landing", "from_date", "to_date")
     cache = Lake.at(args.lake).landing_cache
