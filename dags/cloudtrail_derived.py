@@ -12,7 +12,7 @@ as OCSF 1.1.0 API Activity, laid out as Amazon Security Lake lays out its source
 | `activity` | `spark-submit jobs/activity.py`: event dates whose events changed (or `from_date`..`to_date`), recomputed, swapped in |
 | `ocsf` | `spark-submit jobs/ocsf.py`: the same dates of the OCSF table |
 | `announce` | updates the `cloudtrail_derived` Asset |
-| `publish` | `jobs/publish.py`: the swapped-in partitions into the Iceberg catalog's tables (one snapshot each) |
+| `publish` | `jobs/iceberg/publish.py`: the swapped-in partitions into the Iceberg catalog's tables (one snapshot each) |
 
 One task per derived job, in the order `jobs/lake.py`'s `DERIVED` lists them.
 

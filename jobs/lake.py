@@ -35,7 +35,7 @@ Every path under the lake root is named here and nowhere else:
     <lake>/reports/dq/<run id>.json        gate results
     <lake>/reports/dq/<job>/<run id>.json  a derived job's gate results
     <lake>/reports/dq/_validated.json      per event date: the partition's files when a gate last passed it
-    <lake>/reports/publish/<run id>.json   what a publish to the Iceberg catalog did, per table (jobs/publish.py)
+    <lake>/reports/publish/<run id>.json   what a publish to the Iceberg catalog did, per table (jobs/iceberg/publish.py)
     <lake>/iceberg/catalog.db              the embedded Iceberg catalog (SQLite), when no other is configured
     <lake>/iceberg/warehouse/<ns>/<table>/  its tables' data and metadata files
 """

@@ -223,7 +223,7 @@ class OperatorSequences(RuleBasedStateMachine):
                 shutil.copytree(saved, table, symlinks=True)
         self._mend(self._ingest())
 
-    # What readers elsewhere see: the Iceberg tables (jobs/publish.py).
+    # What readers elsewhere see: the Iceberg tables (jobs/iceberg/publish.py).
 
     def _publish(self) -> int:
         return publish.main(["--lake", str(self.lake), "--orphan-grace", "0 seconds"])

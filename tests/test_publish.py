@@ -1,4 +1,4 @@
-"""The lake published as Iceberg tables (jobs/publish.py): read back through pyiceberg, they equal the lake's
+"""The lake published as Iceberg tables (jobs/iceberg/publish.py): read back through pyiceberg, they equal the lake's
 committed, gated rows, through ingest, rebuild, compaction and the derived jobs; a partition filter plans only
 its partition's files; debris is never published; a failed gate holds its date back; a publish killed at any
 point is completed by the next one; snapshots and unreferenced files are kept few."""

@@ -87,7 +87,7 @@ def activity_highlights(lake: Lake, db: duckdb.DuckDBPyConnection) -> list[str]:
 
 
 def published(lake: Lake, catalog_name: str | None) -> list[str]:
-    """The Iceberg tables as a reader elsewhere reads them: through the catalog, with pyiceberg (jobs/publish.py)."""
+    """The Iceberg tables as a reader elsewhere reads them: through the catalog, with pyiceberg (jobs/iceberg/publish.py)."""
     from jobs.iceberg.catalog import NAMESPACE, TABLE_NAMES, open_catalog
 
     if not catalog_name and not lake.iceberg_catalog.exists():  # a reader creates no catalog

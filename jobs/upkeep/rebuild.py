@@ -256,7 +256,7 @@ def rebuild(config: RebuildConfig, spark: SparkSession, plans: list[DateRebuild]
             "--allow-empty rebuilds them empty"
         )
     swapped = staging.publish(passed, {EVENTS: dates, QUARANTINE: sorted(reasons)})
-    if swapped:  # the partitions swapped in are the files this gate passed: what a publish may take (jobs/publish.py)
+    if swapped:  # the partitions swapped in are the files this gate passed: what a publish may take (jobs/iceberg/publish.py)
         record_validated(lake, fingerprints(lake, [str(day) for day in dates]), f"{tag}.rebuild")
     return swapped
 
