@@ -80,6 +80,12 @@ def add_dates(parser: argparse.ArgumentParser, what: str) -> None:
         )
 
 
+def first_line(exc: BaseException) -> str:
+    """An error's message as a report or a log line names it: its first line (a JVM's or boto's run to pages), or its
+    type's name when it has none (an empty message left `splitlines()[0]` raising an IndexError of its own)."""
+    return (str(exc).splitlines() or [type(exc).__name__])[0]
+
+
 def run_id(given: str | None, kind: str = "manual") -> str:
     """The run id given, or `<kind>__<UTC time>`: unique to the microsecond, so a retry never takes an attempt's reports."""
     return given or f"{kind}__{datetime.now(tz=UTC).isoformat(timespec='microseconds')}"

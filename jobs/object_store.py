@@ -20,14 +20,9 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-SCHEMES = ("s3://", "s3a://")
 S3A = "org.apache.hadoop.fs.s3a.S3AFileSystem"
 # The AWS SDK's own chain: S3A's default list lacks the profile file and EKS's web identity.
 CREDENTIALS = "software.amazon.awssdk.auth.credentials.DefaultCredentialsProvider"
-
-
-def is_object_store(location: str) -> bool:
-    return location.startswith(SCHEMES)
 
 
 def endpoint(env: Mapping[str, str] = os.environ) -> str | None:

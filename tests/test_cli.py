@@ -239,3 +239,10 @@ def test_a_lake_that_is_not_there_is_refused_not_made(command, tmp_path, capsys)
     assert f"--lake {missing}: no lake there" in capsys.readouterr().err.splitlines()[-1]
     assert not missing.exists()
     assert set(ON_A_LAKE) | {"cloudtrail_ingest", "replay_quarantine"} == set(COMMANDS)
+
+
+@pytest.mark.unit
+def test_an_error_is_named_by_its_first_line_or_its_type():
+    """An exception with no message named no line at all: a run's report of it raised an IndexError of its own."""
+    assert cli.first_line(RuntimeError("refused\n  at a.b.C(C.java:1)")) == "refused"
+    assert cli.first_line(KeyError()) == "KeyError" and cli.first_line(RuntimeError("")) == "RuntimeError"

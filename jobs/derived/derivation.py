@@ -191,7 +191,7 @@ def refresh(derivation: Derivation, config: DerivedConfig, session: Callable[[],
             record_built(lake, derivation.derived, stamps, report.rows, report.folders)
         report.status = "succeeded"
     except Exception as exc:
-        report.status, report.error = "failed", str(exc).splitlines()[0][:2000]
+        report.status, report.error = "failed", cli.first_line(exc)[:2000]
         raise
     finally:
         report.seconds = round(time.monotonic() - started, 1)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from jobs import object_store
+from jobs import cli, object_store
 from jobs.lake import DERIVED, EVENTS, Lake
 
 log = logging.getLogger("iceberg")
@@ -45,9 +45,8 @@ def open_catalog(lake: Lake, name: str | None, namespace: str = NAMESPACE) -> An
         if not name:
             _rehome(catalog, lake, namespace)
     except Exception as exc:  # pyiceberg's errors for a missing setting are ValueErrors, a network's are boto's or OSError
-        cause = (str(exc).splitlines() or [type(exc).__name__])[0]
-        raise CatalogUnusable(f"catalog {name!r} cannot be used: {cause} (pyiceberg reads its settings from .pyiceberg.yaml and "
-                              f"PYICEBERG_CATALOG__{(name or '').upper()}__<PROPERTY>)") from exc  # fmt: skip
+        raise CatalogUnusable(f"catalog {name!r} cannot be used: {cli.first_line(exc)} (pyiceberg reads its settings from "
+                              f".pyiceberg.yaml and PYICEBERG_CATALOG__{(name or '').upper()}__<PROPERTY>)") from exc  # fmt: skip
     return catalog
 
 

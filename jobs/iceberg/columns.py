@@ -82,7 +82,6 @@ def _rescued(rows: Any, name: str, want: Any) -> tuple[Any, Any]:
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             cast.append(None)
             rescued[i] = json.dumps({**json.loads(rescued[i] or "{}"), name: json.dumps(value, default=str)})
-    rows = rows.set_column(
-        rows.schema.get_field_index(RESCUED), rows.schema.field(RESCUED), pa.array(rescued, rows.schema.field(RESCUED).type)
-    )
+    field = rows.schema.field(RESCUED)
+    rows = rows.set_column(rows.schema.get_field_index(RESCUED), field, pa.array(rescued, field.type))
     return pa.array(cast, want), rows

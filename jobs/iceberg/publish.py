@@ -292,9 +292,8 @@ def publish(config: PublishConfig, now: datetime | None = None) -> PublishReport
 
 
 def _one_line(exc: Exception) -> str:
-    """An error as the report and the log name it: its type and its message's first line (a JVM's or boto's
-    messages run to pages)."""
-    return f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:500]}"
+    """An error as the report and the log name it: its type and its message's first line."""
+    return f"{type(exc).__name__}: {cli.first_line(exc)[:500]}"
 
 
 def main(argv: list[str] | None = None) -> int:

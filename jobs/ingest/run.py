@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 
 from pyspark.sql import SparkSession
 
-from jobs import options
+from jobs import cli, options
 from jobs.ingest import deliveries, stream
 from jobs.ingest.config import IngestConfig
 from jobs.lake import TABLES
@@ -116,7 +116,7 @@ def reported(config: IngestConfig, checkpoint: CheckpointSnapshot) -> Iterator[R
         yield report
         report.status = "succeeded"
     except Exception as exc:
-        report.status, report.error = "failed", str(exc).splitlines()[0][:2000]
+        report.status, report.error = "failed", cli.first_line(exc)[:2000]
         raise
     finally:
         if report.status != "succeeded":  # else the run's record_success read the commit log

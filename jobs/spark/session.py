@@ -70,20 +70,20 @@ STREAM_CONF = {
 def helpers_jar() -> str:
     """The JVM helpers (jobs/java/, built by `make setup`): $CLOUDTRAIL_JAR, else build/cloudtrail.jar of
     the checkout this module is in, or of $CLOUDTRAIL_HOME when it was imported from jobs.zip."""
-    if "CLOUDTRAIL_JAR" in os.environ:
-        return os.environ["CLOUDTRAIL_JAR"]
+    return os.environ["CLOUDTRAIL_JAR"] if "CLOUDTRAIL_JAR" in os.environ else str(_build() / "cloudtrail.jar")
+
+
+def _build() -> Path:
+    """build/ of the checkout this module is in, or of $CLOUDTRAIL_HOME when it was imported from jobs.zip."""
     checkout = Path(__file__).resolve().parents[2]
-    return str((checkout if checkout.is_dir() else Path(os.environ.get("CLOUDTRAIL_HOME", "."))) / "build" / "cloudtrail.jar")
+    return (checkout if checkout.is_dir() else Path(os.environ.get("CLOUDTRAIL_HOME", "."))) / "build"
 
 
 def dependency_jars() -> str:
     """The JVM dependencies the pyspark wheel lacks (S3A, Iceberg, Spark's cloud module: tools/jars/pom.xml, fetched by
     `make setup`) as a classpath entry: the folder $CLOUDTRAIL_JARS, else build/jars of the checkout this module is in,
     or of $CLOUDTRAIL_HOME when it was imported from jobs.zip."""
-    if "CLOUDTRAIL_JARS" in os.environ:
-        return f"{os.environ['CLOUDTRAIL_JARS']}/*"
-    checkout = Path(__file__).resolve().parents[2]
-    return str((checkout if checkout.is_dir() else Path(os.environ.get("CLOUDTRAIL_HOME", "."))) / "build" / "jars" / "*")
+    return f"{os.environ['CLOUDTRAIL_JARS'] if 'CLOUDTRAIL_JARS' in os.environ else _build() / 'jars'}/*"
 
 
 # The JVM's lines about the class archive: one per class it cannot archive as it writes one, and a warning when one
