@@ -16,13 +16,28 @@ The house, bottom up: a module imports only from its own package or from the one
     derived/      tables derived from the events table date by date: activity, findings, OCSF
     status/       what the lake holds and how fresh it is (the lake page, `make status`)
     iceberg/      the lake published as Apache Iceberg tables through a catalog
+    investigations/  the questions analysts ask, shipped as SQL and answered over the Iceberg tables
 
 The doors: `python -m jobs.<command>` or `spark-submit jobs/<command>.py` for each of COMMANDS; each door's module
 holds its usage and runs the command's `main` in its package.
 """
 
 # The packages of jobs/, bottom up: a package imports from the kernel and from the packages before it.
-PACKAGES = ("landing", "records", "reporting", "spark", "ledger", "tables", "quality", "ingest", "upkeep", "derived", "status", "iceberg")
+PACKAGES = (
+    "landing",
+    "records",
+    "reporting",
+    "spark",
+    "ledger",
+    "tables",
+    "quality",
+    "ingest",
+    "upkeep",
+    "derived",
+    "status",
+    "iceberg",
+    "investigations",
+)
 # The commands a user or a DAG runs: jobs/<command>.py, each a door into its package.
 COMMANDS = ("cloudtrail_ingest", "replay_quarantine", "validate_events", "sweep", "rebuild", "repair", "rescale", "compact",
-            "activity", "ocsf", "publish")  # fmt: skip
+            "activity", "ocsf", "publish", "investigate")  # fmt: skip

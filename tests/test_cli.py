@@ -223,7 +223,7 @@ def test_runtime_checks_in_jobs_raise_errors_not_asserts():
 ON_A_LAKE = {
     "validate_events": ["--run-id", "r"], "sweep": [], "rebuild": ["--rollback", "tag"],
     "repair": ["--landing", "x"], "rescale": ["--state-partitions", "2"], "compact": [], "activity": [], "ocsf": [],
-    "publish": [],
+    "publish": [], "investigate": ["iam_changes", "--from-date", "2024-01-01", "--to-date", "2024-01-01"],
 }  # fmt: skip
 
 

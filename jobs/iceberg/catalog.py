@@ -113,11 +113,20 @@ def existing_table(catalog: Any, identifier: str) -> Any | None:
         return None
 
 
-def open_table(catalog: Any, identifier: str, columns: tuple[str, ...], schemas: list[Any], table: Any | None, lake: Lake) -> Any:
-    """`table`, or the Iceberg table created on its first publish (identity partitions on `columns`, owned by `lake`),
-    with every column of `schemas` (the files about to be added) it lacks added: the lake's tables gain columns as
-    CloudTrail does."""
+def open_table(
+    catalog: Any, identifier: str, columns: tuple[str, ...], schemas: list[Any], table: Any | None, lake: Lake, order: tuple[str, ...] = ()
+) -> Any:
+    """`table`, or the Iceberg table created on its first publish (identity partitions on `columns`, owned by `lake`,
+    its rows sorted by `order` within them, as the lake's writers sort them), with every column of `schemas` (the files
+    about to be added) it lacks added: the lake's tables gain columns as CloudTrail does."""
     from pyiceberg.table import TableProperties
+    from pyiceberg.table.sorting import NullOrder
+    from pyiceberg.transforms import IdentityTransform
+
+    def sorted_by(tx: Any) -> None:  # Spark's ascending order: nulls first
+        with tx.update_sort_order() as sort:
+            for column in order:
+                sort.asc(column, IdentityTransform(), NullOrder.NULLS_FIRST)
 
     def name_mapping(tx: Any) -> None:  # files carry no Iceberg field ids: every reader maps their columns by name
         tx.set_properties({TableProperties.DEFAULT_NAME_MAPPING: tx.table_metadata.schema().name_mapping.model_dump_json()})
@@ -130,6 +139,9 @@ def open_table(catalog: Any, identifier: str, columns: tuple[str, ...], schemas:
         name_mapping(tx)
         tx.commit_transaction()
         table = catalog.load_table(identifier)
+    if order and table.sort_order().is_unsorted:  # a table its first publish created before the lake sorted its rows
+        with table.transaction() as tx:
+            sorted_by(tx)
     known = {f.name: f.field_type for f in table.schema().fields}
 
     def addable(schema: Any) -> Any:

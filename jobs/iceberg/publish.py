@@ -50,7 +50,8 @@ from jobs.iceberg import upkeep
 from jobs.iceberg.catalog import NAMESPACE, TABLE_NAMES, CatalogUnusable, claim, current_files, existing_table, open_catalog, open_table
 from jobs.iceberg.columns import conformed, with_partition_columns
 from jobs.iceberg.gated import LocalFile, Published, date_of, published_files
-from jobs.lake import PARTITION_COLUMNS, Lake
+from jobs.lake import EVENTS, PARTITION_COLUMNS, Lake
+from jobs.records import layout
 from jobs.reporting.report import now_iso, write_json
 from jobs.reporting.summary import publish_summary
 from jobs.tables.partitions import fingerprint
@@ -103,13 +104,14 @@ def published_schema(file: LocalFile) -> Any:
 
 def _copy(file: LocalFile, target: Any) -> tuple[LocalFile, bytes]:
     """A local file with its partition columns, in the types of the table's schema `target` (pyarrow), as Parquet bytes
-    (zstd, as the lake writes)."""
+    (zstd, as the lake writes), its rows in their order, with the events' bloom filters and row groups
+    (jobs/records/layout.py)."""
     import pyarrow.parquet as pq
 
     rows = with_partition_columns(pq.read_table(file.path, coerce_int96_timestamp_unit="us"), file.partition)
     rows = conformed(rows, target)
     sink = io.BytesIO()
-    pq.write_table(rows, sink, compression="zstd")
+    pq.write_table(rows, sink, compression="zstd", **layout.pyarrow_options(rows))
     return file, sink.getvalue()
 
 
@@ -178,7 +180,8 @@ def publish_table(catalog: Any, config: PublishConfig, name: str, now: datetime)
     removed = [key for key in current if key not in listed and _partition(key) not in found.kept]
     if not added and not removed:
         return outcome if table is None else _kept(table, config, outcome, found, now)
-    table = open_table(catalog, identifier, PARTITION_COLUMNS[name], [published_schema(f) for f in added], table, lake)
+    order = layout.SORT_COLUMNS if name == EVENTS else ()
+    table = open_table(catalog, identifier, PARTITION_COLUMNS[name], [published_schema(f) for f in added], table, lake, order)
     location = f"{table.location().rstrip('/')}/data/"
     copied = {}
     for local, body in _copies(added, table.schema().as_arrow()):

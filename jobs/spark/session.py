@@ -14,6 +14,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 
 from jobs import object_store, options
+from jobs.records import layout
 from jobs.records.decode import JVM_EXPRESSIONS, JVM_FUNCTIONS
 from jobs.spark.sinks import IGNORE_SINK_LOG
 
@@ -120,7 +121,8 @@ def driver_java_options() -> str:
 def spark_session(
     app_name: str, conf: dict[str, str] | None = None, master: str | None = None, *, dumping_classes: bool = False
 ) -> SparkSession:
-    """A session with BASE_CONF, options.LOCAL_FILE_SYSTEM, object storage's settings (jobs/object_store.py) and `conf`.
+    """A session with BASE_CONF, options.LOCAL_FILE_SYSTEM, object storage's settings (jobs/object_store.py), the
+    events' layout (jobs/records/layout.py) and `conf`.
 
     Under spark-submit the master, driver memory, the driver's JVM options and jars are spark-submit's
     (plugins/cloudtrail_airflow/operators.py); started by `python -m`, Spark runs embedded on `master`,
@@ -144,7 +146,7 @@ def spark_session(
             os.environ["SPARK_DIST_CLASSPATH"] = os.pathsep.join(dict.fromkeys([*launch, *added]))
             builder = builder.config("spark.executor.extraClassPath", os.pathsep.join(added))
     local = {} if dumping_classes else options.LOCAL_FILE_SYSTEM
-    for key, value in {**BASE_CONF, **local, **object_store.spark_conf(), **(conf or {})}.items():
+    for key, value in {**BASE_CONF, **local, **object_store.spark_conf(), **layout.spark_conf(), **(conf or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")

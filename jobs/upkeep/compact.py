@@ -9,10 +9,10 @@ small files, and every reader opens each. A date is closed once it is older than
 horizon: a later run adds rows to it only for a late event. Without dates, every date closed at
 `--closed-at` (default today; the DAG passes its data interval's end) is looked at: those before it less
 `--dedup-horizon`. A date is compacted when it holds more files than its size
-needs at `--target-size`: its committed files (the lake is swept first) are read, sorted by eventTime
-within each file (so each file's statistics cover a narrow span), written as ceil(size / target) files
-under <lake>/_staging/<run>/, checked to hold the same rows (count and distinct eventIDs), and swapped in
-atomically (jobs/tables/partitions.py): a reader sees the old files or the new, never both and never neither.
+needs at `--target-size`: its committed files (the lake is swept first) are read, sorted as the events' layout
+orders them (jobs/records/layout.py: each file's statistics then cover a narrow range of calls), written as
+ceil(size / target) files under <lake>/_staging/<run>/, checked to hold the same rows (count and distinct
+eventIDs), and swapped in atomically (jobs/tables/partitions.py): a reader sees the old files or the new, never both and never neither.
 The old files go to <lake>/_replaced/events/<run>/; the new ones are in today's Parquet format. Later
 runs add files to a compacted date as to any other; a rebuild reads it as any other.
 Exit codes (jobs/cli.py): 0 compacted (or nothing to do), 1 a check failed (nothing swapped), 2 bad
@@ -36,6 +36,7 @@ from jobs.lake import EVENTS, Lake, partition, partition_folders, partition_valu
 from jobs.ledger.store import verified_checkpoint
 from jobs.lock import LakeLock
 from jobs.quality import gate
+from jobs.records import layout
 from jobs.records.schema import EVENTS_DATA_SCHEMA
 from jobs.spark.session import JobSession, spark_session
 from jobs.tables import partitions
@@ -118,8 +119,10 @@ def rows_of(spark: SparkSession, files: list[Path]) -> DataFrame:
 
 
 def compacted(rows: DataFrame, files: int) -> DataFrame:
-    """Rows in `files` parts, each sorted by eventTime: a part's statistics then cover a narrow span of time."""
-    return rows.repartitionByRange(files, "eventTime", "eventID").sortWithinPartitions("eventTime", "eventID")
+    """Rows in `files` parts, in the events' layout (jobs/records/layout.py) across the parts and within each: a part's,
+    and each row group's, statistics then cover a narrow range of services and calls."""
+    order = [*layout.SORT_COLUMNS, "eventID"]
+    return rows.repartitionByRange(files, *order).sortWithinPartitions(*order)
 
 
 def same_rows(spark: SparkSession, old: list[Path], new: Path) -> bool:

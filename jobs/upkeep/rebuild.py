@@ -49,6 +49,7 @@ from jobs.landing.bucket import BucketLanding, is_bucket
 from jobs.ledger.store import MANIFEST_DDL, Entry
 from jobs.lock import LakeLock
 from jobs.quality.gate import fingerprints, record_validated
+from jobs.records import layout
 from jobs.records.dedup import Dedup, keep_first_copy
 from jobs.records.rows import split_quarantine, stamp_ingest_time
 from jobs.records.schema import EVENTS_SCHEMA, QUARANTINE_SCHEMA
@@ -210,7 +211,7 @@ def rebuild(config: RebuildConfig, spark: SparkSession, plans: list[DateRebuild]
     records = records_of(spark, files, f"rebuild:{tag}").persist()
     old = old_events(spark, lake, config.dates)
     candidates, events = rebuilt_events(records, old, plans, config.dedup)
-    staged_events = staging.write(EVENTS, events)
+    staged_events = staging.write(EVENTS, layout.ordered(events, EVENT_DATE))
     quarantine, reasons = rebuilt_quarantine(spark, lake, records, dates)
     if quarantine is not None:
         staging.write(QUARANTINE, quarantine)

@@ -1,0 +1,159 @@
+"""The shipped investigations (jobs/investigations/queries/) on a week of events: bytes read, row groups and seconds
+per question, on the lake as the product lays it out (sorted by service and call within each date, bloom filters on
+the lookup columns, 32 MB row groups: jobs/records/layout.py), on the same rows without that layout (arrival order,
+Parquet's defaults), and on the delivered JSON (what a query over the trail's bucket reads). Both lakes are written
+by the product's own ingest and compaction, alternately, so what the layout costs the ingest is measured beside.
+
+    python -m bench.investigations [--records 700000] [--days 7] [--seed 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import date, timedelta
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from jobs.investigations import catalogue
+from tools.generate_landing import generate
+from tools.investigated import maker, population
+from tools.raw_cloudtrail import log_files, with_raw_events
+
+START = date(2024, 1, 1)
+VARIANTS = ("laid-out", "plain")
+RESULTS = Path(__file__).with_name("investigations.json")
+
+
+def _scans(node: dict[str, Any]) -> list[dict[str, Any]]:
+    found = [node] if node.get("type") == "TABLE_SCAN" else []
+    return found + [scan for child in node.get("children", []) for scan in _scans(child)]
+
+
+def ingest_variant(variant: str, landing: Path, lake: Path, first: date, last: date) -> dict[str, float]:
+    """One lake written by the ingest and compacted, with the layout or (plain) with Parquet's defaults in arrival order."""
+    from jobs.ingest.command import main as ingest
+    from jobs.records import layout
+    from jobs.upkeep import compact
+
+    if variant == "plain":
+        layout.spark_conf = dict  # type: ignore[assignment]
+        layout.ordered = lambda rows, *_: rows  # type: ignore[assignment]
+        # The compaction as it was before the layout: each file sorted by eventTime.
+        compact.compacted = lambda rows, n: rows.repartitionByRange(n, "eventTime", "eventID").sortWithinPartitions("eventTime", "eventID")  # type: ignore[assignment]
+    started = time.perf_counter()
+    assert ingest(["--landing", str(landing), "--lake", str(lake), "--settle", "0 seconds"]) == 0
+    ingested = time.perf_counter() - started
+    assert compact.main(["--lake", str(lake), "--from-date", str(first), "--to-date", str(last)]) == 0
+    return {"ingest_s": ingested, "compact_s": time.perf_counter() - started - ingested}
+
+
+def _values(found: catalogue.Query, first: date, last: date, seed: int) -> dict[str, str]:
+    """A principal from the middle of the population: neither the busiest nor one seen once."""
+    who = population(seed)[40]
+    given = {"access_key": who.access_key, "arn": who.arn, "ip": who.addresses[0]}
+    return found.values(first, last, {name: given[name] for name in found.parameters})
+
+
+def measured(view: str, found: catalogue.Query, values: dict[str, str], repeats: int, profile: Path) -> dict[str, float]:
+    """Seconds (median of `repeats`, a new reader each), and from DuckDB's profile of the last: the bytes it read, the row
+    groups it scanned of those its files hold."""
+    times = []
+    for _ in range(repeats):
+        db = catalogue.prepared(duckdb.connect())
+        db.execute(f"CREATE VIEW cloudtrail.events AS SELECT * FROM {view}")
+        db.execute("PRAGMA enable_profiling = 'json'")
+        db.execute(f"PRAGMA profiling_output = '{profile}'")
+        started = time.perf_counter()
+        catalogue.answer(db, found, values)
+        times.append(time.perf_counter() - started)
+    body = json.loads(profile.read_text())
+    scans = [scan for node in body["operator"] for scan in _scans(node)]
+    return {
+        "seconds": statistics.median(times),
+        "bytes": body["io"]["total_bytes_read"],
+        "row_groups": sum(scan.get("row_groups_scanned", 0) for scan in scans),
+        "row_groups_of": sum(scan.get("total_row_groups_to_scan", 0) for scan in scans),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=700_000)
+    parser.add_argument("--days", type=int, default=7)
+    parser.add_argument("--seed", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--variant", choices=VARIANTS, help=argparse.SUPPRESS)  # one lake's write, in its own process
+    parser.add_argument("--landing", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--lake", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    first, last = START, START + timedelta(days=args.days - 1)
+    if args.variant:
+        print(json.dumps(ingest_variant(args.variant, args.landing, args.lake, first, last)))
+        return 0
+    with tempfile.TemporaryDirectory() as scratch:
+        root = Path(scratch)
+        generate(root / "landing", records=args.records, days=args.days, seed=args.seed, records_per_file=1000, start=START,
+                 duplicate_rate=0.01, make=maker(args.seed))  # fmt: skip
+        writes: dict[str, list[dict[str, float]]] = {variant: [] for variant in VARIANTS}
+        for attempt in range(2):  # alternately, twice: the second write of each is the one kept
+            for variant in VARIANTS:
+                lake = root / f"{variant}-{attempt}"
+                command = [sys.executable, "-m", "bench.investigations", "--variant", variant, "--landing", str(root / "landing"),
+                           "--lake", str(lake), "--days", str(args.days)]  # fmt: skip
+                done = subprocess.run(command, check=True, capture_output=True, text=True)
+                writes[variant].append(json.loads(done.stdout.splitlines()[-1]))
+        files = log_files(root / "landing")
+        views = {
+            variant: f"read_parquet('{root}/{variant}-1/events/*/*.parquet', hive_partitioning = true)" for variant in VARIANTS
+        }
+        results: dict[str, Any] = {"records": args.records, "days": args.days, "seed": args.seed, "writes": writes, "queries": {}}
+        for variant in VARIANTS:
+            results[f"{variant}_bytes"] = sum(p.stat().st_size for p in (root / f"{variant}-1" / "events").rglob("*.parquet"))
+        results["json_bytes"] = sum(p.stat().st_size for p in files)
+        for found in catalogue.queries():
+            if found.tables != ("events",):
+                continue
+            values = _values(found, first, last, args.seed)
+            row = {variant: measured(views[variant], found, values, args.repeats, root / "profile.json") for variant in VARIANTS}
+            raw = with_raw_events(catalogue.prepared(duckdb.connect()), files)
+            started = time.perf_counter()
+            catalogue.answer(raw, found, values)
+            row["json"] = {"seconds": time.perf_counter() - started, "bytes": results["json_bytes"]}
+            results["queries"][found.name] = row
+    RESULTS.write_text(json.dumps(results, indent=2) + "\n")
+    print(report(results))
+    return 0
+
+
+def report(results: dict[str, Any]) -> str:
+    laid, plain = results["laid-out_bytes"], results["plain_bytes"]
+    ingest = {v: statistics.median(w["ingest_s"] for w in results["writes"][v]) for v in VARIANTS}
+    lines = [
+        f"{results['records']:,} events over {results['days']} days; Parquet {laid / 1e6:.0f} MB laid out, {plain / 1e6:.0f} MB plain; "
+        f"JSON {results['json_bytes'] / 1e6:.0f} MB",
+        f"ingest: laid out {ingest['laid-out']:.1f} s, plain {ingest['plain']:.1f} s ({ingest['laid-out'] / ingest['plain'] - 1:+.1%})",
+        "| question | laid out: MB read (% of the week), row groups, s | plain: MB read (%), row groups, s | JSON: MB, s |",
+        "|---|---|---|---|",
+    ]
+    for name, row in results["queries"].items():
+        cells = [
+            f"{row[v]['bytes'] / 1e6:.1f} ({row[v]['bytes'] / total:.1%}), {row[v]['row_groups']}/{row[v]['row_groups_of']}, {row[v]['seconds']:.3f}"
+            for v, total in (("laid-out", laid), ("plain", plain))
+        ]
+        json_row = row["json"]
+        lines.append(
+            f"| {name} | {cells[0]} | {cells[1]} | {json_row['bytes'] / 1e6:.0f}, {json_row['seconds']:.2f} |"
+        )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,65 @@
+"""How the events table's rows lie in its files, so the questions analysts ask (jobs/investigate.py) read little
+(stdlib only: the Spark writers, the compaction and the Iceberg publish all take it from here).
+
+Within each event date the rows are sorted by SORT_COLUMNS: a filter on a service or a call (IAM changes, trail
+tampering, console logins, access keys created) skips every row group whose min/max statistics exclude it. The
+point-lookup columns, BLOOM_COLUMNS, carry Parquet bloom filters: a lookup of one access key, principal or address
+skips the row groups whose filter says it is absent. ROW_GROUP_BYTES sizes row groups so
+that a date holds several: a lookup opens the row groups that may hold its value, not the date. The Iceberg table
+declares the same order (jobs/iceberg/catalog.py), so every engine that writes to it keeps it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+SORT_COLUMNS = ("eventSource", "eventName", "eventTime")
+BLOOM_COLUMNS = ("sourceIPAddress", "userIdentity.accessKeyId", "userIdentity.arn")
+# Row groups of about 32 MB: a compacted date of a million events (~150 MB) holds five or so.
+ROW_GROUP_BYTES = 32 * 1024 * 1024
+# Rows per row group where a writer counts rows (pyarrow): about ROW_GROUP_BYTES of real-shaped events.
+ROW_GROUP_ROWS = 200_000
+
+
+def spark_conf() -> dict[str, str]:
+    """Every job's Parquet writes: bloom filters on the lookup columns, sized to the distinct values a row group holds
+    (adaptive: the smallest candidate that holds them at the default 1% false positives), and the row
+    group size. Tables without those columns are unaffected."""
+    blooms = {f"spark.hadoop.parquet.bloom.filter.enabled#{column}": "true" for column in BLOOM_COLUMNS}
+    # Parquet skips the bloom filter of a chunk its dictionary holds whole, as most of these do: plain-encoded, every
+    # chunk has one (zstd takes the repeats a dictionary would).
+    plain = {f"spark.hadoop.parquet.enable.dictionary#{column}": "false" for column in BLOOM_COLUMNS}
+    candidates = {f"spark.hadoop.parquet.bloom.filter.candidates.number#{column}": "8" for column in BLOOM_COLUMNS}
+    return (
+        blooms
+        | plain
+        | candidates
+        | {
+            "spark.hadoop.parquet.bloom.filter.adaptive.enabled": "true",
+            # Candidates from 256 KB (a full row group's distinct values) halving down to 2 KB (a one-file run's file).
+            "spark.hadoop.parquet.bloom.filter.max.bytes": str(256 * 1024),
+            "spark.hadoop.parquet.block.size": str(ROW_GROUP_BYTES),
+        }
+    )
+
+
+def ordered(rows: Any, date_column: str, prefix: str = "") -> Any:
+    """A Spark frame's rows as its writers take them: within each task, by date, then by SORT_COLUMNS (under `prefix`,
+    a struct's name and a dot, when the frame holds the events' columns in one)."""
+    return rows.sortWithinPartitions(date_column, *(f"{prefix}{column}" for column in SORT_COLUMNS))
+
+
+def pyarrow_options(rows: Any) -> dict[str, Any]:
+    """pyarrow's write_table options that keep the layout of `rows` (a pyarrow table) already in order: bloom filters
+    on the lookup columns it has, sized to a row group's rows at 1% false positives, and the row group size."""
+    distinct = max(1, min(rows.num_rows, ROW_GROUP_ROWS))
+    blooms = {column: {"ndv": distinct, "fpp": 0.01} for column in BLOOM_COLUMNS if _has(rows.schema, column)}
+    return {"bloom_filter_options": blooms or None, "row_group_size": ROW_GROUP_ROWS}
+
+
+def _has(schema: Any, dotted: str) -> bool:
+    head, _, rest = dotted.partition(".")
+    if head not in schema.names:
+        return False
+    field = schema.field(head)
+    return not rest or (hasattr(field.type, "get_field_index") and field.type.get_field_index(rest) >= 0)
