@@ -4,7 +4,7 @@ the lookup columns, 32 MB row groups: jobs/records/layout.py), on the same rows 
 Parquet's defaults), and on the delivered JSON (what a query over the trail's bucket reads). Both lakes are written
 by the product's own ingest and compaction, alternately, so what the layout costs the ingest is measured beside.
 
-    python -m bench.investigations [--records 700000] [--days 7] [--seed 5]
+    python -m bench.investigations [--records 700000] [--days 7] [--seed 5] [--out bench/investigations.json]
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ from typing import Any
 
 import duckdb
 
+from bench.benchmark import SAMPLES
 from jobs.investigations import catalogue
-from tools.generate_landing import generate
+from tools.generate_landing import generate, like, real_records
 from tools.investigated import maker, population
 from tools.raw_cloudtrail import log_files, with_raw_events
 
@@ -37,12 +38,19 @@ def _scans(node: dict[str, Any]) -> list[dict[str, Any]]:
     return found + [scan for child in node.get("children", []) for scan in _scans(child)]
 
 
-def ingest_variant(variant: str, landing: Path, lake: Path, first: date, last: date) -> dict[str, float]:
-    """One lake written by the ingest and compacted, with the layout or (plain) with Parquet's defaults in arrival order."""
+def ingest_variant(
+    variant: str, landing: Path, lake: Path, first: date, last: date, sort: str | None, row_group_mb: int | None
+) -> dict[str, float]:
+    """One lake written by the ingest and compacted: with the layout (another sort order or row group size when asked:
+    a candidate), or (plain) with Parquet's defaults in arrival order, as the compaction wrote it before the layout."""
     from jobs.ingest.command import main as ingest
     from jobs.records import layout
     from jobs.upkeep import compact
 
+    if sort:
+        layout.SORT_COLUMNS = tuple(sort.split(","))
+    if row_group_mb:
+        layout.ROW_GROUP_BYTES = row_group_mb << 20
     if variant == "plain":
         layout.spark_conf = dict  # type: ignore[assignment]
         layout.ordered = lambda rows, *_: rows  # type: ignore[assignment]
@@ -90,31 +98,36 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--days", type=int, default=7)
     parser.add_argument("--seed", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=RESULTS, help="where the figures go (JSON)")
+    parser.add_argument("--sort", help="a candidate's sort columns, comma-separated (default: jobs/records/layout.py's)")
+    parser.add_argument("--row-group-mb", type=int, help="a candidate's row group size (default: jobs/records/layout.py's)")
     parser.add_argument("--variant", choices=VARIANTS, help=argparse.SUPPRESS)  # one lake's write, in its own process
-    parser.add_argument("--landing", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--landing", type=Path, help="the landing to use, generated there first when missing (kept)")
     parser.add_argument("--lake", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     first, last = START, START + timedelta(days=args.days - 1)
     if args.variant:
-        print(json.dumps(ingest_variant(args.variant, args.landing, args.lake, first, last)))
+        print(json.dumps(ingest_variant(args.variant, args.landing, args.lake, first, last, args.sort, args.row_group_mb)))
         return 0
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
-        generate(root / "landing", records=args.records, days=args.days, seed=args.seed, records_per_file=1000, start=START,
-                 duplicate_rate=0.01, make=maker(args.seed))  # fmt: skip
+        landing = args.landing or root / "landing"
+        if not landing.is_dir():  # a landing given is generated once and kept: candidates are measured on the same one
+            generate(landing, records=args.records, days=args.days, seed=args.seed, records_per_file=1000, start=START,
+                     duplicate_rate=0.01, make=maker(args.seed, base=like(real_records(SAMPLES))))  # fmt: skip
         writes: dict[str, list[dict[str, float]]] = {variant: [] for variant in VARIANTS}
         for attempt in range(2):  # alternately, twice: the second write of each is the one kept
             for variant in VARIANTS:
                 lake = root / f"{variant}-{attempt}"
-                command = [sys.executable, "-m", "bench.investigations", "--variant", variant, "--landing", str(root / "landing"),
+                command = [sys.executable, "-m", "bench.investigations", "--variant", variant, "--landing", str(landing),
                            "--lake", str(lake), "--days", str(args.days)]  # fmt: skip
+                command += [f"--{name}={value}" for name, value in (("sort", args.sort), ("row-group-mb", args.row_group_mb)) if value]
                 done = subprocess.run(command, check=True, capture_output=True, text=True)
                 writes[variant].append(json.loads(done.stdout.splitlines()[-1]))
-        files = log_files(root / "landing")
-        views = {
-            variant: f"read_parquet('{root}/{variant}-1/events/*/*.parquet', hive_partitioning = true)" for variant in VARIANTS
-        }
-        results: dict[str, Any] = {"records": args.records, "days": args.days, "seed": args.seed, "writes": writes, "queries": {}}
+        files = log_files(landing)
+        views = {variant: f"read_parquet('{root}/{variant}-1/events/*/*.parquet', hive_partitioning = true)" for variant in VARIANTS}
+        results: dict[str, Any] = {"records": args.records, "days": args.days, "seed": args.seed, "writes": writes, "queries": {},
+                                   "sort": args.sort, "row_group_mb": args.row_group_mb}  # fmt: skip
         for variant in VARIANTS:
             results[f"{variant}_bytes"] = sum(p.stat().st_size for p in (root / f"{variant}-1" / "events").rglob("*.parquet"))
         results["json_bytes"] = sum(p.stat().st_size for p in files)
@@ -128,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
             catalogue.answer(raw, found, values)
             row["json"] = {"seconds": time.perf_counter() - started, "bytes": results["json_bytes"]}
             results["queries"][found.name] = row
-    RESULTS.write_text(json.dumps(results, indent=2) + "\n")
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
     print(report(results))
     return 0
 
@@ -149,9 +162,7 @@ def report(results: dict[str, Any]) -> str:
             for v, total in (("laid-out", laid), ("plain", plain))
         ]
         json_row = row["json"]
-        lines.append(
-            f"| {name} | {cells[0]} | {cells[1]} | {json_row['bytes'] / 1e6:.0f}, {json_row['seconds']:.2f} |"
-        )
+        lines.append(f"| {name} | {cells[0]} | {cells[1]} | {json_row['bytes'] / 1e6:.0f}, {json_row['seconds']:.2f} |")
     return "\n".join(lines)
 
 

@@ -1,7 +1,8 @@
 """Tiny runs of the benchmark harnesses (the real ones are `make bench`, `make bench-cost`, `make bench-ui`,
-`make bench-history` and `make bench-publish`): every measured system runs on a real-shaped zone and writes rows; the incremental and 60-day
-runs are `make bench`'s only. `make bench`'s and the lake page's run in `make test`; the others (marked `harness`, two
-minutes each) in `make test-harness`, which CI runs after it (.ci/run)."""
+`make bench-history`, `make bench-publish` and `make bench-investigations`): every measured system runs on a
+real-shaped zone and writes rows; the incremental and 60-day runs are `make bench`'s only. `make bench`'s and the
+lake page's run in `make test`; the others (marked `harness`, two minutes each) in `make test-harness`, which CI
+runs after it (.ci/run)."""
 
 import json
 import os
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import benchmark, cost, history, lake_page, publish, pyspark_versions, s3
+from bench import benchmark, cost, history, investigations, lake_page, publish, pyspark_versions, s3
 
 
 def test_benchmark_harness_runs_each_system_on_a_tiny_zone():
@@ -106,3 +107,16 @@ def test_publish_harness_measures_each_figure_on_tiny_sizes():
     assert results["backfill"]["files_published"] >= 1 and results["backfill"]["landing_files"] == 4
     assert results["pruning"]["planned"] * results["pruning"]["dates"] == results["pruning"]["files"], "one date's files of all"
     assert results["metadata"]["after_expiry"]["snapshots"] == 1 and results["metadata"]["over_runs"][-1]["snapshots"] == 3
+
+
+@pytest.mark.harness
+def test_investigations_harness_measures_each_question_on_both_layouts_and_the_json(tmp_path):
+    out = tmp_path / "investigations.json"
+    argv = ["--records", "12000", "--days", "2", "--repeats", "1", "--out", str(out)]
+    subprocess.run([sys.executable, "-m", "bench.investigations", *argv], check=True, cwd=benchmark.ROOT, capture_output=True)
+    results = json.loads(out.read_text())
+    assert all(len(writes) == 2 and all(w["ingest_s"] > 0 for w in writes) for writes in results["writes"].values())
+    assert len(results["queries"]) == 12 and results["json_bytes"] > results["laid-out_bytes"] > 0
+    for row in results["queries"].values():
+        assert all(row[v]["bytes"] > 0 and 0 < row[v]["row_groups"] <= row[v]["row_groups_of"] for v in investigations.VARIANTS)
+    assert "| access_key_activity |" in investigations.report(results)

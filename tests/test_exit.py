@@ -107,3 +107,40 @@ def test_a_job_lets_the_jvm_it_launched_exit_with_its_session():
     done = subprocess.run([sys.executable, "-c", RELEASE], capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout.splitlines()[-1]) == {"first": 3, "jvm_exit": 0, "again": 4}
+
+
+# Three jobs' sessions, each released while other threads are calling the JVM (as a listener or a progress reporter
+# may be when a run ends), each then logging its success: what the process prints after that.
+RELEASED_UNDER_CALLS = """
+import logging, sys, threading, time
+logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+from jobs.spark.session import JobSession, spark_session
+
+def calling(jvm, stop):
+    while not stop.is_set():
+        try:
+            jvm.java.lang.Thread.sleep(5)
+        except Exception:
+            return
+
+for run in range(3):
+    stop = threading.Event()
+    with JobSession(lambda: spark_session("released")) as session:
+        jvm = session()._jvm
+        for _ in range(4):
+            threading.Thread(target=calling, args=(jvm, stop), daemon=True).start()
+        time.sleep(0.3)
+    logging.info("run %d succeeded", run)
+    stop.set()
+    time.sleep(0.3)
+"""
+
+
+def test_nothing_prints_a_traceback_after_success_when_other_threads_were_calling_the_jvm():
+    """Py4J logs a call whose socket the release closes under it at INFO, with its traceback, through the root logger:
+    an ingest printed `INFO root: Exception while sending command. Traceback ... Py4JNetworkError` after its success."""
+    done = subprocess.run([sys.executable, "-c", RELEASED_UNDER_CALLS], capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    after = done.stderr.split("run 0 succeeded", 1)[1]
+    assert "run 2 succeeded" in after
+    assert not STACK_TRACE.search(after) and "Exception while sending command" not in after, around_stack(after)

@@ -31,9 +31,9 @@ from jobs.upkeep.compact import CompactConfig
 from jobs.upkeep.compact import run as compact_run
 from tests.conftest import SAMPLES
 from tests.helpers import ingest
-from tools.raw_cloudtrail import log_files, with_raw_events
 from tools.generate_landing import generate
 from tools.investigated import maker
+from tools.raw_cloudtrail import log_files, with_raw_events
 
 FIRST, LAST = date(2023, 7, 10), date(2024, 1, 4)
 # The OCSF question asked of the raw records in CloudTrail's own names (OCSF's mapping: jobs/derived/ocsf_mapping.py).

@@ -64,13 +64,17 @@ def population(
     return found
 
 
-def maker(seed: int, principals: int = 400) -> Callable[[random.Random, datetime, str, str], dict[str, Any]]:
-    """A `make` for generate(): each record's identity, address and call drawn from the population and CALLS."""
+Make = Callable[[random.Random, datetime, str, str], dict[str, Any]]
+
+
+def maker(seed: int, principals: int = 400, base: Make = make_record) -> Make:
+    """A `make` for generate(): each record made by `base` (`like(real_records(...))`: real-shaped, ~1 KB), then its
+    identity, address and call drawn from the population and CALLS."""
     people = population(seed, principals)
     weights = [weight for *_, weight in CALLS]
 
     def make(rng: random.Random, event_time: datetime, account: str, region: str) -> dict[str, Any]:
-        record = make_record(rng, event_time, account, region)
+        record = base(rng, event_time, account, region)
         who = people[min(int(rng.paretovariate(1.2)) - 1, len(people) - 1)] if rng.random() < 0.5 else rng.choice(people)
         source, name, _ = rng.choices(CALLS, weights)[0]
         record.update(eventSource=source, eventName=name, sourceIPAddress=rng.choice([*who.addresses, f"{source}"]),

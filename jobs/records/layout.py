@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-SORT_COLUMNS = ("eventSource", "eventName", "eventTime")
+SORT_COLUMNS: tuple[str, ...] = ("eventSource", "eventName", "eventTime")
 BLOOM_COLUMNS = ("sourceIPAddress", "userIdentity.accessKeyId", "userIdentity.arn")
 # Row groups of about 32 MB: a compacted date of a million events (~150 MB) holds five or so.
 ROW_GROUP_BYTES = 32 * 1024 * 1024

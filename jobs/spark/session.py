@@ -9,6 +9,7 @@ from functools import reduce
 from pathlib import Path
 from typing import Any
 
+import py4j
 from pyspark import SparkContext
 from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
@@ -197,6 +198,18 @@ class JobSession:
             release_jvm(gateway)
 
 
+class _Py4JChatter(logging.Filter):
+    """Drops what Py4J's own code logs below WARNING through the root logger."""
+
+    PACKAGE = os.path.dirname(py4j.__file__) + os.sep
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.WARNING or not record.pathname.startswith(self.PACKAGE)
+
+
+PY4J_CHATTER = _Py4JChatter()
+
+
 def release_jvm(gateway: Any) -> None:
     """Let the JVM this process launched exit now, its session stopped, while the interpreter exits.
 
@@ -207,9 +220,12 @@ def release_jvm(gateway: Any) -> None:
     launched = getattr(gateway, "proc", None)
     if launched is None:
         return
-    # Py4J logs a reader whose socket the shutdown closes under it at INFO with its traceback ("a normal exception", its
-    # own comment): a job's log would show a stack after its success (seen once in six runs).
+    # Py4J logs a call whose socket the shutdown closes under it at INFO with its traceback ("a normal exception", its
+    # own comment), some through its own logger, some through the root logger (`logging.info`): a job's log showed a
+    # stack after its success whenever another thread was calling the JVM (a listener, a progress reporter).
     logging.getLogger("py4j").setLevel(logging.WARNING)
+    if PY4J_CHATTER not in logging.getLogger().filters:
+        logging.getLogger().addFilter(PY4J_CHATTER)
     gateway.shutdown()
     launched.stdin.close()  # the JVM exits on its standard input's end
     SparkContext._gateway = SparkContext._jvm = None
