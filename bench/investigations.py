@@ -1,6 +1,6 @@
 """The shipped investigations (jobs/investigations/queries/) on a week of events: bytes read, row groups and seconds
-per question, on the lake as the product lays it out (sorted by service and call within each date, bloom filters on
-the lookup columns, 32 MB row groups: jobs/records/layout.py), on the same rows without that layout (arrival order,
+per question, on the lake as the product lays it out (sorted by principal within each date, bloom filters on the
+lookup columns, 8 MB row groups: jobs/records/layout.py), on the same rows without that layout (arrival order,
 Parquet's defaults), and on the delivered JSON (what a query over the trail's bucket reads). Both lakes are written
 by the product's own ingest and compaction, alternately, so what the layout costs the ingest is measured beside.
 

@@ -1,24 +1,25 @@
 """How the events table's rows lie in its files, so the questions analysts ask (jobs/investigate.py) read little
 (stdlib only: the Spark writers, the compaction and the Iceberg publish all take it from here).
 
-Within each event date the rows are sorted by SORT_COLUMNS: a filter on a service or a call (IAM changes, trail
-tampering, console logins, access keys created) skips every row group whose min/max statistics exclude it. The
-point-lookup columns, BLOOM_COLUMNS, carry Parquet bloom filters: a lookup of one access key, principal or address
-skips the row groups whose filter says it is absent. ROW_GROUP_BYTES sizes row groups so
-that a date holds several: a lookup opens the row groups that may hold its value, not the date. The Iceberg table
-declares the same order (jobs/iceberg/catalog.py), so every engine that writes to it keeps it.
+The question asked most is what one principal, access key or address did. Within each event date the rows are
+sorted by principal (SORT_COLUMNS), so one principal's rows sit in a row group or two, and the ARN's min/max
+statistics skip the rest. An access key and an address are looked up through Parquet bloom filters (BLOOM_COLUMNS):
+a principal's keys and addresses are in its row groups, and the filter of every other row group says they are absent.
+Parquet writes no bloom filter for a chunk its dictionary holds whole, so those columns are plain-encoded. Row groups
+of ROW_GROUP_BYTES give a date of real volume tens of them. The Iceberg table declares the same order
+(jobs/iceberg/catalog.py), so every engine that writes to it keeps it. What each choice costs and saves:
+BENCHMARKS.md, "Investigations".
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-SORT_COLUMNS: tuple[str, ...] = ("eventSource", "eventName", "eventTime")
-BLOOM_COLUMNS = ("sourceIPAddress", "userIdentity.accessKeyId", "userIdentity.arn")
-# Row groups of about 32 MB: a compacted date of a million events (~150 MB) holds five or so.
-ROW_GROUP_BYTES = 32 * 1024 * 1024
+SORT_COLUMNS: tuple[str, ...] = ("userIdentity.arn", "eventTime")
+BLOOM_COLUMNS = ("sourceIPAddress", "userIdentity.accessKeyId")
+ROW_GROUP_BYTES = 8 * 1024 * 1024
 # Rows per row group where a writer counts rows (pyarrow): about ROW_GROUP_BYTES of real-shaped events.
-ROW_GROUP_ROWS = 200_000
+ROW_GROUP_ROWS = 100_000
 
 
 def spark_conf() -> dict[str, str]:

@@ -10,7 +10,7 @@ horizon: a later run adds rows to it only for a late event. Without dates, every
 `--closed-at` (default today; the DAG passes its data interval's end) is looked at: those before it less
 `--dedup-horizon`. A date is compacted when it holds more files than its size
 needs at `--target-size`: its committed files (the lake is swept first) are read, sorted as the events' layout
-orders them (jobs/records/layout.py: each file's statistics then cover a narrow range of calls), written as
+orders them (jobs/records/layout.py: each file's statistics then cover a narrow range of principals), written as
 ceil(size / target) files under <lake>/_staging/<run>/, checked to hold the same rows (count and distinct
 eventIDs), and swapped in atomically (jobs/tables/partitions.py): a reader sees the old files or the new, never both and never neither.
 The old files go to <lake>/_replaced/events/<run>/; the new ones are in today's Parquet format. Later
@@ -120,7 +120,7 @@ def rows_of(spark: SparkSession, files: list[Path]) -> DataFrame:
 
 def compacted(rows: DataFrame, files: int) -> DataFrame:
     """Rows in `files` parts, in the events' layout (jobs/records/layout.py) across the parts and within each: a part's,
-    and each row group's, statistics then cover a narrow range of services and calls."""
+    and each row group's, statistics then cover a narrow range of principals."""
     order = [*layout.SORT_COLUMNS, "eventID"]
     return rows.repartitionByRange(files, *order).sortWithinPartitions(*order)
 

@@ -199,6 +199,21 @@ def free_tag(lake: Lake, run_id: str) -> str:
     return next(t for t in tags if not any(lake.replaced_by_run(lake.table(name), t).exists() for name in TABLES))
 
 
+def partition_stats(
+    plan: DateRebuild, figures: dict[str, dict[str, int]], per_file: dict[str, int], kept: dict[str, int]
+) -> PartitionStats:
+    """A rebuilt date's figures: rows before and after, files read, duplicates dropped, rows quarantined and kept."""
+    day = plan.event_date.isoformat()
+    return PartitionStats(
+        rows_before=figures["rows_before"].get(day, 0),
+        rows_after=figures["rows_after"].get(day, 0),
+        files_read=len(plan.files),
+        duplicates_dropped=figures["candidates"].get(day, 0) - figures["rows_after"].get(day, 0),
+        quarantined=sum(per_file.get(entry.path, 0) for entry in plan.files),
+        rows_kept_from_unreadable_files=kept.get(day, 0),
+    )
+
+
 def rebuild(config: RebuildConfig, spark: SparkSession, plans: list[DateRebuild], report: RebuildReport) -> bool:
     """Build, check and swap in the partitions of `plans`; False when the gate failed (nothing swapped)."""
     from jobs.quality import validate_events  # imports GX only when a rebuild gets this far
@@ -226,18 +241,7 @@ def rebuild(config: RebuildConfig, spark: SparkSession, plans: list[DateRebuild]
     per_file = {local_path(r[0]): r[1] for r in quarantined}
     kept_unreadable = old.where(F.col("_source_file").isin(unreadable_sources(plans))) if old is not None else None
     kept = {str(r[0]): r[1] for r in kept_unreadable.groupBy(EVENT_DATE).count().collect()} if kept_unreadable is not None else {}
-    for p in plans:
-        day = p.event_date.isoformat()
-        report.partitions[day] = asdict(
-            PartitionStats(
-                rows_before=figures["rows_before"].get(day, 0),
-                rows_after=figures["rows_after"].get(day, 0),
-                files_read=len(p.files),
-                duplicates_dropped=figures["candidates"].get(day, 0) - figures["rows_after"].get(day, 0),
-                quarantined=sum(per_file.get(entry.path, 0) for entry in p.files),
-                rows_kept_from_unreadable_files=kept.get(day, 0),
-            )
-        )
+    report.partitions.update({p.event_date.isoformat(): asdict(partition_stats(p, figures, per_file, kept)) for p in plans})
     records.unpersist()
 
     passed = True
