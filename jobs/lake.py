@@ -1,43 +1,16 @@
 """The lake's layout (stdlib only; the lock that keeps one writer on it is jobs/lock.py).
 
-Every path under the lake root is named here and nowhere else:
+Every path under the lake root is named here and nowhere else (README, "Under the lake", says what each holds):
 
-    <lake>/events/event_date=YYYY-MM-DD/   the table (its commit log in _spark_metadata/)
-    <lake>/quarantine/reason=.../          what could not be read, with the reason
-    <lake>/activity_hourly/event_date=YYYY-MM-DD/  hourly counts per account, region, call, principal, error
-    <lake>/findings/event_date=YYYY-MM-DD/ events the detection rules (jobs/derived/rules/) match
-    <lake>/ocsf/api_activity/region=R/accountId=A/eventDay=YYYYMMDD/  the events as OCSF API Activity (Security Lake's layout)
-    <lake>/ocsf/api_activity/_ocsf.json    that table's OCSF version, class and profiles
-    <lake>/_checkpoints/<job>.json         per event date: what a derived job's tables were built from, and their rows
-    <lake>/_checkpoints/ocsf.json          the same, for the OCSF table (each Derived job's `state`)
-    <lake>/_checkpoints/ingest/            the stream's checkpoint, and last_success.json
-    <lake>/_checkpoints/ingest/manifests/  the file ledger: the landing files each batch reads
-    <lake>/_checkpoints/ingest/late_files/ landing files that held late events, by event date
-    <lake>/_checkpoints/ingest/retired/    the landing files of retired delivery folders, by delivery date
-    <lake>/_checkpoints/ingest/restamped.jsonl  taken landing files whose times changed, content unchanged
-    <lake>/_checkpoints/ingest/reconciled/ CloudTrail digests proven complete, by digest date
-    <lake>/_checkpoints/ingest.lock        one writer at a time (flock)
-    <lake>/_checkpoints/publish.json       per published table's location: when its unreferenced files were last deleted
-    <lake>/_checkpoints/rebuilds/<run>.json  a rebuild's swap, written before its first partition is swapped
-    <lake>/_staging/<run>/<table>/         partitions a rebuild is writing, hidden from every reader
-    <lake>/_swept/<table>/<time>/          uncommitted files the sweep moved aside
-    <lake>/_replaced/<table>/<tag>/        files a later read replaced (quarantine rows read again),
-                                           partitions a rebuild replaced (<tag>: its run id)
-    <lake>/landing/AWSLogs/...             an S3 landing's objects, fetched (jobs/landing/bucket.py): what Spark reads
-    <lake>/notifications/inbox/<event>.json  notifications the event-driven DAG's watcher took, until ledgered
-    <lake>/notifications/kept/<message>.json  notifications that cannot be read, with the reason (jobs/landing/sqs.py)
-    <lake>/notifications/outside/<message>.json  log files notified outside the configured landing, until taken back
-    <lake>/notifications/refused/<key hash>.json  keys the lake's disk cannot hold, named with their reason
-    <lake>/reports/ingest/<run id>.json    run reports
-    <lake>/reports/reconcile/<run id>.json  what a reconciliation against CloudTrail's digests found
-    <lake>/reports/rebuild/<run id>.json   rebuild reports
-    <lake>/reports/<job>/<run id>.json     a derived job's reports (activity, ocsf: DERIVED)
-    <lake>/reports/dq/<run id>.json        gate results
-    <lake>/reports/dq/<job>/<run id>.json  a derived job's gate results
-    <lake>/reports/dq/_validated.json      per event date: the partition's files when a gate last passed it
-    <lake>/reports/publish/<run id>.json   what a publish to the Iceberg catalog did, per table (jobs/iceberg/publish.py)
-    <lake>/iceberg/catalog.db              the embedded Iceberg catalog (SQLite), when no other is configured
-    <lake>/iceberg/warehouse/<ns>/<table>/  its tables' data and metadata files
+    events/event_date=D/, quarantine/reason=R/       the ingest's tables (their commit logs in _spark_metadata/)
+    activity_hourly/, findings/ (event_date=D/), ocsf/api_activity/ (region=/accountId=/eventDay=, _ocsf.json)
+    _checkpoints/ingest/ (manifests/, late_files/, retired/, restamped.jsonl, reconciled/, last_success.json)
+    _checkpoints/<job>.json, publish.json, rebuilds/<run>.json, ingest.lock, rescale/
+    _staging/<run>/<table>/, _swept/<table>/<time>/, _replaced/<table>/<tag>/   hidden from every reader
+    landing/AWSLogs/...                              an S3 landing's objects, fetched (jobs/landing/bucket.py)
+    notifications/{inbox,kept,outside,refused}/      the event-driven DAG's notifications (jobs/landing/sqs.py)
+    reports/{ingest,reconcile,rebuild,publish,<job>,dq,dq/<job>}/<run id>.json, reports/dq/_validated.json, tally.json
+    iceberg/catalog.db, iceberg/warehouse/<ns>/<table>/   the embedded Iceberg catalog and its tables
 """
 
 from __future__ import annotations

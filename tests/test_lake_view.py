@@ -28,6 +28,7 @@ from jobs.reporting import summary as run_summary
 from jobs.reporting import tally
 from jobs.reporting.report import DerivedReport, RunReport
 from jobs.status import lake_status as status
+from jobs.status import quarantined
 from jobs.tables import partitions
 from tests.conftest import own_airflow_home
 from tests.helpers import DAY, deliver, event, events_of, ingest, put_raw
@@ -111,7 +112,7 @@ def test_the_read_model_answers_the_operators_questions(known: KnownLake):
     assert (gate.event_date, gate.verdict, gate.run_id) == ("2024-03-01", "failed", known.report.run_id)
     assert any("quarantine" in failure for failure in gate.failed)
 
-    held = status.quarantine(lake)
+    held = quarantined.quarantine(lake)
     assert [(reason, rows) for reason, _, rows in held.by_reason_and_day] == [("corrupt_gzip", 1)]
     assert held.samples[0].source_file == str(known.corrupt) and held.samples[0].detail
 

@@ -112,3 +112,15 @@ def test_the_kernel_is_read_by_the_house_and_each_package_is_reached():
     reached = {target.split(".")[1] for path in code for target in imported(path) if target.count(".") >= 1}
     assert set(PACKAGES) <= reached
     assert jobs.__doc__ and all(f"{package}/" in jobs.__doc__ for package in PACKAGES)
+
+
+def test_no_module_is_over_350_lines_and_no_function_over_60():
+    """A newcomer reads a module whole and a function at a glance (issue #81)."""
+    long_modules = [f"{path.relative_to(ROOT)}: {n}" for path in job_modules() if (n := len(path.read_text().splitlines())) > 350]
+    long_functions = [
+        f"{path.relative_to(ROOT)}:{node.lineno} {node.name}: {node.end_lineno - node.lineno + 1}"
+        for path in job_modules()
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno and node.end_lineno - node.lineno + 1 > 60
+    ]
+    assert long_modules == [] and long_functions == [], (long_modules, long_functions)

@@ -53,6 +53,7 @@ def test_every_command_of_this_release_runs_on_a_lake_the_previous_one_wrote(spa
         ("sweep", *lake_args),
         ("activity", *lake_args, "--run-id", "derived-again"),
         ("publish", *lake_args, "--run-id", "last"),
+        ("investigate", "calls_by_region_api", "--from-date", "2024-03-01", "--to-date", "2024-03-04", *lake_args),
     ])  # fmt: skip
 
     assert duckdb_rows(lake) == expected(range(4)), "each event once: the copies within the horizon dropped"

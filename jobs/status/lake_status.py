@@ -8,7 +8,6 @@ DuckDB. Every path comes from jobs.lake and jobs.landing.layout.
 
 from __future__ import annotations
 
-import json
 import os
 from collections import Counter
 from dataclasses import dataclass, field
@@ -18,20 +17,17 @@ from typing import Any
 
 from jobs import duck
 from jobs.derived.state import built_dates
-from jobs.lake import EVENT_DATE, REASON, Derived, Lake, partition
+from jobs.lake import EVENT_DATE, Derived, Lake, partition
 from jobs.landing.layout import day_folders, delivered_at, log_files_in, newest_deliveries, newest_of
 from jobs.ledger.search import manifests
 from jobs.ledger.store import verified_checkpoint
 from jobs.reporting.report import read_report, read_reports
 from jobs.reporting.tally import Tally
-from jobs.spark.logs import CheckpointError, last_commit, local_path, sink_log, state_folder
+from jobs.spark.logs import CheckpointError, last_commit, sink_log, state_folder
 from jobs.tables.partitions import data_files
 
 # Keys, files and notifications the page names: the first (or newest) this many.
 SHOWN = 100
-
-# Text of a quarantined record shown on the page; the table holds all of it.
-SAMPLE_CHARS = 200
 
 
 def problems(lake: Lake) -> list[str]:
@@ -268,52 +264,6 @@ def derived_rows(lake: Lake, derived: Derived, days: int = 30) -> list[DerivedDa
     built = built_dates(lake, derived)
     shown = sorted(day for day, b in built.items() if any(b.rows.values()))[-days:] if days else []
     return [DerivedDay(day, built[day].rows, built[day].folders) for day in shown]
-
-
-@dataclass(frozen=True)
-class QuarantinedRow:
-    """One quarantined row as the page shows it: its text cut at SAMPLE_CHARS."""
-
-    reason: str
-    source_file: str  # a local path
-    record_index: int | None  # None: the whole file
-    record: str | None
-    record_chars: int | None
-    detail: str | None
-    run_id: str
-    ingested_at: str
-
-
-@dataclass(frozen=True)
-class Quarantined:
-    by_reason_and_day: list[tuple[str, str, int]]  # reason, ingest date, rows
-    samples: list[QuarantinedRow]
-
-
-def quarantine(lake: Lake, samples_per_reason: int = 3) -> Quarantined:
-    """What is in quarantine, by reason and the day it arrived, with the newest few rows of each reason."""
-    source = duck.partitions(lake.quarantine)
-    if source is None:
-        return Quarantined([], [])
-    db = duck.connect()
-    counts = db.execute(
-        f"select {REASON}, cast(cast(_ingest_time as date) as varchar) d, count(*) from {source} group by 1, 2 order by 2 desc, 1"
-    ).fetchall()
-    rows = db.execute(
-        f"""select {REASON}, source_file, record_index, left(record, {SAMPLE_CHARS}), length(record), detail,
-                   _ingest_run_id, cast(_ingest_time as varchar)
-            from {source} qualify row_number() over (partition by {REASON} order by _ingest_time desc, source_file, record_index) <= ?
-            order by {REASON}, _ingest_time desc""",
-        [samples_per_reason],
-    ).fetchall()
-    samples = [QuarantinedRow(reason, local_path(path), *rest) for reason, path, *rest in rows]
-    return Quarantined([tuple(row) for row in counts], samples)
-
-
-def replay_command(reason: str) -> str:
-    """How to read a reason's quarantined rows again (after a parser fix or a repair of the files)."""
-    conf = json.dumps({"replay_quarantine": True, "replay_reason": reason})
-    return f"airflow dags trigger cloudtrail_ingest --conf '{conf}'"
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,7 @@ from jobs.reporting import tally
 from jobs.reporting.report import read_report
 from jobs.spark.logs import CheckpointError
 from jobs.status import lake_status as status
+from jobs.status import quarantined
 
 app = FastAPI(title="CloudTrail lake", dependencies=[Depends(requires_access_dag("GET", param_dag_id=INGEST_DAG_ID))])
 
@@ -145,7 +146,7 @@ def _ledger(query: str, hits: list[ledger_search.LedgerHit]) -> str:
     return form + found + note
 
 
-def _quarantine(found: status.Quarantined) -> str:
+def _quarantine(found: quarantined.Quarantined) -> str:
     if not found.by_reason_and_day:
         return "<p>nothing quarantined</p>"
     reasons = sorted({reason for reason, _, _ in found.by_reason_and_day})
@@ -161,12 +162,12 @@ def _quarantine(found: status.Quarantined) -> str:
                 escape(s.source_file),
                 "whole file" if s.record_index is None else str(s.record_index),
                 escape(s.detail or ""),
-                f"<code>{escape(s.record or '')}</code>" + (" ..." if (s.record_chars or 0) > status.SAMPLE_CHARS else ""),
+                f"<code>{escape(s.record or '')}</code>" + (" ..." if (s.record_chars or 0) > quarantined.SAMPLE_CHARS else ""),
             ]  # fmt: skip
             for s in samples
         ]
         parts.append(f"<h3>{escape(reason)}</h3>" + pages.table(["file", "record", "detail", "record text"], rows))
-        parts.append(f"<p>Read again after a fix: <code>{escape(status.replay_command(reason))}</code></p>")
+        parts.append(f"<p>Read again after a fix: <code>{escape(quarantined.replay_command(reason))}</code></p>")
     return "".join(parts)
 
 
@@ -358,7 +359,7 @@ def lake_page(request: Request, file: str = "") -> HTMLResponse:
         pages.section("published", "Published Iceberg tables", _readable(lambda: _published(lake))),
         pages.section("ledger", "File ledger",
                  _readable(lambda: _ledger(file, ledger_search.search(lake, settings.landing, file) if file else []))),
-        pages.section("quarantine", "Quarantine", _quarantine(status.quarantine(lake))),
+        pages.section("quarantine", "Quarantine", _quarantine(quarantined.quarantine(lake))),
         pages.section("gate", "Gate verdicts", _gates(request, run_summary.gate_verdicts(gates))),
         pages.section("checkpoint", "Checkpoint", _readable(lambda: _checkpoint(status.checkpoint_health(lake)))),
     ]  # fmt: skip
