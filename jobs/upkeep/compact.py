@@ -1,7 +1,7 @@
 """Compact closed event dates of the events table: each date's files rewritten into files near a target size.
 
     python -m jobs.compact --lake DIR [--from-date 2024-01-01 --to-date 2024-01-31 | --closed-at 2024-02-01]
-        [--target-size 128m] [--dedup-horizon '2 days'] [--dry-run]
+        [--target-size 128m] [--dedup-horizon '2 days'] [--retain '400 days'] [--dry-run]
     spark-submit --py-files build/jobs.zip jobs/compact.py --lake DIR ...
 
 Every run adds a file to each event date it writes, so after a day of hourly runs a date holds dozens of
@@ -15,8 +15,10 @@ ceil(size / target) files under <lake>/_staging/<run>/, checked to hold the same
 eventIDs), and swapped in atomically (jobs/tables/partitions.py): a reader sees the old files or the new, never both and never neither.
 The old files go to <lake>/_replaced/events/<run>/; the new ones are in today's Parquet format. Later
 runs add files to a compacted date as to any other; a rebuild reads it as any other.
-Exit codes (jobs/cli.py): 0 compacted (or nothing to do), 1 a check failed (nothing swapped), 2 bad
-arguments, 75 another writer held the lake.
+With `--retain` (or $CLOUDTRAIL_RETAIN), event dates older than that at --closed-at are first dropped from every
+table that holds rows by date (jobs/upkeep/retention.py) and named in the summary; it must be longer than the
+de-duplication horizon. Exit codes (jobs/cli.py): 0 compacted (or nothing to do), 1 a check failed (nothing
+swapped), 2 bad arguments, 75 another writer held the lake.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -42,6 +45,7 @@ from jobs.spark.session import JobSession, spark_session
 from jobs.tables import partitions
 from jobs.tables.staging import Staging
 from jobs.tables.sweep import sweep_lake
+from jobs.upkeep import retention
 
 log = logging.getLogger("cloudtrail_compact")
 
@@ -58,6 +62,7 @@ class CompactConfig:
     horizon: timedelta = options.duration(options.DEDUP_HORIZON)
     dry_run: bool = False
     lock_wait: float = options.LOCK_WAIT_SECONDS
+    retain: timedelta | None = None  # None: every date is kept
 
 
 def parse_args(argv: list[str] | None = None) -> CompactConfig:
@@ -70,8 +75,12 @@ def parse_args(argv: list[str] | None = None) -> CompactConfig:
     parser.add_argument("--dedup-horizon", type=cli.duration, default=options.DEDUP_HORIZON, help="dates older than this are closed")
     parser.add_argument("--closed-at", type=cli.iso_date, help="without dates: compact the dates closed on this day [today]")
     parser.add_argument("--dry-run", action="store_true", help="print the dates that would be compacted, change nothing")
+    parser.add_argument("--retain", type=cli.duration, default=os.environ.get("CLOUDTRAIL_RETAIN") or None,
+                        help="drop event dates older than this at --closed-at [$CLOUDTRAIL_RETAIN; none: keep all]")  # fmt: skip
     args = parser.parse_args(argv)
     cli.existing_lake(parser, args)
+    if args.retain is not None and args.retain <= args.dedup_horizon:
+        parser.error(f"--retain {args.retain} would drop dates still open (within --dedup-horizon {args.dedup_horizon})")
     return CompactConfig(
         lake=Lake.at(args.lake),
         run_id=cli.run_id(args.run_id, "compact"),
@@ -81,6 +90,7 @@ def parse_args(argv: list[str] | None = None) -> CompactConfig:
         horizon=args.dedup_horizon,
         dry_run=args.dry_run,
         lock_wait=args.lock_wait,
+        retain=args.retain,
     )
 
 
@@ -136,8 +146,15 @@ def compact(config: CompactConfig, session: JobSession, today: date) -> dict[str
     verified_checkpoint(config.lake)  # a sweep on tables and a checkpoint that disagree would move committed files
     spark = session()
     sweep_lake(spark, config.lake)  # debris of a crashed ingest must not become part of a compacted date
+    summary: dict[str, object] = {"dry_run": config.dry_run}
+    if config.retain is not None:  # before planning: a date dropped is not compacted
+        before = today - timedelta(days=math.ceil(config.retain / timedelta(days=1)))
+        expired = retention.expired_dates(config.lake, before)
+        summary["retired"] = {"before": str(before), "dates": [str(day) for day in expired]}
+        if expired and not config.dry_run:
+            retention.retire(config.lake, config.run_id, expired)
     dates = plan_compaction(config, today)
-    summary: dict[str, object] = {"dates": {str(p.event_date): p.summary() for p in dates}, "dry_run": config.dry_run}
+    summary["dates"] = {str(p.event_date): p.summary() for p in dates}
     if config.dry_run or not dates:
         return summary
     staging = Staging(config.lake, config.run_id)

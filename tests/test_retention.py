@@ -1,0 +1,69 @@
+"""Retention (`jobs.compact --retain`, jobs/upkeep/retention.py): event dates older than the lake keeps go from every
+table that holds rows by date, their files deleted, named in the summary; the next publish takes them out of the
+Iceberg tables; a dry run changes nothing; a retention within the de-duplication horizon is refused."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from jobs.derived import activity, ocsf
+from jobs.derived.derivation import DerivedConfig
+from jobs.spark.session import JobSession
+from jobs.upkeep.compact import compact, parse_args
+from tests.helpers import DAY, deliver, events_of, ingest
+from tests.test_publish import gated, iceberg_rows, published
+
+DATES = [str((DAY + timedelta(days=n)).date()) for n in range(3)]
+
+
+def _leaves(lake: Path) -> dict[str, list[str]]:
+    return {
+        "events": sorted(p.name for p in (lake / "events").glob("event_date=*")),
+        "activity_hourly": sorted(p.name for p in (lake / "activity_hourly").glob("event_date=*")),
+        "findings": sorted(p.name for p in (lake / "findings").glob("event_date=*")),
+        "ocsf": sorted({p.name for p in (lake / "ocsf" / "api_activity").glob("*/*/eventDay=*")}),
+    }
+
+
+def test_dates_older_than_the_lake_keeps_go_from_every_dated_table_and_from_the_iceberg_tables(spark, landing, lake):
+    for n in range(3):
+        deliver(landing, events_of(20, DAY + timedelta(days=n, hours=1), f"d{n}"), DAY + timedelta(days=n, hours=2))
+    assert gated(spark, lake, ingest(spark, landing, lake).run_id) == "passed"
+    activity.run(DerivedConfig(str(lake), None, "a1"), lambda: spark)
+    ocsf.run(DerivedConfig(str(lake), None, "o1"), lambda: spark)
+    published(lake, "p1")
+    before = _leaves(lake)
+    assert before["events"] == [f"event_date={d}" for d in DATES] and len(before["ocsf"]) == 3
+
+    argv = ["--lake", str(lake), "--closed-at", str((DAY + timedelta(days=10)).date()), "--retain", "8 days", "--run-id", "r1"]
+    dry = compact(dataclasses.replace(parse_args(argv), dry_run=True), JobSession(lambda: spark), parse_args(argv).closed_at)
+    assert dry["retired"] == {"before": DATES[2], "dates": DATES[:2]} and _leaves(lake) == before
+
+    summary = compact(parse_args(argv), JobSession(lambda: spark), parse_args(argv).closed_at)
+    assert summary["retired"]["dates"] == DATES[:2]
+    assert _leaves(lake) == {
+        "events": [f"event_date={DATES[2]}"], "activity_hourly": [f"event_date={DATES[2]}"],
+        "findings": [f"event_date={DATES[2]}"] if before["findings"] else [], "ocsf": [f"eventDay={DATES[2].replace('-', '')}"],
+    }  # fmt: skip
+    assert not [p for p in (lake / "_replaced").rglob("*.parquet") if "retain" in str(p)], "dropped, not kept aside"
+    after = _leaves(lake)
+    activity.run(DerivedConfig(str(lake), None, "a2"), lambda: spark)
+    ocsf.run(DerivedConfig(str(lake), None, "o2"), lambda: spark)
+    assert _leaves(lake) == after, "the derived jobs build nothing back"
+
+    assert {day for _, day in iceberg_rows(lake)} == set(DATES)
+    published(lake, "p2")
+    assert {day for _, day in iceberg_rows(lake)} == {DATES[2]}
+    assert {day for _, day in iceberg_rows(lake, "ocsf_api_activity", columns=("metadata", "eventDay"))} == {DATES[2].replace("-", "")}
+
+
+@pytest.mark.unit
+def test_a_retention_within_the_de_duplication_horizon_is_refused(lake, capsys):
+    lake.mkdir()
+    with pytest.raises(SystemExit) as refused:
+        parse_args(["--lake", str(lake), "--retain", "1 day", "--dedup-horizon", "2 days"])
+    assert refused.value.code == 2 and "would drop dates still open" in capsys.readouterr().err
