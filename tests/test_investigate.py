@@ -90,6 +90,12 @@ def _values(found: catalogue.Query, raw: duckdb.DuckDBPyConnection) -> dict[str,
     return found.values(FIRST, LAST, given)
 
 
+def _over_tables(lake: Path, found: catalogue.Query, values: dict[str, str]) -> tuple[list[str], list[tuple]]:
+    """The query's answer over the lake's published tables, as the command reads them."""
+    config = command.InvestigateConfig(found, values, Lake.at(lake), None, "cloudtrail", "csv", False)
+    return catalogue.answer(command.with_tables(catalogue.prepared(duck.connect()), config), found, values)
+
+
 def _text(rows: list[tuple]) -> list[tuple[str, ...]]:
     return [tuple(str(v) for v in row) for row in rows]
 
@@ -99,8 +105,7 @@ def test_each_investigation_answers_over_the_tables_what_the_delivered_json_answ
     landing, lake = investigated
     found, raw = catalogue.query(name), _raw(landing)
     values = _values(found, raw)
-    config = command.InvestigateConfig(found, values, Lake.at(lake), None, "cloudtrail", "csv", False)
-    columns, rows = catalogue.answer(command.with_tables(catalogue.prepared(duck.connect()), config), found, values)
+    columns, rows = _over_tables(lake, found, values)
     if name in RAW_TWINS:
         expected = raw.execute(RAW_TWINS[name], {"from_date": values["from_date"], "to_date": values["to_date"]}).fetchall()
     else:
@@ -118,8 +123,7 @@ def test_a_real_principal_s_activity_is_the_same_from_the_tables_and_the_json(in
         "SELECT userIdentity.arn FROM cloudtrail.events WHERE event_date = DATE '2023-07-10' GROUP BY 1 ORDER BY count(*) DESC, 1"
     ).fetchone()[0]
     values = found.values(date(2023, 7, 10), date(2023, 7, 10), {"arn": arn})
-    config = command.InvestigateConfig(found, values, Lake.at(lake), None, "cloudtrail", "csv", False)
-    rows = catalogue.answer(command.with_tables(catalogue.prepared(duck.connect()), config), found, values)[1]
+    rows = _over_tables(lake, found, values)[1]
     assert len(rows) > 100 and _text(rows) == _text(catalogue.answer(raw, found, values)[1])
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from jobs.investigations.catalogue import sql_literal
 from jobs.lake import EVENT_DATE
 
 IDENTITY = ("type", "principalId", "arn", "accountId", "accessKeyId", "userName", "invokedBy")
@@ -20,10 +21,6 @@ def log_files(landing: Path) -> list[Path]:
     return sorted(p for p in landing.rglob("*_CloudTrail_*.json*") if "CloudTrail-Digest" not in p.parts)
 
 
-def _quoted(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
 def with_raw_events(db: Any, files: list[Path]) -> Any:
     """`db` (catalogue.prepared) with cloudtrail.events read from `files`' Records."""
     identity = ", ".join(f"'{name}': r->>'$.userIdentity.{name}'" for name in IDENTITY)
@@ -31,7 +28,7 @@ def with_raw_events(db: Any, files: list[Path]) -> Any:
         [f"r->>'{name}' AS {name}" for name in TEXT]
         + [f"CASE WHEN json_type(r->'{name}') = 'NULL' THEN NULL ELSE CAST(r->'{name}' AS VARCHAR) END AS {name}" for name in JSON]
     )
-    listed = ", ".join(_quoted(str(path)) for path in files)
+    listed = ", ".join(sql_literal(str(path)) for path in files)
     db.execute(f"""
         CREATE VIEW cloudtrail.events AS
         WITH records AS (

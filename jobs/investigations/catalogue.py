@@ -82,9 +82,14 @@ def _substituted(sql: str, replace: Any) -> str:
     return _TOKEN.sub(lambda m: replace(m.group(1)) if m.group(1) else m.group(0), sql)
 
 
+def sql_literal(text: str) -> str:
+    """`text` as an SQL string literal, its quotes doubled."""
+    return "'" + text.replace("'", "''") + "'"
+
+
 def literal_sql(found: Query, values: dict[str, str]) -> str:
-    """The query with its parameters as SQL string literals (quotes doubled): for Athena's or Trino's console."""
-    return _substituted(found.sql, lambda name: "'" + values[name].replace("'", "''") + "'")
+    """The query with its parameters as SQL string literals: for Athena's or Trino's console."""
+    return _substituted(found.sql, lambda name: sql_literal(values[name]))
 
 
 def answer(db: Any, found: Query, values: dict[str, str]) -> tuple[list[str], list[tuple[Any, ...]]]:

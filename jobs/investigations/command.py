@@ -22,7 +22,7 @@ from typing import Any
 
 from jobs import cli
 from jobs.iceberg.catalog import NAMESPACE, TABLE_NAMES, CatalogUnusable, open_catalog
-from jobs.investigations.catalogue import Query, QueryError, answer, literal_sql, prepared, queries, query
+from jobs.investigations.catalogue import Query, QueryError, answer, literal_sql, prepared, queries, query, sql_literal
 from jobs.lake import EVENT_DAY, PARTITION_COLUMNS, Lake, event_day
 
 log = logging.getLogger("investigate")
@@ -83,10 +83,6 @@ def parse_args(argv: list[str] | None = None) -> InvestigateConfig | None:
     return InvestigateConfig(found, values, Lake.at(args.lake) if args.lake else None, args.catalog, args.namespace, args.output, args.sql)
 
 
-def _quoted(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
 def _date_filter(folder: str, values: dict[str, str]) -> str:
     """pyiceberg's filter on the table's date partition: only the manifests' entries of those dates are planned."""
     column = PARTITION_COLUMNS[folder][-1]
@@ -115,7 +111,7 @@ def with_tables(db: Any, config: InvestigateConfig) -> Any:
         scan = table.scan(row_filter=_date_filter(folders[name], config.values))
         files = [_local(task.file.file_path) for task in scan.plan_files()]
         if files:
-            listed = ", ".join(_quoted(path) for path in files)
+            listed = ", ".join(sql_literal(path) for path in files)
             db.execute(
                 f"CREATE VIEW cloudtrail.{name} AS SELECT * FROM read_parquet([{listed}], union_by_name = true, hive_partitioning = false)"
             )

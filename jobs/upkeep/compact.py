@@ -107,9 +107,14 @@ class DateCompaction:
         return {"files": len(self.files), "bytes": self.bytes, "files_after": self.needed}
 
 
+def days_before(today: date, age: timedelta) -> date:
+    """The first date not older than `age` at `today` (an age in part of a day counts as the whole day)."""
+    return today - timedelta(days=math.ceil(age / timedelta(days=1)))
+
+
 def plan_compaction(config: CompactConfig, today: date) -> list[DateCompaction]:
     """The dates to compact: those asked for (or every date closed at `today`) holding more files than they need."""
-    closed_before = today - timedelta(days=math.ceil(config.horizon / timedelta(days=1)))
+    closed_before = days_before(today, config.horizon)
     found = []
     for folder in partition_folders(config.lake.events):
         day = date.fromisoformat(partition_value(folder))
@@ -148,7 +153,7 @@ def compact(config: CompactConfig, session: JobSession, today: date) -> dict[str
     sweep_lake(spark, config.lake)  # debris of a crashed ingest must not become part of a compacted date
     summary: dict[str, object] = {"dry_run": config.dry_run}
     if config.retain is not None:  # before planning: a date dropped is not compacted
-        before = today - timedelta(days=math.ceil(config.retain / timedelta(days=1)))
+        before = days_before(today, config.retain)
         expired = retention.expired_dates(config.lake, before)
         summary["retired"] = {"before": str(before), "dates": [str(day) for day in expired]}
         if expired and not config.dry_run:
