@@ -4,7 +4,7 @@ lookup columns, 8 MB row groups: jobs/records/layout.py), on the same rows witho
 Parquet's defaults), and on the delivered JSON (what a query over the trail's bucket reads). Both lakes are written
 by the product's own ingest and compaction, alternately, so what the layout costs the ingest is measured beside.
 
-    python -m bench.investigations [--records 700000] [--days 7] [--seed 5] [--out bench/investigations.json]
+    python -m bench.investigations [--records 700000] [--days 7] [--seed 5] [--writes 3] [--out bench/investigations.json]
 """
 
 from __future__ import annotations
@@ -98,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--days", type=int, default=7)
     parser.add_argument("--seed", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--writes", type=int, default=3, help="each lake written this many times, alternately (the ingest's median)")
     parser.add_argument("--out", type=Path, default=RESULTS, help="where the figures go (JSON)")
     parser.add_argument("--sort", help="a candidate's sort columns, comma-separated (default: jobs/records/layout.py's)")
     parser.add_argument("--row-group-mb", type=int, help="a candidate's row group size (default: jobs/records/layout.py's)")
@@ -116,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
             generate(landing, records=args.records, days=args.days, seed=args.seed, records_per_file=1000, start=START,
                      duplicate_rate=0.01, make=maker(args.seed, base=like(real_records(SAMPLES))))  # fmt: skip
         writes: dict[str, list[dict[str, float]]] = {variant: [] for variant in VARIANTS}
-        for attempt in range(2):  # alternately, twice: the second write of each is the one kept
+        queried = args.writes - 1  # the lake the questions are asked of: the last written
+        for attempt in range(args.writes):  # alternately: what the layout costs the ingest is the medians' ratio
             for variant in VARIANTS:
                 lake = root / f"{variant}-{attempt}"
                 command = [sys.executable, "-m", "bench.investigations", "--variant", variant, "--landing", str(landing),
@@ -125,11 +127,13 @@ def main(argv: list[str] | None = None) -> int:
                 done = subprocess.run(command, check=True, capture_output=True, text=True)
                 writes[variant].append(json.loads(done.stdout.splitlines()[-1]))
         files = log_files(landing)
-        views = {variant: f"read_parquet('{root}/{variant}-1/events/*/*.parquet', hive_partitioning = true)" for variant in VARIANTS}
+        views = {
+            variant: f"read_parquet('{root}/{variant}-{queried}/events/*/*.parquet', hive_partitioning = true)" for variant in VARIANTS
+        }
         results: dict[str, Any] = {"records": args.records, "days": args.days, "seed": args.seed, "writes": writes, "queries": {},
                                    "sort": args.sort, "row_group_mb": args.row_group_mb}  # fmt: skip
         for variant in VARIANTS:
-            results[f"{variant}_bytes"] = sum(p.stat().st_size for p in (root / f"{variant}-1" / "events").rglob("*.parquet"))
+            results[f"{variant}_bytes"] = sum(p.stat().st_size for p in (root / f"{variant}-{queried}" / "events").rglob("*.parquet"))
         results["json_bytes"] = sum(p.stat().st_size for p in files)
         for found in catalogue.queries():
             if found.tables != ("events",):

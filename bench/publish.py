@@ -140,7 +140,7 @@ def pruning(source: Path, days: int, scratch: Path) -> dict[str, Any]:
     lake = Lake.at(scratch / "pruning-lake")
     made = synthetic_dates(lake, source, date(2024, 2, 1), days, 4)
     config = publish.parse_args(["--lake", str(lake.root), "--catalog", CATALOG, "--namespace", "pruning", "--run-id", "pruning"])
-    publish.publish(config)
+    publish.publish_tables(config)
     table = catalog.open_catalog(lake, CATALOG).load_table("pruning.events")
     day = made[len(made) // 2]
     started = time.monotonic()
@@ -167,7 +167,7 @@ def metadata_over_runs(source: Path, runs: int, scratch: Path) -> dict[str, Any]
     sizes = []
     for n in range(runs):
         synthetic_dates(lake, source, date(2024, 3, 1) + timedelta(days=n), 1, 1)
-        publish.publish(config, now=now)
+        publish.publish_tables(config, now=now)
         if (n + 1) in (1, 10, runs // 2, runs):
             table = catalog.open_catalog(lake, CATALOG).load_table("metadata.events")
             files, size = metadata_size(table)
@@ -175,7 +175,7 @@ def metadata_over_runs(source: Path, runs: int, scratch: Path) -> dict[str, Any]
                 {"runs": n + 1, "snapshots": len(table.metadata.snapshots), "metadata_files": files, "metadata_kb": round(size / 1024)}
             )
     later = now + timedelta(days=8)
-    report = publish.publish(config, now=later)
+    report = publish.publish_tables(config, now=later)
     table = catalog.open_catalog(lake, CATALOG).load_table("metadata.events")
     files, size = metadata_size(table)
     events = next(t for t in report.tables if t.table == "events")

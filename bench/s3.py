@@ -133,7 +133,7 @@ def per_run(s3: Any, sqs: Any, accounts: int, repeats: int, scratch: Path) -> di
     costs = []
     for label in ("first", "proven"):
         calls = counted_calls()
-        found = reconcile.reconcile(
+        found = reconcile.reconcile_ledger(
             boto3.client("s3"), landing, Lake(lake), verified_checkpoint(Lake(lake)), set(), f"bench-{label}", 2, datetime.now(tz=UTC)
         )
         assert not found.missing, found.missing[:3]

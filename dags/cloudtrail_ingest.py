@@ -68,9 +68,9 @@ with DAG(
         planned = plan_run(context["params"], settings, context["run_id"], *run_interval(context))
         if settings.queue_url:  # woken by deliveries: their notifications, kept in the lake before anything can fail
             from jobs.lake import Lake
-            from jobs.landing import sqs
+            from jobs.landing import kept_notifications
 
-            kept = sqs.keep_asset_events(Lake.at(planned["lake"]), context["triggering_asset_events"])
+            kept = kept_notifications.keep_asset_events(Lake.at(planned["lake"]), context["triggering_asset_events"])
             print(f"notifications kept in the lake's inbox for this run: {kept}")
         for key, value in planned.items():
             context["ti"].xcom_push(key=key, value=value)

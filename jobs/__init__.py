@@ -20,7 +20,16 @@ The house, bottom up: a module imports only from its own package or from the one
 
 The doors: `python -m jobs.<command>` or `spark-submit jobs/<command>.py` for each of COMMANDS; each door's module
 holds its usage and runs the command's `main` in its package.
+
+Each package's `__all__` names the functions, classes and constants other packages may use; a command's entry
+points (ENTRY_POINTS) are reached in its module. The rest is the package's own (tests/test_layout.py).
 """
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import sys
 
 # The packages of jobs/, bottom up: a package imports from the kernel and from the packages before it.
 PACKAGES = (
@@ -41,3 +50,17 @@ PACKAGES = (
 # The commands a user or a DAG runs: jobs/<command>.py, each a door into its package.
 COMMANDS = ("cloudtrail_ingest", "replay_quarantine", "validate_events", "sweep", "rebuild", "repair", "rescale", "compact",
             "activity", "ocsf", "publish", "investigate")  # fmt: skip
+# A command's entry points, the same names in each command's module: reached there, not listed in `__all__`.
+ENTRY_POINTS = ("main", "parse_args", "run")
+
+
+def exported(package: str, name: str) -> object:
+    """`jobs.<package>.<name>` for a name the package's `__all__` lists (its module-level __getattr__, PEP 562): taken
+    from the package's module that holds it, imported on first use, so importing a package imports nothing heavy."""
+    module = sys.modules[package]
+    if name in getattr(module, "__all__", ()):
+        for inner in pkgutil.iter_modules(getattr(module, "__path__", [])):
+            found = vars(importlib.import_module(f"{package}.{inner.name}"))
+            if name in found:
+                return found[name]
+    raise AttributeError(f"module {package!r} has no attribute {name!r}")

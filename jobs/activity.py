@@ -1,10 +1,4 @@
-"""Bring the derived tables (activity_hourly, findings) up to date with the events table, partition by partition.
-
-    spark-submit --py-files build/jobs.zip jobs/activity.py --lake DIR [--from-date YYYY-MM-DD --to-date YYYY-MM-DD]
-    python -m jobs.activity --lake DIR [--from-date D --to-date D]
-
-`--help` lists the options. The job itself is jobs/derived/activity.py.
-"""
+"""`python -m jobs.activity`: the activity and findings tables brought up to date; usage and options in jobs/derived/activity.py."""
 
 from jobs.derived.activity import main
 

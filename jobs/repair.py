@@ -1,9 +1,4 @@
-"""Put the tables and the ledger back in step with the checkpoint, so that ingestion continues exactly.
-
-    python -m jobs.repair --lake DIR --landing DIR [--dry-run]
-
-`--help` lists the options. The job itself is jobs/upkeep/repair.py.
-"""
+"""`python -m jobs.repair`: the tables and the ledger back in step with the checkpoint; usage and options in jobs/upkeep/repair.py."""
 
 from jobs.upkeep.repair import main
 

@@ -1,10 +1,4 @@
-"""Move aside data files that no committed batch lists, so directory readers see the committed table.
-
-    spark-submit --py-files build/jobs.zip jobs/sweep.py --lake DIR
-    python -m jobs.sweep --lake DIR
-
-`--help` lists the options. The job itself is jobs/tables/sweep.py.
-"""
+"""`python -m jobs.sweep`: data files no committed batch lists moved aside; usage and options in jobs/tables/sweep.py."""
 
 from jobs.tables.sweep import main
 

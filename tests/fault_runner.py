@@ -100,9 +100,9 @@ def _kill_in_deliveries(phase: str, target: int, job_args: list[str]) -> int:
                 die()
         return outcome
 
-    def done(self, sqs, queue_url, retry=()):  # type: ignore[no-untyped-def]
+    def done(self, *args):  # type: ignore[no-untyped-def]
         self.held = dict(list(self.held.items())[:target])
-        original_done(self, sqs, queue_url, retry)
+        original_done(self, *args)
         die()
 
     BucketLanding._fetch_one = fetch_one  # type: ignore[method-assign]

@@ -69,15 +69,21 @@ def test_a_date_written_by_many_runs_becomes_one_file_and_ingest_and_rebuild_go_
 
 
 @pytest.mark.unit
-def test_only_closed_dates_with_more_files_than_their_size_needs_are_planned(tmp_path):
+def test_only_closed_dates_with_more_files_than_their_size_needs_or_not_laid_out_are_planned(tmp_path):
     lake = Lake.at(tmp_path)
     for day, files in ((date(2024, 3, 1), 3), (date(2024, 3, 2), 1), (date(2024, 3, 9), 3)):
         folder = partition(lake.events, day)
         folder.mkdir(parents=True)
         for n in range(files):
             (folder / f"part-{n}.parquet").write_bytes(b"x" * 100)
+    # One file the ingest wrote, in arrival order (named as jobs/java/cloudtrail/TableWriter.java names them).
+    arrived = partition(lake.events, date(2024, 3, 3)) / "part-00003-0f8fad5b-d9cb-469f-a165-70867728950e-b7.c000.zstd.parquet"
+    arrived.parent.mkdir(parents=True)
+    arrived.write_bytes(b"x" * 100)
     config = compact.CompactConfig(lake, "plan", target_bytes=150)
     planned = compact.plan_compaction(config, today=date(2024, 3, 10))
-    assert [(p.event_date, len(p.files), p.needed) for p in planned] == [(date(2024, 3, 1), 3, 2)], "9 March is within the horizon"
+    assert [(p.event_date, len(p.files), p.needed) for p in planned] == [(date(2024, 3, 1), 3, 2), (date(2024, 3, 3), 1, 1)], (
+        "9 March is within the horizon; 2 March is one file already laid out"
+    )
     asked = compact.plan_compaction(compact.CompactConfig(lake, "plan", dates=(date(2024, 3, 9),)), today=date(2024, 3, 10))
     assert [(p.event_date, p.needed) for p in asked] == [(date(2024, 3, 9), 1)], "dates asked for are compacted, closed or not"

@@ -19,7 +19,7 @@ import pytest
 
 from cloudtrail_airflow.lake_view import _deliveries
 from jobs.lake import Lake
-from jobs.landing import sqs
+from jobs.landing import kept_notifications
 from jobs.landing.bucket import BucketLanding
 from jobs.reporting import summary as run_summary
 from jobs.reporting import tally
@@ -183,7 +183,7 @@ def test_a_mistyped_prefix_deletes_nothing_in_silence_and_the_corrected_run_take
     line = refusal(result)
     assert f"s3://{trail.bucket}/o-abc123/" in line and f"{mistyped}/" in line and "took nothing" in line
     assert trail.waiting() == 0, "kept in the lake, not left to expire into a dead-letter queue"
-    kept = sqs.outside(Lake.at(lake))
+    kept = kept_notifications.outside(Lake.at(lake))
     assert sorted(key for entry in kept for _, key in entry["objects"]) == sorted(keys)
     run = lake_status.ingest_run(Lake.at(lake), "typo")
     assert run and run["deliveries"]["outside_landing"]["named"] == [f"s3://{trail.bucket}/o-abc123/"]
@@ -197,7 +197,7 @@ def test_a_mistyped_prefix_deletes_nothing_in_silence_and_the_corrected_run_take
     report = ingest(spark, trail.url, lake, queue_url=trail.queue_url)  # the setting corrected: no visibility timeout
     assert time.monotonic() - started < 60 and report.deliveries["messages"]["taken_back"] == 2
     assert_table_holds(spark, lake, ids_of(records))
-    assert sqs.outside(Lake.at(lake)) == []
+    assert kept_notifications.outside(Lake.at(lake)) == []
 
 
 def test_one_receive_per_message_per_run_even_past_the_visibility_timeout(spark, trail, lake, monkeypatch):

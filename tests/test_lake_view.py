@@ -123,14 +123,14 @@ def test_the_read_model_answers_the_operators_questions(known: KnownLake):
 
 
 def test_the_file_ledger_says_what_became_of_each_file(known: KnownLake):
-    hits = {Path(hit.path).name: hit for hit in ledger_search.search(known.lake, known.landing, "2024-03-01")}
+    hits = {Path(hit.path).name: hit for hit in ledger_search.search_ledger(known.lake, known.landing, "2024-03-01")}
     assert len(hits) == 3
     good, corrupt, waiting = hits[known.good.name], hits[known.corrupt.name], hits[known.waiting.name]
     assert (good.status, good.rows_written, good.records_in_file, good.duplicates_dropped) == ("ingested", 30, 31, 1)
     assert good.runs == (known.report.run_id,) and good.source_batch == 0
     assert corrupt.status == "quarantined" and corrupt.quarantined == {"corrupt_gzip": 1} and corrupt.details
     assert waiting.status == "not seen"
-    assert [hit.path for hit in ledger_search.search(known.lake, known.landing, "goodfile")] == [str(known.good)]
+    assert [hit.path for hit in ledger_search.search_ledger(known.lake, known.landing, "goodfile")] == [str(known.good)]
 
 
 def test_status_prints_freshness_backlog_and_the_last_run(known: KnownLake):
@@ -258,7 +258,7 @@ def test_the_published_tables_show_their_snapshot_the_dates_held_back_and_the_la
     from jobs.iceberg import publish
 
     # The known lake's only date failed its gate: held back from the events table; the OCSF table is published.
-    report = publish.publish(publish.parse_args(["--lake", str(known.lake.root), "--run-id", "page-publish"]))
+    report = publish.publish_tables(publish.parse_args(["--lake", str(known.lake.root), "--run-id", "page-publish"]))
     tables = {t.table: t for t in report.tables}
     assert tables["events"].snapshot_id is None and "its gate failed" in tables["events"].held_back["2024-03-01"]
     assert tables["ocsf_api_activity"].added == 1

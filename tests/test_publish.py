@@ -32,7 +32,7 @@ NS = "cloudtrail"
 
 def published(lake: Path, run_id: str = "p", now: datetime | None = None, **options) -> publish.PublishReport:
     config = dataclasses.replace(publish.parse_args(["--lake", str(lake), "--run-id", run_id]), **options)
-    return publish.publish(config, now)
+    return publish.publish_tables(config, now)
 
 
 def catalog(lake: Path):
@@ -272,14 +272,16 @@ def test_a_publish_killed_anywhere_is_completed_by_the_next_and_takes_no_file_tw
     assert {t["table"]: t["local_commit"] for t in again["tables"]}["events"] is not None
 
     # The lake copied to another path, its embedded catalog with it: the command publishes there, from its own files,
-    # the events the landing files hold (the catalog of the lake it came from untouched).
-    copy = tmp_path / "elsewhere" / "lake"
+    # the events the landing files hold (the catalog of the lake it came from untouched). The path holds a space: its
+    # tables' files were written beside the lake, in a folder named with the `%20` of the path's URI.
+    copy = tmp_path / "else where" / "lake"
     shutil.copytree(lake, copy)
     succeeded(command("jobs.publish", "--lake", copy, "--run-id", "moved"))
     delivered = sorted([*((f"a-{i}", "2024-03-01") for i in range(40)), *((f"b-{i}", "2024-03-02") for i in range(25))])
     assert iceberg_rows(copy) == delivered == iceberg_rows(lake)
-    assert catalog(copy).load_table(f"{NS}.events").location().startswith((copy / "iceberg").as_uri())
-    assert catalog(lake).load_table(f"{NS}.events").location().startswith((lake / "iceberg").as_uri())
+    assert catalog(copy).load_table(f"{NS}.events").location().startswith(str(copy / "iceberg"))
+    assert sorted(p.name for p in tmp_path.iterdir() if "%" in p.name) == [], "nothing written outside the lake"
+    assert catalog(lake).load_table(f"{NS}.events").location().removeprefix("file://").startswith(str(lake / "iceberg"))
 
 
 def test_a_derived_date_whose_rows_fail_their_gate_keeps_its_published_version_and_is_named(spark, landing, lake, monkeypatch):

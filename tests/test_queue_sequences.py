@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
 from jobs.lake import Lake
-from jobs.landing import sqs
+from jobs.landing import kept_notifications, sqs
 from jobs.landing.bucket import BucketLanding
 from tests.aws import Trail, cloudtrail_sns, log_key, s3_event
 from tests.helpers import duckdb_rows, events_of, ingest, table_rows
@@ -92,9 +92,9 @@ class QueueSequences(RuleBasedStateMachine):
                 raise Died(f"died after {after} fetches")
             return fetch_one(landing, s3, key)
 
-        def dying_done(received, client, queue_url, retry=()):  # type: ignore[no-untyped-def]
+        def dying_done(received, *args):  # type: ignore[no-untyped-def]
             received.held = dict(list(received.held.items())[:after])
-            done(received, client, queue_url, retry)
+            done(received, *args)
             raise Died(f"died after deleting {after} messages")
 
         BucketLanding._fetch_one, sqs.Received.done = dying_fetch, dying_done  # type: ignore[method-assign]
@@ -117,7 +117,7 @@ class QueueSequences(RuleBasedStateMachine):
         oracle = sorted(i for ids in self.notified.values() for i in ids)
         assert sorted(i for i, _ in table_rows(self.spark, self.lake)) == oracle
         assert sorted(i for i, _ in duckdb_rows(self.lake)) == oracle
-        assert self.hostile <= {entry["key"] for entry in sqs.refused(Lake.at(self.lake), 10_000)}, "every hostile key named"
+        assert self.hostile <= {entry["key"] for entry in kept_notifications.refused(Lake.at(self.lake), 10_000)}, "every hostile key named"
 
     def _run(self) -> None:
         ingest(self.spark, self.trail.url, self.lake, queue_url=self.trail.queue_url, visibility_timeout=VISIBILITY,

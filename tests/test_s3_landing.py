@@ -20,7 +20,7 @@ import pytest
 
 from cloudtrail_airflow.lake_view import _deliveries
 from jobs.lake import Lake
-from jobs.landing import notifications, sqs
+from jobs.landing import kept_notifications, notifications, sqs
 from jobs.landing.bucket import BucketLanding
 from jobs.reporting import tally
 from jobs.status import lake_status
@@ -122,7 +122,7 @@ def test_notifications_of_every_shape_duplicated_and_out_of_order_give_each_even
     assert report.deliveries["delivery_lag"]["files"] == 5
     assert 0 <= report.deliveries["oldest_message_age_seconds"] < 120, "the messages were sent just before the run"
     assert trail.waiting() == 0
-    (kept,) = sqs.kept(Lake.at(lake))
+    (kept,) = kept_notifications.kept(Lake.at(lake))
     assert kept["body"] == "{not json" and kept["reason"].startswith("not JSON")
     # The lake page's read model and section: the queue now, what was kept, the delivery lag.
     found = lake_status.deliveries(Lake.at(lake), trail.queue_url, tally.read(Lake.at(lake)))
@@ -148,7 +148,7 @@ def test_a_run_that_dies_before_deleting_its_messages_takes_nothing_twice(spark,
     keys = [trail.deliver(events_of(3, NOW - timedelta(hours=2), f"k{n}"), NOW, str(n)) for n in range(3)]
     trail.notify_many([s3_event(trail.bucket, [key]) for key in keys])
 
-    def killed(self, sqs, queue_url, retry=()):
+    def killed(self, *args):
         raise KeyboardInterrupt("killed while deleting messages")
 
     monkeypatch.setattr(sqs.Received, "done", killed)
@@ -292,8 +292,8 @@ def test_an_asset_event_of_airflows_sqs_watcher_reaches_a_run_through_the_inbox(
 
     event = asyncio.run(asyncio.wait_for(first_event(), 30))
     assert trail.waiting() == 0  # the watcher deleted it
-    bodies = sqs.bodies_of([{"extra": {"from_trigger": True, "payload": event.payload}}])
-    sqs.write_inbox(Lake.at(lake), "asset-event-1", bodies)
+    bodies = kept_notifications.bodies_of([{"extra": {"from_trigger": True, "payload": event.payload}}])
+    kept_notifications.write_inbox(Lake.at(lake), "asset-event-1", bodies)
     report = ingest(spark, trail.url, lake, queue_url=trail.queue_url)
     assert report.deliveries["objects_fetched"] == 1
     assert not list(Lake.at(lake).inbox.glob("*.json"))

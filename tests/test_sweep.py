@@ -9,7 +9,7 @@ from pathlib import Path
 
 from jobs.lake import Lake
 from jobs.spark.sinks import ParquetSink
-from jobs.tables.sweep import data_files, sweep_lake
+from jobs.tables.sweep import sweep_lake, table_files
 from tests.helpers import DAY, deliver, duckdb_rows, events_of, ingest
 
 ONE_FILE_PER_BATCH = {"max_files_per_trigger": 1, "max_bytes_per_trigger": None}
@@ -39,7 +39,7 @@ def test_files_that_aged_out_of_the_log_stay_and_debris_is_moved(spark, landing,
     # batches 5..10: the compaction at batch 9 drops the entries older than the retention
     report = ingest(spark, landing, lake, **ONE_FILE_PER_BATCH, table_log_retention="1 second")
 
-    files = data_files(lake / "events")
+    files = table_files(lake / "events")
     assert logged(spark, lake) < files, "the compaction should have aged the first run's files out of the log"
     assert report.swept_files == {"events": 0, "quarantine": 0}
     expected = sorted((f"h{h}-{i}", str((DAY + timedelta(hours=h, minutes=i)).date())) for h in range(11) for i in range(5))
@@ -49,14 +49,14 @@ def test_files_that_aged_out_of_the_log_stay_and_debris_is_moved(spark, landing,
     debris = plant_debris(lake, min(logged(spark, lake)), "part-99999-debris.c000.snappy.parquet")
     assert sweep_lake(spark, Lake(lake)) == {"events": 1, "quarantine": 0}
     assert not debris.exists() and list((lake / "_swept" / "events").rglob(debris.name))
-    assert data_files(lake / "events") == files
+    assert table_files(lake / "events") == files
     assert duckdb_rows(lake) == expected
 
 
 def test_a_run_sweeps_debris_before_its_batches_move_the_horizon(spark, landing, lake):
     deliver_hours(landing, range(3))
     ingest(spark, landing, lake, **ONE_FILE_PER_BATCH, table_log_retention="1 second")
-    debris = plant_debris(lake, min(data_files(lake / "events")), "part-99999-crashed.c000.snappy.parquet")
+    debris = plant_debris(lake, min(table_files(lake / "events")), "part-99999-crashed.c000.snappy.parquet")
     time.sleep(1.5)
     deliver_hours(landing, range(3, 12))
     report = ingest(spark, landing, lake, **ONE_FILE_PER_BATCH, table_log_retention="1 second")
@@ -67,7 +67,7 @@ def test_a_run_sweeps_debris_before_its_batches_move_the_horizon(spark, landing,
 def test_the_sweep_never_moves_a_committed_file(spark, landing, lake):
     deliver_hours(landing, range(4))
     ingest(spark, landing, lake, **ONE_FILE_PER_BATCH)
-    files = data_files(lake / "events")
+    files = table_files(lake / "events")
     assert files == logged(spark, lake)
     assert sweep_lake(spark, Lake(lake)) == {"events": 0, "quarantine": 0}
-    assert data_files(lake / "events") == files
+    assert table_files(lake / "events") == files

@@ -15,7 +15,7 @@ from pathlib import Path
 from jobs import options
 from jobs.iceberg.catalog import EMBEDDED, reader_settings
 from jobs.lake import Lake
-from jobs.landing import sqs
+from jobs.landing import kept_notifications
 from jobs.landing.bucket import is_bucket
 from jobs.reporting import summary as run_summary
 from jobs.reporting import tally
@@ -54,7 +54,7 @@ def overview(lake: Lake, landing: str, queue_url: str | None, threshold: timedel
             named = ", ".join(_printable(place) for place in outside["named"])
             lines.append(f"OUTSIDE THE LANDING: {outside['files']} log files in {outside['messages']} notifications name {named}, "
                          f"not {outside['landing']}: kept under {lake.outside_messages}")  # fmt: skip
-        for refused in sqs.refused(lake, REFUSED_SHOWN):
+        for refused in kept_notifications.refused(lake, REFUSED_SHOWN):
             lines.append(f"refused: s3://{_printable(refused['bucket'])}/{_printable(refused['key'])}: {refused['reason']}")
     else:
         waiting = status.backlog(lake, walked)

@@ -3,5 +3,13 @@ way they are built (derivation), their state (state), the activity tables (activ
 view (ocsf, with ocsf_mapping).
 """
 
-# The modules other packages import; the rest are this package's own (tests/test_layout.py).
-__all__ = ["activity", "ocsf", "rules", "state"]
+from jobs import exported
+
+# What other packages may use (jobs/__init__.py, tests/test_layout.py).
+__all__ = [
+    "built_dates",
+]
+
+
+def __getattr__(name: str) -> object:
+    return exported(__name__, name)

@@ -51,8 +51,10 @@ def open_catalog(lake: Lake, name: str | None, namespace: str = NAMESPACE) -> An
 
 
 def embedded_settings(lake: Lake) -> dict[str, str]:
-    """The embedded catalog's pyiceberg settings: a SQLite catalog and a warehouse folder inside the lake."""
-    return {"type": "sql", "uri": f"sqlite:///{lake.iceberg_catalog}", "warehouse": lake.iceberg_warehouse.as_uri()}
+    """The embedded catalog's pyiceberg settings: a SQLite catalog and a warehouse folder inside the lake. The warehouse
+    is a plain path: pyiceberg takes a file URI's path as written, so `Path.as_uri()`'s `%20` for a space put the
+    tables' files in a sibling folder named with the `%20`, outside the lake."""
+    return {"type": "sql", "uri": f"sqlite:///{lake.iceberg_catalog}", "warehouse": str(lake.iceberg_warehouse)}
 
 
 def reader_settings(lake: Lake) -> str:
@@ -75,14 +77,15 @@ def ensure_namespace(catalog: Any, namespace: str) -> None:
 def _rehome(catalog: Any, lake: Lake, namespace: str) -> None:
     """A lake copied or moved to another path brings an embedded catalog whose tables live at the old path (Iceberg
     metadata holds absolute paths): they are dropped from this catalog (the old lake's files untouched) and published
-    again from the lake's files by this publish; their snapshot history starts again."""
-    home = lake.iceberg_warehouse.as_uri() + "/"
+    again from the lake's files by this publish; their snapshot history starts again. So are tables an earlier release
+    put beside the lake, under its path percent-encoded (`embedded_settings`)."""
+    home = f"{lake.iceberg_warehouse}/"
     for identifier in catalog.list_tables(namespace):
         try:
             location = catalog.load_table(identifier).location()
         except FileNotFoundError:  # its metadata went with the old path: the lake was moved, or restored elsewhere
             location = "a path that is gone"
-        if not location.startswith(home):
+        if not location.removeprefix("file://").startswith(home):
             log.warning("the lake moved: its embedded table %s lived at %s, published again under %s", ".".join(identifier), location, home)
             catalog.drop_table(identifier)
 

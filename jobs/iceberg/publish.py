@@ -270,7 +270,7 @@ class PublishReport:
         return write_json(lake.publish_report(self.run_id), asdict(self))
 
 
-def publish(config: PublishConfig, now: datetime | None = None) -> PublishReport:
+def publish_tables(config: PublishConfig, now: datetime | None = None) -> PublishReport:
     """Every table the lake has, published; a table that fails is named and the others go on."""
     started = time.monotonic()
     report = PublishReport(config.run_id, now_iso(), config.catalog or f"embedded ({config.lake.iceberg_catalog})", config.namespace)
@@ -306,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(config: PublishConfig) -> int:
     try:
-        report = publish(config)
+        report = publish_tables(config)
     except CatalogUnusable as exc:
         log.error("%s", exc)
         return cli.USAGE

@@ -71,10 +71,11 @@ def delete_orphans(table: Any, before: datetime, now: datetime) -> int:
     """Delete the files under the table's location that nothing references and that are older than `before`, and
     older than ORPHAN_FLOOR before `now` whatever `before` says."""
     from pyarrow import fs
+    from pyiceberg.io.pyarrow import PyArrowFileIO
 
     before = min(before, now - ORPHAN_FLOOR)
-    scheme, _, rest = table.location().partition("://")
-    filesystem = table.io.fs_by_scheme(scheme, rest.split("/", 1)[0])  # the catalog's own settings (an endpoint, keys)
+    scheme, netloc, rest = PyArrowFileIO.parse_location(table.location())  # a URI, or a plain path (the embedded catalog's)
+    filesystem = table.io.fs_by_scheme(scheme, netloc)  # the catalog's own settings (an endpoint, keys)
     keep = {_without_scheme(path) for path in referenced(table)}
     orphans = []
     for info in filesystem.get_file_info(fs.FileSelector(rest, recursive=True, allow_not_found=True)):

@@ -10,5 +10,13 @@
 `python -m jobs.cloudtrail_ingest` and `spark-submit jobs/cloudtrail_ingest.py` run command.main.
 """
 
-# The modules other packages import; the rest are this package's own (tests/test_layout.py).
-__all__ = ["command", "run", "stream"]
+from jobs import exported
+
+# What other packages may use (jobs/__init__.py, tests/test_layout.py).
+__all__ = [
+    "build_session",
+]
+
+
+def __getattr__(name: str) -> object:
+    return exported(__name__, name)

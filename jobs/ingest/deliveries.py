@@ -1,9 +1,11 @@
 """An S3 landing's step of a run, before the plan: which objects are new, fetched into the landing cache.
 
-With a queue: the notifications waiting (and the inbox's), plus what a due reconciliation finds missing; only those
-files are planned (no walk). Without one: a listing of the bucket from --since on, of objects not cached as they
-are; the cache is then walked as a landing folder. After the plan has written the manifests, `Deliveries.done`
-deletes the messages: a run that dies before that leaves them in the queue, and the ledger takes nothing twice.
+With a queue, in one direction: the messages received (jobs/landing/sqs.py: the queue's, the inbox's and those kept
+as outside the landing, sorted out against it), the files a due reconciliation finds missing
+(jobs/ledger/reconcile.py), both fetched (jobs/landing/bucket.py); only those files are planned (no walk). Without
+one: a listing of the bucket from --since on, of objects not cached as they are; the cache is then walked as a
+landing folder. After the plan has written the manifests, `Deliveries.done` deletes the messages: a run that dies
+before that leaves them in the queue, and the ledger takes nothing twice.
 """
 
 from __future__ import annotations
@@ -20,9 +22,9 @@ from typing import Any
 from jobs.ingest.config import IngestConfig
 from jobs.landing.bucket import BucketLanding, Fetched, s3_client
 from jobs.landing.layout import newest_of
-from jobs.landing.sqs import Received, keep_refused, receive, sqs_client
-from jobs.ledger import reconcile
+from jobs.landing.sqs import Received, receive, sqs_client
 from jobs.ledger.planner import Plan
+from jobs.ledger.reconcile import missing_files
 from jobs.spark.checkpoint import CheckpointSnapshot
 
 log = logging.getLogger("cloudtrail_ingest")
@@ -40,12 +42,9 @@ class Deliveries:
     summary: dict[str, Any] = field(default_factory=dict)
 
     def done(self, config: IngestConfig) -> None:
-        """The plan has ledgered every fetched file: the messages that named them can go (the keys refused kept
-        first, so that a run that dies now has named them)."""
+        """The plan has ledgered every fetched file: the messages that named them can go."""
         if self.received is not None:
-            keep_refused(config.lake, self.fetched.problems)
-            retry = {p.key for p in self.fetched.problems if not p.lasting}
-            self.received.done(self.sqs, config.queue_url, retry)
+            self.received.done(self.sqs, config.queue_url, config.lake, self.fetched.problems)
             self.summary["messages"] = dict(self.received.counts)
 
     def release(self) -> None:
@@ -78,12 +77,13 @@ def take(config: IngestConfig, checkpoint: CheckpointSnapshot) -> Deliveries | N
         deliveries = Deliveries(None, fetched, summary={"mode": "listing", "since": config.since and config.since.isoformat()})
     else:
         sqs = sqs_client()
-        received = receive(sqs, config.queue_url, config.lake, config.max_messages, config.visibility_seconds)
+        received = receive(sqs, config.queue_url, config.lake, landing, config.max_messages, config.visibility_seconds)
         try:
-            deliveries = _fetch_notified(config, landing, checkpoint, (s3, sqs), received)
+            deliveries = _fetch_notified(config, landing, checkpoint, s3, received)
         except BaseException:
             received.release()
             raise
+        deliveries.sqs = sqs
     fetched = deliveries.fetched
     deliveries.summary.update(
         objects_fetched=fetched.downloaded,
@@ -98,23 +98,20 @@ def take(config: IngestConfig, checkpoint: CheckpointSnapshot) -> Deliveries | N
 
 
 def _fetch_notified(
-    config: IngestConfig, landing: BucketLanding, checkpoint: CheckpointSnapshot, clients: tuple[Any, Any], received: Received
+    config: IngestConfig, landing: BucketLanding, checkpoint: CheckpointSnapshot, s3: Any, received: Received
 ) -> Deliveries:
     """The log files the messages name under the landing, and what a due reconciliation finds missing."""
-    s3, sqs = clients
-    oldest = received.oldest_sent_ms
-    age = round(datetime.now(tz=UTC).timestamp() - oldest / 1000, 1) if oldest is not None else None
-    ours = received.sort_out(config.lake, landing)
-    fetched = landing.fetch(s3, ours)
+    fetched = landing.fetch(s3, received.keys)
     taking = {str(Path(path).relative_to(landing.cache)) for path in fetched.files}
-    asked = set(ours)  # a key this run tried already (a forbidden one) is not asked for twice
-    fetched.add(landing.fetch(s3, [key for key in _reconciled(config, checkpoint, s3, taking) if key not in asked]))
-    deliveries = Deliveries(fetched.files, fetched, received, sqs, {"mode": "notifications"})
-    deliveries.summary["messages"] = dict(received.counts)
-    deliveries.summary["oldest_message_age_seconds"] = age  # when this run received it
+    missing = missing_files(s3, landing, config.lake, checkpoint, taking, config.run_id, config.reconcile_days,
+                            config.reconcile_interval, config.reconcile)  # fmt: skip
+    asked = set(received.keys)  # a key this run tried already (a forbidden one) is not asked for twice
+    fetched.add(landing.fetch(s3, [key for key in missing if key not in asked]))
+    summary = {"mode": "notifications", "messages": dict(received.counts),
+               "oldest_message_age_seconds": received.oldest_age_seconds(datetime.now(tz=UTC))}  # when this run received it  # fmt: skip
     if received.outside:
-        deliveries.summary["outside_landing"] = outside_summary(landing, received)
-    return deliveries
+        summary["outside_landing"] = outside_summary(landing, received)
+    return Deliveries(fetched.files, fetched, received, summary=summary)
 
 
 def outside_summary(landing: BucketLanding, received: Received) -> dict[str, Any]:
@@ -129,17 +126,6 @@ def outside_summary(landing: BucketLanding, received: Received) -> dict[str, Any
         "files": len(named),
         "files_shown": [f"s3://{d.bucket}/{d.key}" for d in named[:PROBLEMS_SHOWN]],
     }
-
-
-def _reconciled(config: IngestConfig, checkpoint: CheckpointSnapshot, s3: Any, taking: set[str]) -> list[str]:
-    """The log keys a reconciliation, when due or asked for, finds delivered and neither in the ledger nor `taking`."""
-    now = datetime.now(tz=UTC)
-    if config.bucket is None or not (config.reconcile or reconcile.due(config.lake, config.reconcile_interval, now)):
-        return []
-    found = reconcile.reconcile(s3, config.bucket, config.lake, checkpoint, taking, config.run_id, config.reconcile_days, now)
-    path = found.write(config.lake)
-    log.info("reconciliation against CloudTrail's digests: %s; report %s", found.summary(), path)
-    return found.missing
 
 
 def prune(config: IngestConfig, plan: Plan, now: datetime) -> dict[str, Any] | None:

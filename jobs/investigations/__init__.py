@@ -1,4 +1,12 @@
 """The questions analysts ask of CloudTrail, shipped as SQL (queries/), and answered over the Iceberg tables (command)."""
 
-# The modules other packages import; the rest are this package's own (tests/test_layout.py).
-__all__ = ["catalogue", "command"]
+from jobs import exported
+
+# What other packages may use (jobs/__init__.py, tests/test_layout.py).
+__all__ = [
+    "sql_literal",
+]
+
+
+def __getattr__(name: str) -> object:
+    return exported(__name__, name)

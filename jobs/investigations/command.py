@@ -1,5 +1,9 @@
 """Answer one shipped investigation over the lake's Iceberg tables with DuckDB (jobs/investigate.py is the door).
 
+    python -m jobs.investigate NAME --from-date YYYY-MM-DD --to-date YYYY-MM-DD [--param NAME=VALUE ...]
+        [--format table|csv] [--sql] [--lake DIR] [--catalog NAME] [--namespace NS]
+    python -m jobs.investigate --list
+
 The tables are read as their catalog's current snapshot holds them: the data files of the dates asked for, planned
 through the catalog's manifests (no folder is listed), then read with DuckDB, which skips the row groups that the
 files' statistics and bloom filters rule out (jobs/records/layout.py). What is read is what the gates passed and the

@@ -1,29 +1,20 @@
-"""Completeness against CloudTrail's own record: its hourly digest files, without listing the log files.
+"""Completeness against CloudTrail's own record: the ledger compared with its hourly digests
+(jobs/ledger/digests.py), without listing the log files.
 
-CloudTrail writes, per account, region and hour, a digest naming every log file it delivered in that hour with the
-SHA-256 of its uncompressed content:
-
-    <prefix>AWSLogs/[<org id>/]<account>/CloudTrail-Digest/<region>/YYYY/MM/DD/<account>_CloudTrail-Digest_..._<end>Z.json.gz
-
-A reconciliation reads the digests of the last `days` delivery days that an earlier one has not proven, and checks
-each named log file against the ledger: taken, and the cached copy's content hash equal to the digest's. A file the
-ledger does not hold (its notification never came, or expired in the queue) is fetched and taken by the same run.
-A digest whose every file is taken with matching hashes is proven and recorded (<checkpoint>/reconciled/<date>.txt, jobs/lake.py),
-so the next reconciliation reads only the new ones: its cost is the places (one listing each) and the new digests,
-not the history. The report says per hour: delivered, ingested, missing, hashes that differ. A place the ledger
-knows whose trail writes no digests (log file validation off) has its delivery folders of the window listed instead.
+A reconciliation, once a day (or when asked), reads the digests of the last `days` delivery days that an earlier one
+has not proven, and checks each named log file against the ledger: taken, and the cached copy's content hash equal to
+the digest's. A file the ledger does not hold (its notification never came, or expired in the queue) is fetched and
+taken by the same run (`missing_files`, the run's one call). A digest whose every file is taken with matching hashes
+is proven and recorded, so the next reconciliation reads only the new ones: its cost is the places (one listing
+each) and the new digests, not the history. The report says per hour: delivered, ingested, missing, hashes that
+differ. A place the ledger knows whose trail writes no digests (log file validation off) has its delivery folders of
+the window listed instead.
 """
 
 from __future__ import annotations
 
-import gzip
-import hashlib
-import io
-import json
 import logging
 import os
-import re
-import zlib
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -31,24 +22,15 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from jobs.files import write_whole
 from jobs.lake import Lake
 from jobs.landing.bucket import FETCH_THREADS, BucketLanding
 from jobs.landing.layout import FILE_NAME
+from jobs.ledger.digests import DIGEST_FOLDER, Proven, content_hash, digest_keys, read_digest
 from jobs.ledger.state import known_files
 from jobs.reporting.report import read_report, write_json
 from jobs.spark.checkpoint import CheckpointSnapshot
 
 log = logging.getLogger("cloudtrail_ingest")
-DIGEST_NAME = re.compile(r"[^/]+_CloudTrail-Digest_[^/]+\.json\.gz")
-DIGEST_FOLDER = "CloudTrail-Digest"
-# Where a digest is: .../CloudTrail-Digest/<region>/YYYY/MM/DD/<name>; its date names its proof file.
-DIGEST_PLACE = re.compile(r"/CloudTrail-Digest/[^/]+/(\d{4})/(\d{2})/(\d{2})/[^/]+$")
-# Most bytes a digest may take, compressed and decompressed: an hour's digest names a few thousand files (about
-# 200 bytes each), so a larger one is no digest (a gzip bomb is named, not decompressed).
-DIGEST_MAX = 64 << 20
-# Most bytes a log file's content may decompress to when hashed: CloudTrail's files are tens of MB.
-LOG_MAX = 4 << 30
 
 
 @dataclass
@@ -93,10 +75,27 @@ class Reconciliation:
         return write_json(path, dict(sorted(body.items())))
 
 
-def due(lake: Lake, interval: timedelta, now: datetime) -> bool:
-    """Whether the newest reconciliation is older than `interval` (or there is none)."""
+def missing_files(
+    s3: Any,
+    landing: BucketLanding,
+    lake: Lake,
+    checkpoint: CheckpointSnapshot,
+    taking: set[str],
+    run_id: str,
+    days: int,
+    interval: timedelta,
+    asked: bool,
+) -> list[str]:
+    """The log keys a reconciliation finds delivered and neither in the ledger nor `taking` (this run's files, by place
+    in the landing), its report written; none when the newest reconciliation is younger than `interval`, unless
+    `asked`."""
+    now = datetime.now(tz=UTC)
     newest = last(lake)
-    return newest is None or now - datetime.fromisoformat(newest["checked_at"]) >= interval
+    if not asked and newest is not None and now - datetime.fromisoformat(newest["checked_at"]) < interval:
+        return []
+    found = reconcile_ledger(s3, landing, lake, checkpoint, taking, run_id, days, now)
+    log.info("reconciliation against CloudTrail's digests: %s; report %s", found.summary(), found.write(lake))
+    return found.missing
 
 
 def last(lake: Lake) -> dict[str, Any] | None:
@@ -104,7 +103,7 @@ def last(lake: Lake) -> dict[str, Any] | None:
     return next((report for path in reversed(reports) if (report := read_report(path)) is not None), None)
 
 
-def reconcile(
+def reconcile_ledger(
     s3: Any, landing: BucketLanding, lake: Lake, checkpoint: CheckpointSnapshot, taking: set[str], run_id: str, days: int, now: datetime
 ) -> Reconciliation:
     """Read the unproven digests of the last `days` delivery days and check them against the ledger and the files this
@@ -114,23 +113,23 @@ def reconcile(
     # A log file is delivered before the digest that names it, up to a day earlier.
     known = set(known_files(checkpoint, lake.manifests, [window[0] - timedelta(days=1), *window])) | taking
     found = Reconciliation(run_id, now.isoformat(timespec="seconds"), [d.isoformat() for d in window])
-    proven = _Proven(lake.reconciled)
+    proven = Proven(lake.reconciled)
     calls: Counter[str] = Counter()
     digested = landing.region_prefixes(s3, DIGEST_FOLDER, calls)
     found.list_calls += calls["list"]
     first_day = window[0].strftime("%Y/%m/%d")
     with ThreadPoolExecutor(FETCH_THREADS) as pool:
-        listed = list(pool.map(lambda prefix: _digest_keys(s3, landing.bucket, prefix, f"{prefix}{first_day}"), digested))
+        listed = list(pool.map(lambda prefix: digest_keys(s3, landing.bucket, prefix, f"{prefix}{first_day}"), digested))
         found.list_calls += sum(made for _, made in listed)
         keys = []
         for key in (key for names, _ in listed for key in names):
-            if _Proven.day(key) is None:
+            if Proven.day(key) is None:
                 found.unreadable_digests.append(f"{key}: not at a digest's place (.../CloudTrail-Digest/<region>/YYYY/MM/DD/)"[:600])
             else:
                 keys.append(key)
         unproven = [key for key in keys if key not in proven.on(key)]
         found.digests_proven_before += len(keys) - len(unproven)
-        for key, digest in zip(unproven, pool.map(lambda key: _read_digest(s3, landing.bucket, key), unproven), strict=True):
+        for key, digest in zip(unproven, pool.map(lambda key: read_digest(s3, landing.bucket, key), unproven), strict=True):
             if _check(landing, key, digest, known, found):
                 proven.add(key)
     proven.save()
@@ -165,40 +164,8 @@ def _list_undigested(s3: Any, landing: BucketLanding, known: set[str], digested:
                     found.refused[item["Key"]] = refusal
 
 
-def _digest_keys(s3: Any, bucket: str, region_prefix: str, start: str) -> tuple[list[str], int]:
-    """The digest keys of a region's digest folder after `start`, and the listings it took."""
-    keys, made = [], 0
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=region_prefix, StartAfter=start):
-        made += 1
-        keys += [item["Key"] for item in page.get("Contents", []) if DIGEST_NAME.fullmatch(item["Key"].rsplit("/", 1)[-1])]
-    return keys, made
-
-
-def _read_digest(s3: Any, bucket: str, key: str) -> dict[str, Any] | str:
-    """A digest's content, or why it cannot be read: a digest is data from outside, whatever it holds is reported."""
-    try:
-        body = s3.get_object(Bucket=bucket, Key=key)["Body"]
-        try:
-            compressed = body.read(DIGEST_MAX + 1)
-        finally:
-            body.close()
-        if len(compressed) > DIGEST_MAX:
-            raise ValueError(f"over {DIGEST_MAX >> 20} MiB: no digest is")
-        with gzip.GzipFile(fileobj=io.BytesIO(compressed)) as file:  # decompressed as a stream, up to the cap
-            content = file.read(DIGEST_MAX + 1)
-        if len(content) > DIGEST_MAX:
-            raise ValueError(f"decompresses to over {DIGEST_MAX >> 20} MiB")
-        digest = json.loads(content)
-        if not isinstance(digest, dict) or not isinstance(digest.get("logFiles") or [], list):
-            raise ValueError("not a digest: a JSON object with a list of logFiles")
-        digest["hour"] = f"{digest['awsAccountId']}/{key.split('/')[-5]}/{digest['digestEndTime'][:13]}"
-        return digest
-    except Exception as exc:  # noqa: BLE001 - see above: reported, never raised
-        return f"{key}: {type(exc).__name__}: {exc}"[:300]
-
-
 def _check(landing: BucketLanding, key: str, digest: dict[str, Any] | str, known: set[str], found: Reconciliation) -> bool:
-    """One digest (read by _read_digest) against the ledger; whether every file it names is taken and matches."""
+    """One digest (read by read_digest) against the ledger; whether every file it names is taken and matches."""
     if isinstance(digest, str):
         found.unreadable_digests.append(digest)
         return False
@@ -224,7 +191,7 @@ def _check(landing: BucketLanding, key: str, digest: dict[str, Any] | str, known
         cached = landing.cache / relative
         if not cached.is_file():
             continue
-        content, why = _content_hash(cached)
+        content, why = content_hash(cached)
         if content != item.get("hashValue"):
             figures["hash_mismatches"] += 1
             found.hash_mismatches.append(log_key)
@@ -232,51 +199,3 @@ def _check(landing: BucketLanding, key: str, digest: dict[str, Any] | str, known
                 found.unhashable[log_key] = why
             complete = False
     return complete
-
-
-def _content_hash(path: Path) -> tuple[str | None, str | None]:
-    """SHA-256 of a log file's uncompressed content, as a digest's hashValue gives it, read as a stream; or why it
-    cannot be told (a damaged or cut gzip stream, content past LOG_MAX): a file that differs from its digest."""
-    digest = hashlib.sha256()
-    opener = gzip.open if path.name.endswith(".gz") else open
-    size = 0
-    try:
-        with opener(path, "rb") as file:
-            for chunk in iter(lambda: file.read(1 << 20), b""):
-                size += len(chunk)
-                if size > LOG_MAX:
-                    return None, f"decompresses to over {LOG_MAX >> 30} GiB"
-                digest.update(chunk)
-    except (OSError, EOFError, zlib.error) as exc:
-        return None, f"cannot be read: {type(exc).__name__}: {exc}"[:300]
-    return digest.hexdigest(), None
-
-
-class _Proven:
-    """Digests proven complete, one text file per digest delivery date: never read again."""
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        self._days: dict[str, set[str]] = {}
-        self._added: set[str] = set()
-
-    @staticmethod
-    def day(key: str) -> str | None:
-        """A digest's delivery date (YYYY-MM-DD) from its place; None for a key not at a digest's place."""
-        match = DIGEST_PLACE.search(key)
-        return "-".join(match.groups()) if match else None
-
-    def on(self, key: str) -> set[str]:
-        day = self.day(key) or ""
-        if day not in self._days:
-            path = self.folder / f"{day}.txt"
-            self._days[day] = set(path.read_text().splitlines()) if path.exists() else set()
-        return self._days[day]
-
-    def add(self, key: str) -> None:
-        self.on(key).add(key)
-        self._added.add(self.day(key) or "")
-
-    def save(self) -> None:
-        for day in self._added:
-            write_whole(self.folder / f"{day}.txt", "".join(f"{key}\n" for key in sorted(self._days[day])))

@@ -74,7 +74,7 @@ def _records_in(path: str) -> int | None:
     return len(records) if isinstance(records, list) else None
 
 
-def search(lake: Lake, landing: Path, query: str) -> list[LedgerHit]:
+def search_ledger(lake: Lake, landing: Path, query: str) -> list[LedgerHit]:
     """Landing files whose path holds `query` (or, for a YYYY-MM-DD query, that were delivered that day), with what became of each."""
     query = query.strip()
     try:

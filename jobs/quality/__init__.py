@@ -1,4 +1,25 @@
 """The data-quality gates: Great Expectations suites on a run's partitions (validate_events) and their verdicts (gate)."""
 
-# The modules other packages import; the rest are this package's own (tests/test_layout.py).
-__all__ = ["gate", "validate_events"]
+from jobs import exported
+
+# What other packages may use (jobs/__init__.py, tests/test_layout.py).
+__all__ = [
+    "EVENT_SUITES",
+    "ValidateConfig",
+    "check",
+    "failed",
+    "fingerprints",
+    "import_gx",
+    "judge",
+    "record_skip",
+    "record_validated",
+    "skip_reason",
+    "validated",
+    "verdict",
+    "with_check_columns",
+    "wrote_anything",
+]
+
+
+def __getattr__(name: str) -> object:
+    return exported(__name__, name)

@@ -1,14 +1,16 @@
 """How the events table's rows lie in its files, so the questions analysts ask (jobs/investigate.py) read little
 (stdlib only: the Spark writers, the compaction and the Iceberg publish all take it from here).
 
-The question asked most is what one principal, access key or address did. Within each event date the rows are
-sorted by principal (SORT_COLUMNS), so one principal's rows sit in a row group or two, and the ARN's min/max
-statistics skip the rest. An access key and an address are looked up through Parquet bloom filters (BLOOM_COLUMNS):
-a principal's keys and addresses are in its row groups, and the filter of every other row group says they are absent.
-Parquet writes no bloom filter for a chunk its dictionary holds whole, so those columns are plain-encoded. Row groups
-of ROW_GROUP_BYTES give a date of real volume tens of them. The Iceberg table declares the same order
-(jobs/iceberg/catalog.py), so every engine that writes to it keeps it. What each choice costs and saves:
-BENCHMARKS.md, "Investigations".
+The question asked most is what one principal, access key or address did. Within each closed event date the
+compaction sorts the rows by principal (SORT_COLUMNS), so one principal's rows sit in a row group or two, and the
+ARN's min/max statistics skip the rest; a rebuild writes its dates sorted too. The ingest keeps arrival order: a
+run's files are small (one row group each, which a sort cannot narrow), and sorting them cost a backfill 7% for
+files the compaction rewrites within days. An access key and an address are looked up through Parquet bloom filters
+(BLOOM_COLUMNS), which every writer, the ingest's too, puts in every row group: a principal's keys and addresses are
+in its row groups, and the filter of every other row group says they are absent. Parquet writes no bloom filter for
+a chunk its dictionary holds whole, so those columns are plain-encoded. Row groups of ROW_GROUP_BYTES give a date of
+real volume tens of them. The Iceberg table declares the same order (jobs/iceberg/catalog.py), so every engine that
+writes to it keeps it. What each choice costs and saves: BENCHMARKS.md, "Investigations".
 """
 
 from __future__ import annotations
@@ -44,10 +46,9 @@ def spark_conf() -> dict[str, str]:
     )
 
 
-def ordered(rows: Any, date_column: str, prefix: str = "") -> Any:
-    """A Spark frame's rows as its writers take them: within each task, by date, then by SORT_COLUMNS (under `prefix`,
-    a struct's name and a dot, when the frame holds the events' columns in one)."""
-    return rows.sortWithinPartitions(date_column, *(f"{prefix}{column}" for column in SORT_COLUMNS))
+def ordered(rows: Any, date_column: str) -> Any:
+    """A Spark frame's rows as a rebuild writes them: within each task, by date, then by SORT_COLUMNS."""
+    return rows.sortWithinPartitions(date_column, *SORT_COLUMNS)
 
 
 def pyarrow_options(rows: Any) -> dict[str, Any]:

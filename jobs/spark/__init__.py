@@ -2,5 +2,50 @@
 (logs, state), the tables" sinks (sinks), and the ingest checkpoint (checkpoint).
 """
 
-# The modules other packages import; the rest are this package's own (tests/test_layout.py).
-__all__ = ["checkpoint", "logs", "session", "sinks", "state"]
+from jobs import exported
+
+# What other packages may use (jobs/__init__.py, tests/test_layout.py).
+__all__ = [
+    "CLASS_ARCHIVE_QUIET",
+    "CheckpointError",
+    "CheckpointSnapshot",
+    "JobSession",
+    "LastSuccess",
+    "LogEntry",
+    "ParquetSink",
+    "STREAM_CONF",
+    "SinkRollback",
+    "SourceLog",
+    "WRITTEN_BY_BATCH",
+    "batch_time",
+    "class_archive",
+    "class_archive_size",
+    "for_table_reads",
+    "forget_batch",
+    "last_commit",
+    "local_path",
+    "missing_for_rollback",
+    "open_for_ingest",
+    "planned_batch_id",
+    "read_source_log",
+    "record_success",
+    "rewrite_compaction",
+    "rollback_checkpoint",
+    "set_state_partitions",
+    "sink_batch",
+    "sink_log",
+    "sink_log_files",
+    "sink_rollback",
+    "source_file",
+    "source_offset",
+    "spark_session",
+    "state_folder",
+    "state_partitions",
+    "state_version_files",
+    "stop_state_stores",
+    "write_tables",
+]
+
+
+def __getattr__(name: str) -> object:
+    return exported(__name__, name)

@@ -24,7 +24,6 @@ from urllib.parse import unquote, urlparse
 from pyspark.sql import DataFrame, SparkSession
 
 from jobs.lake import EVENT_DATE, REASON, Lake
-from jobs.records import layout
 
 # Set to "true" in every session that reads these tables: read the folders, not the retention-bounded log.
 IGNORE_SINK_LOG = "spark.sql.streaming.fileStreamSink.ignoreMetadata"
@@ -83,19 +82,11 @@ class Written:
 
 def write_tables(rows: DataFrame, lake: Lake, batch_id: int, events: bool, quarantine: bool) -> Written:
     """Write a batch's rows (jobs/rows.table_rows) into both tables' partition folders in one Spark job;
-    `events`/`quarantine` False: that table has the batch already (its rows are counted, not written). Each task's
-    rows are sorted by date, then as the events' layout orders them (jobs/records/layout.py), so a writer takes
-    one date's rows at a time, in order."""
+    `events`/`quarantine` False: that table has the batch already (its rows are counted, not written). The rows stay
+    in arrival order: a run's files are small and the compaction sorts each closed date (jobs/records/layout.py)."""
     jvm = classic_jvm(rows.sparkSession)
     result = jvm.cloudtrail.TableWriter.write(
-        layout.ordered(rows, EVENT_DATE, "events.")._jdf,
-        str(lake.events),
-        EVENT_DATE,
-        events,
-        str(lake.quarantine),
-        REASON,
-        quarantine,
-        batch_id,
+        rows._jdf, str(lake.events), EVENT_DATE, events, str(lake.quarantine), REASON, quarantine, batch_id
     )
     body = json.loads(result)
     tables = (lake.events.name, lake.quarantine.name)

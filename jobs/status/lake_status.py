@@ -202,11 +202,11 @@ def queue_depth(queue_url: str | None) -> tuple[dict[str, int] | None, str | Non
 
 def deliveries(lake: Lake, queue_url: str | None, runs: Tally) -> DeliveryStatus:
     """The queue asked now; the rest from the lake (`runs`: the runs' tally, jobs/reporting/tally.py)."""
-    from jobs.landing import sqs
+    from jobs.landing import kept_notifications
     from jobs.ledger import reconcile
 
     depth, error = queue_depth(queue_url)
-    kept = sqs.kept(lake)
+    kept = kept_notifications.kept(lake)
     newest = reconcile.last(lake)
     lag, oldest, notified = runs.get("delivery_lag"), runs.get("oldest_message"), runs.get("notified")
     why = (newest or {}).get("unhashable") or {}
@@ -221,7 +221,7 @@ def deliveries(lake: Lake, queue_url: str | None, runs: Tally) -> DeliveryStatus
         lag,
         (oldest[0], oldest[1]) if oldest else None,
         (notified[0], notified[1]) if notified else None,
-        sqs.refused(lake, SHOWN),
+        kept_notifications.refused(lake, SHOWN),
         runs.get("outside_landing"),
         mismatched,
     )
@@ -232,7 +232,7 @@ class DayRows:
     event_date: str
     rows: int
     late: int
-    files: int  # data files: a date written by many runs holds many, until it is compacted (jobs/compact.py)
+    files: int  # data files: a date written by many runs holds many, until it is compacted (jobs/upkeep/compact.py)
 
     @property
     def late_share(self) -> float:

@@ -2,5 +2,26 @@
 commit lists moved aside (sweep), the quarantine (quarantine), and which landing files rows came from (sources).
 """
 
-# The modules other packages import; the rest are this package's own (tests/test_layout.py).
-__all__ = ["partitions", "quarantine", "sources", "staging", "sweep"]
+from jobs import exported
+
+# What other packages may use (jobs/__init__.py, tests/test_layout.py).
+__all__ = [
+    "RUN_COLUMN",
+    "Replacement",
+    "Replay",
+    "Staging",
+    "data_files",
+    "fingerprint",
+    "ingest_written",
+    "landing_files",
+    "marker_files",
+    "recover",
+    "replay_entries",
+    "rollback",
+    "sweep_lake",
+    "table_files",
+]
+
+
+def __getattr__(name: str) -> object:
+    return exported(__name__, name)

@@ -25,6 +25,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -54,6 +55,16 @@ def exchange(a: Path, b: Path) -> None:
 def data_files(folder: Path) -> list[Path]:
     """A partition folder's data files (what every reader reads: no hidden or _-prefixed names)."""
     return sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith(("_", "."))) if folder.is_dir() else []
+
+
+# The name the ingest's writer gives its files (jobs/java/cloudtrail/TableWriter.java: part-<task>-<uuid>-b<batch>.c<n>):
+# rows in arrival order, not yet laid out by a compaction.
+_INGEST_WRITTEN = re.compile(r"^part-\d{5}-[0-9a-f-]{36}-b\d+\.c\d{3}\.")
+
+
+def ingest_written(path: Path) -> bool:
+    """Whether a data file is one the ingest wrote (its rows in arrival order), not a compaction's or a rebuild's."""
+    return _INGEST_WRITTEN.match(path.name) is not None
 
 
 def fingerprint(folder: Path) -> str:

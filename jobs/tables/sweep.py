@@ -54,10 +54,10 @@ def uncommitted_files(spark: SparkSession, table: Path) -> list[Path]:
         horizon = max((modified_ms(p) for p in sink_log_files(table)), default=-1) + 1
     # The log names files by absolute path: a lake moved since lists them under its old root.
     committed = {in_table(path) for path in logged} | {in_table(path) for path in rebuilt_files(table)}
-    return sorted(p for p in data_files(table) if in_table(p) not in committed and modified_ms(p) >= horizon)
+    return sorted(p for p in table_files(table) if in_table(p) not in committed and modified_ms(p) >= horizon)
 
 
-def data_files(table: Path) -> set[Path]:
+def table_files(table: Path) -> set[Path]:
     """Every data file under the table folder (hidden and _-prefixed entries are not data)."""
     found: set[Path] = set()
     for folder, subfolders, names in os.walk(table):

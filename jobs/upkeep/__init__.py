@@ -2,5 +2,11 @@
 compact, replay_quarantine.
 """
 
-# The modules other packages import; the rest are this package's own (tests/test_layout.py).
-__all__ = ["compact", "rebuild", "repair", "replay_quarantine", "rescale"]
+from jobs import exported
+
+# What other packages may use (jobs/__init__.py, tests/test_layout.py).
+__all__: list[str] = []  # its commands' entry points only
+
+
+def __getattr__(name: str) -> object:
+    return exported(__name__, name)

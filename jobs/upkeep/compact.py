@@ -9,7 +9,8 @@ small files, and every reader opens each. A date is closed once it is older than
 horizon: a later run adds rows to it only for a late event. Without dates, every date closed at
 `--closed-at` (default today; the DAG passes its data interval's end) is looked at: those before it less
 `--dedup-horizon`. A date is compacted when it holds more files than its size
-needs at `--target-size`: its committed files (the lake is swept first) are read, sorted as the events' layout
+needs at `--target-size`, or a file the ingest wrote (in arrival order): its committed files (the lake is swept
+first) are read, sorted as the events' layout
 orders them (jobs/records/layout.py: each file's statistics then cover a narrow range of principals), written as
 ceil(size / target) files under <lake>/_staging/<run>/, checked to hold the same rows (count and distinct
 eventIDs), and swapped in atomically (jobs/tables/partitions.py): a reader sees the old files or the new, never both and never neither.
@@ -113,7 +114,8 @@ def days_before(today: date, age: timedelta) -> date:
 
 
 def plan_compaction(config: CompactConfig, today: date) -> list[DateCompaction]:
-    """The dates to compact: those asked for (or every date closed at `today`) holding more files than they need."""
+    """The dates to compact: those asked for (or every date closed at `today`) holding more files than they need, or
+    rows not laid out yet (a file the ingest wrote)."""
     closed_before = days_before(today, config.horizon)
     found = []
     for folder in partition_folders(config.lake.events):
@@ -123,7 +125,7 @@ def plan_compaction(config: CompactConfig, today: date) -> list[DateCompaction]:
         files = tuple(partitions.data_files(folder))
         size = sum(path.stat().st_size for path in files)
         needed = max(1, math.ceil(size / config.target_bytes))
-        if len(files) > needed:
+        if len(files) > needed or any(partitions.ingest_written(path) for path in files):
             found.append(DateCompaction(day, files, size, needed))
     return found
 

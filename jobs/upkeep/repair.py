@@ -51,7 +51,7 @@ from jobs.spark.checkpoint import forget_batch
 from jobs.spark.logs import CheckpointError, last_commit, planned_batch_id, read_source_log, sink_batch, source_offset
 from jobs.spark.state import WRITTEN_BY_BATCH, SinkRollback, missing_for_rollback, rollback_checkpoint, sink_rollback
 from jobs.tables.sources import RUN_COLUMN, landing_files
-from jobs.tables.sweep import data_files
+from jobs.tables.sweep import table_files
 from jobs.upkeep.repair_ledger import plan_ledger
 
 log = logging.getLogger("cloudtrail_repair")
@@ -186,7 +186,7 @@ def mixed_files(table: Path, runs: frozenset[str], both: frozenset[str]) -> tupl
     """The table's data files that name no batch and hold rows the later batches' runs wrote, with how many. A run that
     wrote batches on both sides of the checkpoint cannot be told apart there: CheckpointError."""
     mixed = {}
-    for path in sorted(data_files(table)):
+    for path in sorted(table_files(table)):
         if WRITTEN_BY_BATCH.search(path.name) or not runs:
             continue
         column = pq.read_table(path, columns=[RUN_COLUMN]).column(RUN_COLUMN).to_pylist()
@@ -206,7 +206,7 @@ def later_files(table: Path, rollback: SinkRollback) -> list[Path]:
     """The data files of the batches after `rollback.through`: those the log lists, and those that aged out of it
     (TableWriter's names carry the batch); with no batch kept, every data file of the table."""
     files = {table / in_table(path) for path in rollback.later}  # the log names the path the lake had then
-    for path in data_files(table):
+    for path in table_files(table):
         marked = WRITTEN_BY_BATCH.search(path.name)
         if rollback.through < 0 or (marked and int(marked[1]) > rollback.through):
             files.add(path)

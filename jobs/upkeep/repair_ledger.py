@@ -20,7 +20,7 @@ from jobs.ledger.store import Entry, RetiredIndex, missing_manifests, read_manif
 from jobs.spark.checkpoint import CheckpointSnapshot
 from jobs.spark.logs import CheckpointError
 from jobs.tables.sources import landing_files
-from jobs.tables.sweep import data_files
+from jobs.tables.sweep import table_files
 
 log = logging.getLogger("cloudtrail_repair")
 
@@ -56,7 +56,7 @@ def plan_ledger(lake: Lake, landing: Path) -> LedgerRepair | None:
         )
     known = {relative(entry.path) for manifest in read_manifests(lake.manifests) for entry in manifest.entries}
     retired = RetiredIndex(lake.checkpoint / RETIRED)
-    quarantined = {relative(path) for path in landing_files(QUARANTINE, data_files(lake.table(QUARANTINE)))}
+    quarantined = {relative(path) for path in landing_files(QUARANTINE, table_files(lake.table(QUARANTINE)))}
     candidates: dict[str, list[str]] = {}  # path -> its eventIDs
     taken = []
     for day, folder in day_folders(landing):
@@ -90,6 +90,6 @@ def event_ids(path: str) -> list[str]:
 def table_event_ids(lake: Lake, wanted: set[str]) -> set[str]:
     """Which of `wanted` the events table holds (one column read, file by file)."""
     held: set[str] = set()
-    for path in data_files(lake.table(EVENTS)):
+    for path in table_files(lake.table(EVENTS)):
         held.update(i for i in pq.read_table(path, columns=["eventID"]).column("eventID").to_pylist() if i in wanted)
     return held

@@ -358,7 +358,7 @@ def lake_page(request: Request, file: str = "") -> HTMLResponse:
                    _readable(functools.partial(_derived, derived, lake))) for derived in DERIVED],
         pages.section("published", "Published Iceberg tables", _readable(lambda: _published(lake))),
         pages.section("ledger", "File ledger",
-                 _readable(lambda: _ledger(file, ledger_search.search(lake, settings.landing, file) if file else []))),
+                 _readable(lambda: _ledger(file, ledger_search.search_ledger(lake, settings.landing, file) if file else []))),
         pages.section("quarantine", "Quarantine", _quarantine(quarantined.quarantine(lake))),
         pages.section("gate", "Gate verdicts", _gates(request, run_summary.gate_verdicts(gates))),
         pages.section("checkpoint", "Checkpoint", _readable(lambda: _checkpoint(status.checkpoint_health(lake)))),

@@ -55,7 +55,7 @@ def publish_task(lake: str) -> dict[str, Any]:
     from jobs.iceberg import publish
     from jobs.reporting.summary import publish_summary
 
-    report = publish.publish(publish.parse_args(["--lake", lake, "--run-id", get_current_context()["run_id"]]))
+    report = publish.publish_tables(publish.parse_args(["--lake", lake, "--run-id", get_current_context()["run_id"]]))
     print("\n".join(publish_summary(asdict(report))))
     if report.status == "failed":
         raise RuntimeError("; ".join(f"{t.table}: {t.error}" for t in report.tables if t.error))

@@ -227,7 +227,7 @@ def compact_params(settings: Settings) -> dict[str, Param]:
 
 
 def plan_compact(params: dict[str, Any], settings: Settings, run_id: str, interval_end: datetime) -> list[str]:
-    """jobs/compact.py's arguments: the event dates closed at the end of the run's data interval."""
+    """jobs.compact's arguments: the event dates closed at the end of the run's data interval."""
     lake = _inside(params["lake"], settings.lake, "lake")
     closed_at = interval_end.astimezone(UTC).date().isoformat()
     return ["--lake", lake, "--run-id", run_id, "--closed-at", closed_at, "--lock-wait", str(options.LOCK_WAIT_SECONDS)]
