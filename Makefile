@@ -148,7 +148,7 @@ lint: $(STAMP)
 
 # The tests build their own jobs.zip and jar from the working tree (tests/conftest.py).
 # Most tests wait on JVMs, subprocesses, servers and queues: a run of two workers kept the 2 cores busy about a quarter
-# of the time (README, "Tests"). Each worker starts on its share of the tests in order (the longest first:
+# of the time (README, "Development"). Each worker starts on its share of the tests in order (the longest first:
 # tests/conftest.py), and an idle one takes from the others.
 TEST_WORKERS ?= 2
 # Lint checks the code while the class archive is written (one core each).

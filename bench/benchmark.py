@@ -462,7 +462,7 @@ def main(argv: list[str] | None = None) -> int:
     results_path(args.smoke).write_text(json.dumps(results, indent=1))
     if not args.smoke:
         (ROOT / "bench" / "throughput.svg").write_text(bar_chart_svg(rows))
-        args.out.write_text(render(results, repeats) + "\n" + (ROOT / "bench" / "analysis.md").read_text())
+        args.out.write_text(with_section(args.out.read_text(), render(results, repeats)))
     print(render(results, repeats))
     shutil.rmtree(scratch, ignore_errors=True)
     return 0
@@ -472,9 +472,19 @@ def fmt_sizes(sizes: dict[str, float]) -> str:
     return ", ".join(f"{name} {kb:.0f}" for name, kb in sizes.items())
 
 
+# Where a full run's section lies in BENCHMARKS.md: the run writes between these, people write the rest.
+SECTION = ("<!-- make bench writes from here -->", "<!-- make bench writes up to here -->")
+
+
+def with_section(document: str, section: str) -> str:
+    """BENCHMARKS.md with its `make bench` section replaced by `section` (the rest as people wrote it)."""
+    start, end = document.index(SECTION[0]), document.index(SECTION[1])
+    return f"{document[:start]}{SECTION[0]}\n{section}\n{document[end:]}"
+
+
 def render(results: dict, repeats: int) -> str:
     lines = [
-        "# Benchmarks",
+        f"## The complete `make bench` ({results['measured_at']})",
         "",
         f"Measured by `make bench` on this machine ({results['machine']}), every figure a median of {repeats} runs,",
         "product and baselines run one after another in the same sitting. Ratios are records/s of the product",
@@ -543,7 +553,7 @@ def render(results: dict, repeats: int) -> str:
         "| --- | ---: | ---: | ---: |",
     ]
     lines += [f"| {q['query']} | {q['table_s']:.3f} | {q['raw_s']:.2f} | {q['speedup']:.0f}x |" for q in results["queries"]]
-    lines += ["", "## Targets", "", "| target | measured | met |", "| --- | ---: | --- |"]
+    lines += ["", "### Targets, as that run measured them", "", "| target | measured | met |", "| --- | ---: | --- |"]
     lines += [f"| {name} | {value:.2f}x | {'yes' if met else 'no'} |" for name, value, met in targets(results)]
     return "\n".join(lines) + "\n"
 

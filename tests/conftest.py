@@ -58,7 +58,7 @@ os.environ.update(
         "GX_ANALYTICS_ENABLED": "false",
         # The JVMs the tests start in processes of their own (each job's, spark-submit's, the cluster's) compile with
         # the JIT's first tier only: their runs last seconds, too short for the second tier's compiles to pay back,
-        # which took two fifths of a small ingest's CPU (README, "Tests"). The jobs' own options are unchanged.
+        # which took two fifths of a small ingest's CPU (README, "Development"). The jobs' own options are unchanged.
         "JDK_JAVA_OPTIONS": " ".join(dict.fromkeys([*os.environ.get("JDK_JAVA_OPTIONS", "").split(), FIRST_TIER, TMPDIR_OPTION])),
     }
 )

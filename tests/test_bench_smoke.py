@@ -15,6 +15,17 @@ import pytest
 from bench import benchmark, cost, history, investigations, lake_page, publish, pyspark_versions, s3
 
 
+@pytest.mark.unit
+def test_a_full_benchmark_run_rewrites_only_its_own_section_of_benchmarks_md():
+    """`make bench` wrote BENCHMARKS.md whole, from its table and a copy of the rest kept in bench/analysis.md."""
+    document = (benchmark.ROOT / "BENCHMARKS.md").read_text()
+    rendered = benchmark.with_section(document, "## The complete `make bench` (now)\n\nnew figures")
+    start, end = (rendered.index(marker) for marker in benchmark.SECTION)
+    assert "new figures" in rendered[start:end] and "f2871a6" not in rendered[start:end]
+    assert rendered[:start] == document[: document.index(benchmark.SECTION[0])]
+    assert rendered[end:] == document[document.index(benchmark.SECTION[1]) :]
+
+
 def test_benchmark_harness_runs_each_system_on_a_tiny_zone():
     # As `make bench` runs it: the venv's folder is not on PATH (the tests put it there), nor is PYSPARK_PYTHON set.
     venv = str(Path(sys.executable).parent)

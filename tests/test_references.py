@@ -120,3 +120,25 @@ def test_every_file_readme_and_design_name_exists():
     missing = sorted((doc, name) for doc, name in named if not (ROOT / name).exists() and not (ROOT / "jobs" / name).exists()
                      and ("/" in name or name not in names))  # fmt: skip
     assert missing == [], missing
+
+
+@pytest.mark.unit
+def test_the_architecture_readme_draws_is_the_code_s():
+    """README draws the packages as jobs.PACKAGES orders them, top down, and its table has a row for each and no other."""
+    from jobs import PACKAGES
+
+    text = DOCS["README"].read_text()
+    drawn = next(line for line in text.splitlines() if line.lstrip().startswith("investigations/ ->") or " -> landing/" in line)
+    assert [name.strip().rstrip("/") for name in drawn.split("->")] == list(reversed(PACKAGES))
+    rows = re.findall(r"(?m)^\| `jobs/(\w+)/` \|", text)
+    assert sorted(rows) == sorted(PACKAGES)
+
+
+@pytest.mark.unit
+def test_readme_and_design_hold_no_commit_ids_or_sittings():
+    """Figures and their history go to BENCHMARKS.md and CHANGELOG.md: README's "Tests" section was a log of sittings
+    ("a later sitting (2026-11-28) ... edac3c9 16 min 44 s") (issue #81)."""
+    commit = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b")
+    for name in ("README", "design.md"):
+        text = DOCS[name].read_text()
+        assert commit.findall(text) == [] and not re.search(r"\bsittings?\b|\bthis stop\b", text), name
