@@ -5,12 +5,13 @@ The question asked most is what one principal, access key or address did. Within
 compaction sorts the rows by principal (SORT_COLUMNS), so one principal's rows sit in a row group or two, and the
 ARN's min/max statistics skip the rest; a rebuild writes its dates sorted too. The ingest keeps arrival order: a
 run's files are small (one row group each, which a sort cannot narrow), and sorting them cost a backfill 7% for
-files the compaction rewrites within days. An access key and an address are looked up through Parquet bloom filters
-(BLOOM_COLUMNS), which every writer, the ingest's too, puts in every row group: a principal's keys and addresses are
-in its row groups, and the filter of every other row group says they are absent. Parquet writes no bloom filter for
-a chunk its dictionary holds whole, so those columns are plain-encoded. Row groups of ROW_GROUP_BYTES give a date of
-real volume tens of them. The Iceberg table declares the same order (jobs/iceberg/catalog.py), so every engine that
-writes to it keeps it. What each choice costs and saves: BENCHMARKS.md, "Investigations".
+files the compaction rewrites within days. The principal, its access key and its address are also looked up through
+Parquet bloom filters (BLOOM_COLUMNS), which every writer, the ingest's too, puts in every row group: on an open date
+they skip every run's file that cannot hold the value, and on a closed one the row groups of other principals. Parquet
+writes no bloom filter for a chunk its dictionary holds whole, so those columns are plain-encoded. Row groups of
+ROW_GROUP_BYTES give a date of real volume tens of them. The Iceberg table declares the same order
+(jobs/iceberg/catalog.py), so every engine that writes to it keeps it. What each choice costs and saves:
+BENCHMARKS.md, "Investigations".
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 SORT_COLUMNS: tuple[str, ...] = ("userIdentity.arn", "eventTime")
-BLOOM_COLUMNS = ("sourceIPAddress", "userIdentity.accessKeyId")
+BLOOM_COLUMNS = ("sourceIPAddress", "userIdentity.accessKeyId", "userIdentity.arn")
 ROW_GROUP_BYTES = 8 * 1024 * 1024
 # Rows per row group where a writer counts rows (pyarrow): about ROW_GROUP_BYTES of real-shaped events.
 ROW_GROUP_ROWS = 100_000
