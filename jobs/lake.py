@@ -41,7 +41,7 @@ class Derived:
 
 
 # What the derived DAG builds, in the order it builds it. A table computed from the events date by date is a
-# module like jobs/ocsf.py (its transform, its checks), its suites in expectations/, and an entry here.
+# module like jobs/derived/ocsf.py (its transform, its checks), its suites in expectations/, and an entry here.
 ACTIVITY = Derived("activity", "Activity and findings", {"activity_hourly": (EVENT_DATE,), "findings": (EVENT_DATE,)})
 # The OCSF view of the events, partitioned as Amazon Security Lake partitions its sources: one folder per region,
 # account and event day (YYYYMMDD, an event date's value in it: `event_day`).
@@ -69,7 +69,7 @@ LET_GO = "let_go.txt"
 RESTAMPED = "restamped.jsonl"
 # The file ledger's manifests, one per batch, in the checkpoint: the folder the ingest's stream reads.
 MANIFESTS = "manifests"
-# A rescale of the de-duplication state under way (jobs/rescale.py): the ingest does not start while it is there.
+# A rescale of the de-duplication state under way (jobs/upkeep/rescale.py): the ingest does not start while it is there.
 RESCALING = "rescaling.json"
 
 

@@ -1,4 +1,4 @@
-"""Tables derived from the events table event date by event date (jobs/activity.py, jobs/ocsf.py): which dates
+"""Tables derived from the events table event date by event date (jobs/derived/activity.py, jobs/derived/ocsf.py): which dates
 changed since they were last built, and the one way they are rebuilt: stage -> gate -> swap.
 
 A date's rows of a derived table are computed from that date's whole events partition and swapped in

@@ -17,7 +17,7 @@ Exit codes (jobs/cli.py): 1 the run failed, 2 bad arguments (a --landing without
 checkpoint, ledger or table the job cannot trust (README, 'Recovering a checkpoint'), 3 rows would have
 been lost, 75 another writer held the lake longer than --lock-wait.
 With --gate-from/--gate-to the run also validates, in this application, those event dates and
-the ones it wrote (when it wrote or quarantined anything), as jobs/validate_events.py would in
+the ones it wrote (when it wrote or quarantined anything), as jobs/quality/validate_events.py would in
 a second one: the verdict is in <lake>/reports/dq/<run id>.json, the exit code does not carry it.
 """
 

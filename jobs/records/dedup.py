@@ -74,7 +74,7 @@ def deduplicate(rows: DataFrame, dedup: Dedup, committed_watermark: datetime | N
 
 def drop_copies(rows: DataFrame, dedup: Dedup) -> DataFrame:
     """The stateful step: a row whose `_dedup_key` arrived less than the delay before is dropped. The state keeps
-    each key until its arrival plus the delay (jobs/rescale.py writes it anew from those expiries)."""
+    each key until its arrival plus the delay (jobs/upkeep/rescale.py writes it anew from those expiries)."""
     delay_ms = int(dedup.delay.total_seconds() * 1000)
     return rows.withWatermark("_arrival_time", f"{delay_ms} milliseconds").dropDuplicatesWithinWatermark(["_dedup_key"])
 

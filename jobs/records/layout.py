@@ -1,4 +1,4 @@
-"""How the events table's rows lie in its files, so the questions analysts ask (jobs/investigate.py) read little
+"""How the events table's rows lie in its files, so the questions analysts ask (jobs/investigations/command.py) read little
 (stdlib only: the Spark writers, the compaction and the Iceberg publish all take it from here).
 
 The question asked most is what one principal, access key or address did. Within each closed event date the

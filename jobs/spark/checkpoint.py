@@ -128,7 +128,7 @@ def restore_last_success(lake: Lake) -> bool:
 
 
 def forget_batch(checkpoint: Path) -> None:
-    """The batch the file names was rolled back (jobs/repair.py): left unknown, so the next run sweeps."""
+    """The batch the file names was rolled back (jobs/upkeep/repair.py): left unknown, so the next run sweeps."""
     last = read_last_success(checkpoint)
     if last is not None:
         _write(checkpoint, dataclasses.replace(last, batch_id=None))

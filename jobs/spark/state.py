@@ -1,5 +1,5 @@
-"""Spark's stream state and batches, rewound or rescaled where Spark offers no API: the state's partitions (jobs/rescale.py)
-and a rollback of the checkpoint and of a table's sink log to a batch (jobs/repair.py). The logs' formats, and the
+"""Spark's stream state and batches, rewound or rescaled where Spark offers no API: the state's partitions (jobs/upkeep/rescale.py)
+and a rollback of the checkpoint and of a table's sink log to a batch (jobs/upkeep/repair.py). The logs' formats, and the
 reading of them, are jobs/spark/logs.py's.
 """
 

@@ -1,4 +1,4 @@
-"""A rebuild's plan (jobs/rebuild.py): its config, and per event date the landing files that date is rebuilt from,
+"""A rebuild's plan (jobs/upkeep/rebuild.py): its config, and per event date the landing files that date is rebuilt from,
 read from metadata only (the ledger, folder listings, one column of the partition); an S3 landing's files fetched
 again where their local copies are gone; a dry run's summary.
 """

@@ -1,4 +1,4 @@
-"""A repair of the file ledger (jobs/repair.py): manifests Spark's log names that are gone, and the landing files the
+"""A repair of the file ledger (jobs/upkeep/repair.py): manifests Spark's log names that are gone, and the landing files the
 tables show were read, written back so no batch takes them again."""
 
 from __future__ import annotations

@@ -47,7 +47,7 @@ import scala.collection.immutable.Map$;
  * (no sort), and counts them on the way. The files become part of a table only when {@link #commit}
  * lists them in that table's {@code _spark_metadata} log under the batch id, as Spark's file sink
  * does, with the same rule: a batch id is committed once. Files of a failed task or of an attempt
- * that never commits are the sweep's (jobs/sweep.py), as the file sink's debris is.
+ * that never commits are the sweep's (jobs/tables/sweep.py), as the file sink's debris is.
  *
  * <p>Each input row (jobs/rows.py's WRITER_ROW, by position: the ROW_* ordinals below): the events row
  * (a struct of the table's data columns) or null, the quarantine row (likewise) or null, the event date
