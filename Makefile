@@ -226,7 +226,7 @@ bench-stack: setup debian-deps
 # requires, is not on the registry yet, so the clone installs the locked set (its own $(STAMP) recipe), then
 # swaps pyspark alone (a pyspark has every module a pyspark-client has); the stamp stays, so its `make test`
 # keeps the swap and builds the JVM helpers and class archive against the swapped jars.
-NEXT_PYSPARK ?= 4.3.0
+NEXT_PYSPARK ?= 4.2.0
 NEXT := $(CURDIR)/build/pyspark-$(NEXT_PYSPARK)
 NEXT_PY := $(NEXT)/.venv/bin/python
 # make in the clone, without the lake and Airflow home this Makefile exports (they would be the clone's too).

@@ -36,6 +36,8 @@ if "CLOUDTRAIL_TESTS_TMP" not in os.environ:
 TMPDIR_OPTION = f"-Djava.io.tmpdir={os.environ['CLOUDTRAIL_TESTS_TMP']}"
 os.environ.update(
     {
+        # pyspark.testing's assertDataFrameEqual imports pandas-on-Spark, which warns without it (pyspark 4.1).
+        "PYARROW_IGNORE_TIMEZONE": "1",
         "AIRFLOW_HOME": str(_SCRATCH / "airflow"),
         "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
         "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),

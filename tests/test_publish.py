@@ -482,3 +482,24 @@ def test_a_column_whose_type_differs_from_the_table_s_is_conformed_and_blocks_no
     fixed = conformed(rows, pa.schema([pa.field("readOnly", pa.bool_()), pa.field("_rescued", pa.large_string())]))
     assert fixed.column("readOnly").to_pylist() == [True, None, None]
     assert [json.loads(r) if r else r for r in fixed.column("_rescued").to_pylist()] == [None, {"x": "1", "readOnly": '"maybe"'}, None]
+
+
+def test_spark_reads_and_writes_the_published_tables_through_iceberg_s_own_catalog(spark, landing, lake):
+    """The versions work together (README, "Versions"): on the pinned pyspark, Iceberg's Spark runtime addresses the
+    embedded catalog pyiceberg wrote, reads a table the publish committed, and commits to it (on Spark 4.2 its
+    SparkCatalog failed to load)."""
+    two_days(spark, landing, lake)
+    assert published(lake).status == "succeeded"
+    settings = {"type": "jdbc", "uri": f"jdbc:sqlite:{Lake.at(lake).iceberg_catalog}", "warehouse": str(Lake.at(lake).iceberg_warehouse)}
+    spark.conf.set("spark.sql.catalog.lake", "org.apache.iceberg.spark.SparkCatalog")
+    for key, value in settings.items():
+        spark.conf.set(f"spark.sql.catalog.lake.{key}", value)
+    try:
+        rows = spark.sql(f"SELECT eventID, CAST(event_date AS STRING) FROM lake.{NS}.events").collect()
+        assert sorted(tuple(row) for row in rows) == iceberg_rows(lake) != []
+        spark.sql(f"CREATE TABLE lake.{NS}.spark_written (id STRING) USING iceberg")
+        spark.sql(f"INSERT INTO lake.{NS}.spark_written VALUES ('a'), ('b')")
+        assert catalog(lake).load_table(f"{NS}.spark_written").scan().to_arrow().num_rows == 2
+    finally:
+        for key in ["", *(f".{key}" for key in settings)]:
+            spark.conf.unset(f"spark.sql.catalog.lake{key}")
