@@ -123,7 +123,7 @@ def test_publish_harness_measures_each_figure_on_tiny_sizes():
 @pytest.mark.harness
 def test_investigations_harness_measures_each_question_on_both_layouts_and_the_json(tmp_path):
     out = tmp_path / "investigations.json"
-    argv = ["--records", "12000", "--days", "2", "--repeats", "1", "--out", str(out)]
+    argv = ["--records", "12000", "--days", "2", "--repeats", "1", "--writes", "2", "--out", str(out)]
     subprocess.run([sys.executable, "-m", "bench.investigations", *argv], check=True, cwd=benchmark.ROOT, capture_output=True)
     results = json.loads(out.read_text())
     assert all(len(writes) == 2 and all(w["ingest_s"] > 0 for w in writes) for writes in results["writes"].values())
