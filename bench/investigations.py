@@ -1,7 +1,7 @@
 """The shipped investigations (jobs/investigations/queries/) on a week of events: bytes read, row groups and seconds
 per question, on the lake as the product lays it out (sorted by principal within each date, bloom filters on the
-lookup columns, 8 MB row groups: jobs/records/layout.py), on the same rows without that layout (arrival order,
-Parquet's defaults), and on the delivered JSON (what a query over the trail's bucket reads). Both lakes are written
+lookup columns, 8 MB row groups: jobs/records/layout.py), on the same rows without that layout (sorted by time,
+no bloom filters, Parquet's defaults), and on the delivered JSON (what a query over the trail's bucket reads). Both lakes are written
 by the product's own ingest and compaction, alternately, so what the layout costs the ingest is measured beside.
 
     python -m bench.investigations [--records 700000] [--days 7] [--seed 5] [--writes 3] [--out bench/investigations.json]
@@ -42,7 +42,8 @@ def ingest_variant(
     variant: str, landing: Path, lake: Path, first: date, last: date, sort: str | None, row_group_mb: int | None
 ) -> dict[str, float]:
     """One lake written by the ingest and compacted: with the layout (another sort order or row group size when asked:
-    a candidate), or (plain) with Parquet's defaults in arrival order, as the compaction wrote it before the layout."""
+    a candidate), or (plain) with Parquet's defaults, no bloom filters, the compaction sorting by time as it did before
+    the layout."""
     from jobs.ingest.command import main as ingest
     from jobs.records import layout
     from jobs.upkeep import compact
@@ -53,7 +54,6 @@ def ingest_variant(
         layout.ROW_GROUP_BYTES = row_group_mb << 20
     if variant == "plain":
         layout.spark_conf = dict  # type: ignore[assignment]
-        layout.ordered = lambda rows, *_: rows  # type: ignore[assignment]
         # The compaction as it was before the layout: each file sorted by eventTime.
         compact.compacted = lambda rows, n: rows.repartitionByRange(n, "eventTime", "eventID").sortWithinPartitions("eventTime", "eventID")  # type: ignore[assignment]
     started = time.perf_counter()

@@ -429,3 +429,20 @@ def test_a_forbidden_object_is_named_and_its_message_comes_back_once_per_visibil
     ingest(spark, trail.url, lake, queue_url=trail.queue_url)
     assert trail.waiting() == 0
     assert_table_is_oracle(spark, lake, trail)
+
+
+@pytest.mark.unit
+def test_an_inbox_or_outside_entry_that_cannot_be_read_is_kept_with_its_reason_and_the_others_taken_back(tmp_path):
+    lake = Lake.at(tmp_path / "lake")
+    kept_notifications.write_inbox(lake, "asset-event-1", ["body one", "body two"])
+    kept_notifications.keep_outside(lake, "m-1", [notifications.Delivery("other-bucket", "AWSLogs/x.json.gz")], "s3://ours/")
+    (lake.inbox / "broken.json").write_text("{not json")
+    (lake.outside_messages / "broken.json").write_text(json.dumps({"format": 1, "landing": "s3://ours/"}))  # no objects
+
+    inbox = kept_notifications.inbox_entries(lake)
+    assert [(path.name, bodies) for path, bodies in inbox] == [("asset-event-1.json", ["body one", "body two"])]
+    taken = kept_notifications.outside_entries(lake)
+    assert [(message_id, objects) for message_id, _, objects in taken] == [("m-1", [["other-bucket", "AWSLogs/x.json.gz"]])]
+    assert not (lake.inbox / "broken.json").exists() and not (lake.outside_messages / "broken.json").exists()
+    reasons = sorted(entry["reason"].split(" that cannot be read")[0] for entry in kept_notifications.kept(lake))
+    assert reasons == ["a kept outside entry", "an inbox entry"]

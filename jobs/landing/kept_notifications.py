@@ -14,9 +14,9 @@ import hashlib
 import json
 import logging
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from jobs.files import read_record, write_record
 from jobs.lake import Lake
@@ -24,6 +24,7 @@ from jobs.landing.bucket import REFUSED, Problem
 from jobs.landing.notifications import Delivery
 
 log = logging.getLogger("cloudtrail_ingest")
+T = TypeVar("T")
 # Their format (jobs/files.py's `record_body`), 1 since they named one.
 RECORD_FORMAT = 1
 
@@ -42,7 +43,25 @@ def kept(lake: Lake) -> list[dict[str, Any]]:
 
 def _entries(folder: Path) -> list[dict[str, Any]]:
     """A folder's JSON entries (kept messages), in name order."""
-    return [_record(path) for path in sorted(folder.glob("*.json"))] if folder.is_dir() else []
+    return [_record(path) for path in _paths(folder)]
+
+
+def _paths(folder: Path) -> list[Path]:
+    return sorted(folder.glob("*.json")) if folder.is_dir() else []
+
+
+def _taken_back(lake: Lake, folder: Path, what: str, read: Callable[[dict[str, Any]], T]) -> list[tuple[Path, T]]:
+    """A folder's entries, each as `read` takes its record; one that cannot be read is kept as an unreadable
+    notification (`what` says which kind of entry it was; its name says the folder too, so an inbox entry and an
+    outside one of the same name are both kept) and removed."""
+    entries = []
+    for path in _paths(folder):
+        try:
+            entries.append((path, read(_record(path))))
+        except (ValueError, KeyError, TypeError) as exc:
+            keep(lake, f"{folder.name}-{path.stem}", path.read_text(errors="replace"), f"{what} that cannot be read: {exc}")
+            path.unlink()
+    return entries
 
 
 def _record(path: Path) -> dict[str, Any]:
@@ -63,7 +82,7 @@ def keep_refused(lake: Lake, problems: Iterable[Problem]) -> None:
 def refused(lake: Lake, newest: int = 100) -> list[dict[str, str]]:
     """The keys kept as refused, the newest first."""
     folder = lake.refused_keys
-    paths = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime_ns, reverse=True) if folder.is_dir() else []
+    paths = sorted(_paths(folder), key=lambda p: p.stat().st_mtime_ns, reverse=True)
     return [_record(path) for path in paths[:newest]]
 
 
@@ -79,15 +98,12 @@ def keep_outside(lake: Lake, message_id: str, outside: Sequence[Delivery], landi
 def outside_entries(lake: Lake) -> list[tuple[str, Path, list[list[str]]]]:
     """The kept messages outside the landing, to take back into a run: (message id, its entry, the [bucket, key] it
     names). An entry that cannot be read is kept as unreadable and removed."""
-    entries = []
-    for path in sorted(lake.outside_messages.glob("*.json")) if lake.outside_messages.is_dir() else []:
-        try:
-            entry = _record(path)
-            entries.append((str(entry["message_id"]), path, [[str(bucket), str(key)] for bucket, key in entry["objects"]]))
-        except (ValueError, KeyError, TypeError) as exc:
-            keep(lake, path.stem, path.read_text(errors="replace"), f"a kept outside entry that cannot be read: {exc}")
-            path.unlink()
-    return entries
+
+    def read(entry: dict[str, Any]) -> tuple[str, list[list[str]]]:
+        return str(entry["message_id"]), [[str(bucket), str(key)] for bucket, key in entry["objects"]]
+
+    taken = _taken_back(lake, lake.outside_messages, "a kept outside entry", read)
+    return [(message_id, path, objects) for path, (message_id, objects) in taken]
 
 
 def outside(lake: Lake) -> list[dict[str, Any]]:
@@ -106,17 +122,12 @@ def write_inbox(lake: Lake, event_id: str, bodies: Sequence[str]) -> Path:
 def inbox_entries(lake: Lake) -> list[tuple[Path, list[str]]]:
     """The inbox's entries, each with the notification bodies it holds. An entry that cannot be read is kept as
     unreadable and removed."""
-    entries = []
-    for path in sorted(lake.inbox.glob("*.json")) if lake.inbox.is_dir() else []:
-        try:
-            bodies = _record(path)["bodies"]
-        except (ValueError, KeyError, TypeError) as exc:
-            keep(lake, path.stem, path.read_text(errors="replace"), f"an inbox entry that cannot be read: {exc}")
-            path.unlink()
-            continue
-        listed = bodies if isinstance(bodies, list) else []
-        entries.append((path, [body if isinstance(body, str) else json.dumps(body) for body in listed]))
-    return entries
+
+    def read(entry: dict[str, Any]) -> list[str]:
+        bodies = entry["bodies"]
+        return [body if isinstance(body, str) else json.dumps(body) for body in (bodies if isinstance(bodies, list) else [])]
+
+    return _taken_back(lake, lake.inbox, "an inbox entry", read)
 
 
 def keep_asset_events(lake: Lake, triggering: Mapping[Any, Iterable[Any]]) -> int:

@@ -8,12 +8,12 @@ Every run adds a file to each event date it writes, so after a day of hourly run
 small files, and every reader opens each. A date is closed once it is older than the de-duplication
 horizon: a later run adds rows to it only for a late event. Without dates, every date closed at
 `--closed-at` (default today; the DAG passes its data interval's end) is looked at: those before it less
-`--dedup-horizon`. A date is compacted when it holds more files than its size
-needs at `--target-size`, or a file the ingest wrote (in arrival order): its committed files (the lake is swept
-first) are read, sorted as the events' layout
-orders them (jobs/records/layout.py: each file's statistics then cover a narrow range of principals), written as
-ceil(size / target) files under <lake>/_staging/<run>/, checked to hold the same rows (count and distinct
-eventIDs), and swapped in atomically (jobs/tables/partitions.py): a reader sees the old files or the new, never both and never neither.
+`--dedup-horizon`. A date is compacted when it holds more files than its size needs at `--target-size`, or a
+file the ingest wrote (in arrival order): its committed files (the lake is swept first) are read, sorted as the
+events' layout orders them (jobs/records/layout.py: each file's statistics then cover a narrow range of principals),
+written as ceil(size / target) files under <lake>/_staging/<run>/, checked to hold the same rows (count and distinct
+eventIDs), and swapped in atomically (jobs/tables/partitions.py): a reader sees the old files or the new, never both
+and never neither.
 The old files go to <lake>/_replaced/events/<run>/; the new ones are in today's Parquet format. Later
 runs add files to a compacted date as to any other; a rebuild reads it as any other.
 With `--retain` (or $CLOUDTRAIL_RETAIN), event dates older than that at --closed-at are first dropped from every
