@@ -11,11 +11,11 @@ The house, bottom up: a module imports only from its own package or from the one
     ledger/       the file ledger: which landing files a run takes, its records on disk, the digests' reconciliation
     tables/       the lake's tables: partitions swapped whole, staging, the sweep, the quarantine, rows' sources
     quality/      the data-quality gates (Great Expectations)
+    iceberg/      the lake's Apache Iceberg tables through a catalog: written by Spark, or published from the lake
     ingest/       the ingest job
     upkeep/       rebuild, repair, rescale, compaction, the quarantine's replay
     derived/      tables derived from the events table date by date: activity, findings, OCSF
     status/       what the lake holds and how fresh it is (the lake page, `make status`)
-    iceberg/      the lake published as Apache Iceberg tables through a catalog
     investigations/  the questions analysts ask, shipped as SQL and answered over the Iceberg tables
 
 The doors: `python -m jobs.<command>` or `spark-submit jobs/<command>.py` for each of COMMANDS; each door's module
@@ -40,11 +40,11 @@ PACKAGES = (
     "ledger",
     "tables",
     "quality",
+    "iceberg",
     "ingest",
     "upkeep",
     "derived",
     "status",
-    "iceberg",
     "investigations",
 )
 # The commands a user or a DAG runs: jobs/<command>.py, each a door into its package.

@@ -46,6 +46,13 @@ def add_lake(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lake", default=os.environ.get("CLOUDTRAIL_LAKE"), help="root for all outputs [$CLOUDTRAIL_LAKE]")
 
 
+def add_catalog(parser: argparse.ArgumentParser) -> None:
+    """--catalog and --namespace: the Iceberg catalog the lake's tables are in (jobs/iceberg/catalog.py)."""
+    parser.add_argument("--catalog", default=os.environ.get("CLOUDTRAIL_CATALOG") or None,
+                        help="a pyiceberg catalog's name [$CLOUDTRAIL_CATALOG]; none: SQLite in <lake>/iceberg/")  # fmt: skip
+    parser.add_argument("--namespace", default=options.NAMESPACE, help="the catalog namespace (Glue: database) of the tables")
+
+
 def add_landing(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--landing", default=os.environ.get("CLOUDTRAIL_LANDING"), help="root holding AWSLogs/ [$CLOUDTRAIL_LANDING]")
 

@@ -56,6 +56,8 @@ RECONCILE_INTERVAL = "1 day"
 RECONCILE_DAYS = 5
 # Run modes: ingest what is new, or rebuild the event dates of the run's data interval from the landing files.
 MODES = ("incremental", "rebuild")
+# The catalog namespace (a Glue database) of the lake's Iceberg tables.
+NAMESPACE = "cloudtrail"
 
 DURATION_PATTERN = r"^([0-9]+) +(second|minute|hour|day|week)s?$"
 SIZE_PATTERN = r"^([0-9]+) *([kmgKMG]?)[bB]?$"

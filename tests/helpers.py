@@ -201,6 +201,48 @@ def duckdb_rows(lake: Path) -> list[tuple[str, str]]:
     return sorted(duckdb.connect().execute(query).fetchall())
 
 
+def iceberg_table(lake: Path, name: str) -> Any:
+    """A table of the lake's embedded Iceberg catalog (`activity_hourly`, `findings`, `ocsf_api_activity`, `events`) as
+    its current snapshot holds it, read with pyiceberg (pyarrow); None when the table does not exist."""
+    from pyiceberg.exceptions import NoSuchTableError
+
+    from jobs.iceberg.catalog import NAMESPACE, open_catalog
+
+    try:
+        return open_catalog(Lake.at(lake), None).load_table(f"{NAMESPACE}.{name}").scan().to_arrow()
+    except NoSuchTableError:
+        return None
+
+
+def derived_sql(lake: Path, name: str, query: str) -> list[tuple]:
+    """`query` with DuckDB over a derived Iceberg table, named `rows` in it; no rows when the table does not exist."""
+    rows = iceberg_table(lake, name)
+    if rows is None:
+        return []
+    connection = duckdb.connect()
+    connection.register("rows", rows)
+    return connection.execute(query).fetchall()
+
+
+def current_data_files(lake: Path, name: str) -> dict[str, dict[str, Any]]:
+    """The data files of an embedded Iceberg table's current snapshot: path -> its partition's values."""
+    from jobs.iceberg.catalog import NAMESPACE, open_catalog
+
+    table = open_catalog(Lake.at(lake), None).load_table(f"{NAMESPACE}.{name}")
+    snapshot = table.current_snapshot()
+    if snapshot is None or snapshot.summary.get("total-data-files") == "0":  # pyiceberg's listing needs one file
+        return {}
+    files = table.inspect.files()
+    return {row["file_path"]: row["partition"] for row in files.select(["file_path", "partition"]).to_pylist()}
+
+
+def spark_table(spark, lake: Path, name: str):
+    """An embedded Iceberg table as Spark reads it, through the lake's catalog (jobs/iceberg/spark_tables.py)."""
+    from jobs.iceberg.spark_tables import spark_name, use_catalog
+
+    return spark.table(spark_name(use_catalog(spark, Lake.at(lake), None), name))
+
+
 def quarantine_rows(spark, lake: Path) -> list[tuple[str, str]]:
     """(source file name, reason) of every quarantined row."""
     quarantine = Lake(lake).quarantine

@@ -22,7 +22,20 @@ from jobs.derived.rules import Rule, load_rules
 from jobs.lake import ACTIVITY, Lake
 from jobs.reporting.report import DerivedReport
 from jobs.upkeep import rebuild
-from tests.helpers import DAY, command, deliver, duckdb_rows, event, events_of, ingest, run_cleanly, split_events, succeeded
+from tests.helpers import (
+    DAY,
+    command,
+    deliver,
+    derived_sql,
+    duckdb_rows,
+    event,
+    events_of,
+    iceberg_table,
+    ingest,
+    run_cleanly,
+    split_events,
+    succeeded,
+)
 from tests.test_transforms import normalized, record
 from tools.generate_landing import add_samples
 from tools.summary import summarize
@@ -98,16 +111,11 @@ def hourly_from_events(lake: Path) -> list[tuple]:
 
 
 def hourly_from_activity(lake: Path) -> list[tuple]:
-    return duckdb.sql(
-        f"select window_start, sum(events)::bigint from read_parquet('{lake}/activity_hourly/*/*.parquet', hive_partitioning = true) "
-        "group by 1 order by 1"
-    ).fetchall()
+    return derived_sql(lake, "activity_hourly", "select window_start, sum(events)::bigint from rows group by 1 order by 1")
 
 
 def findings_of(lake: Path) -> list[tuple]:
-    return duckdb.sql(
-        f"select rule_id, eventID from read_parquet('{lake}/findings/*/*.parquet', hive_partitioning = true) order by 1, 2"
-    ).fetchall()
+    return derived_sql(lake, "findings", "select rule_id, eventID from rows order by 1, 2")
 
 
 def update(spark, lake: Path, run_id: str, dates: tuple[date, ...] | None = None) -> DerivedReport:
@@ -151,7 +159,7 @@ def test_dates_built_with_an_older_definition_are_built_again_when_a_rule_is_add
     deliver(landing, events_of(3, DAY + timedelta(hours=1), "a"), DAY + timedelta(hours=2))
     deliver(landing, events_of(3, DAY + timedelta(days=1, hours=1), "b"), DAY + timedelta(days=1, hours=2))
     ingest(spark, landing, lake)
-    assert update(spark, lake, "d1").dates == ["2024-03-01", "2024-03-02"] and not list((lake / "findings").glob("*/*.parquet"))
+    assert update(spark, lake, "d1").dates == ["2024-03-01", "2024-03-02"] and findings_of(lake) == []
     assert update(spark, lake, "d2").dates == []
 
     added = Rule("test-9.1", "AssumeRole by an a- event", "low", "test", "eventName = 'AssumeRole' AND eventID LIKE 'a-%'", {}, {})
@@ -188,8 +196,7 @@ def test_compaction_a_rebuild_and_the_derived_jobs_run_as_commands_on_a_copied_l
     run_cleanly(spark, caplog, "ocsf", ["--lake", str(copy)])
     assert duckdb_rows(copy) == oracle, "each event of the landing files once"
     assert hourly_from_activity(copy) == hourly_from_events(copy) and sum(n for _, n in hourly_from_activity(copy)) == len(oracle)
-    ocsf = f"read_parquet('{copy}/ocsf/api_activity/*/*/*/*.parquet', hive_partitioning = true)"
-    rows = duckdb.sql(f"select metadata.uid, cast(eventDay as varchar) from {ocsf} order by 1").fetchall()
+    rows = derived_sql(copy, "ocsf_api_activity", "select metadata.uid, cast(eventDay as varchar) from rows order by 1")
     assert rows == [(event_id, date.replace("-", "")) for event_id, date in oracle], "one OCSF row per event"
 
 
@@ -219,9 +226,75 @@ def test_partitions_that_fail_their_suites_are_not_swapped_in(spark, landing, la
     monkeypatch.setattr(activity, "DERIVATION", dataclasses.replace(right, build=double_counted))
     report = update(spark, lake, "bad")
     assert (report.status, report.gate) == ("gate_failed", "failed")
-    assert not (lake / "activity_hourly").exists() and not (lake / "findings").exists(), "nothing swapped in"
+    assert iceberg_table(lake, "activity_hourly").num_rows == iceberg_table(lake, "findings").num_rows == 0, "nothing published"
     verdict = json.loads(Lake.at(lake).derived_gate_report(ACTIVITY.job, "bad").read_text())
     assert {failure["suite"] for failure in verdict["failed_critical"]} == {"activity_reconciliation.critical"}
     monkeypatch.setattr(activity, "DERIVATION", right)
     assert update(spark, lake, "good").dates == ["2024-03-01"], "the date is still to build"
     assert hourly_from_activity(lake) == hourly_from_events(lake)
+
+
+def test_with_a_glue_catalog_the_job_writes_its_tables_into_the_warehouse_in_s3(spark, aws, landing, lake, monkeypatch):
+    """`python -m jobs.activity` in its own process, its catalog Glue (moto's Glue and S3, reached through
+    AWS_ENDPOINT_URL alone): Spark commits the tables through the catalog into the S3 warehouse, nothing of them lands in
+    the lake's folder, and pyiceberg reads them back through the same configuration."""
+    import boto3
+    import pyiceberg.catalog
+    from pyiceberg.utils.config import Config
+
+    from jobs.iceberg.catalog import open_catalog
+    from tests.aws import glue_catalog
+
+    bucket = f"warehouse-{lake.parent.name[-12:].lower().replace('_', '-')}"
+    boto3.client("s3").create_bucket(Bucket=bucket)
+    for key, value in glue_catalog("athena", f"s3://{bucket}/iceberg").items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr(pyiceberg.catalog, "_ENV_CONFIG", Config())  # pyiceberg reads its settings once a process
+    stop = dict(eventSource="cloudtrail.amazonaws.com", eventName="StopLogging")
+    deliver(
+        landing, [*events_of(8, DAY + timedelta(hours=1), "a"), event("stop-1", DAY + timedelta(hours=2), **stop)], DAY + timedelta(hours=3)
+    )
+    ingest(spark, landing, lake)
+    # A namespace of its own: moto's Glue serves the whole session, and a table belongs to one lake.
+    succeeded(command("jobs.activity", "--lake", lake, "--catalog", "athena", "--namespace", "derived_glue", "--run-id", "glue-1"))
+
+    glue = open_catalog(Lake.at(lake), "athena", "derived_glue")
+    hourly, found = (glue.load_table(f"derived_glue.{name}") for name in ("activity_hourly", "findings"))
+    assert hourly.location().startswith(f"s3://{bucket}/iceberg/")
+    assert sum(hourly.scan(selected_fields=("events",)).to_arrow().column("events").to_pylist()) == 9
+    assert found.scan(selected_fields=("rule_id", "eventID")).to_arrow().to_pylist() == [{"rule_id": "cis-4.5", "eventID": "stop-1"}]
+    keys = [o["Key"] for o in boto3.client("s3").list_objects_v2(Bucket=bucket, Prefix="iceberg/")["Contents"]]
+    assert any(key.endswith(".parquet") and "/activity_hourly/data/" in key for key in keys), keys
+    assert not list(lake.rglob("activity_hourly")) and not list((lake / "iceberg").glob("*")), "nothing of them in the lake's folder"
+
+
+def test_a_second_lake_is_refused_the_tables_another_lake_writes_in_a_shared_sql_catalog(
+    spark, landing, lake, tmp_path, monkeypatch, caplog
+):
+    """A SQLite catalog of pyiceberg's settings serves the Spark jobs too (its JDBC twin): the first lake's activity
+    job writes its tables there; a second lake pointed at the same catalog is refused in one line naming the owner,
+    exit 2, and the first lake's rows stay."""
+    import pyiceberg.catalog
+    from pyiceberg.utils.config import Config
+
+    from jobs.iceberg.catalog import open_catalog
+    from tests.helpers import run_command
+
+    (tmp_path / "warehouse").mkdir()
+    shared = {"TYPE": "sql", "URI": f"sqlite:///{tmp_path}/shared.db", "WAREHOUSE": str(tmp_path / "warehouse")}
+    for key, value in shared.items():
+        monkeypatch.setenv(f"PYICEBERG_CATALOG__SHARED__{key}", value)
+    monkeypatch.setattr(pyiceberg.catalog, "_ENV_CONFIG", Config())  # pyiceberg reads its settings once a process
+    deliver(landing, events_of(6, DAY + timedelta(hours=1), "a"), DAY + timedelta(hours=2))
+    ingest(spark, landing, lake)
+    run_cleanly(spark, caplog, "activity", ["--lake", str(lake), "--catalog", "shared", "--run-id", "first"])
+
+    other_landing, other_lake = tmp_path / "other-landing", tmp_path / "other-lake"
+    deliver(other_landing, events_of(7, DAY + timedelta(hours=5), "x"), DAY + timedelta(hours=6))
+    ingest(spark, other_landing, other_lake)
+    caplog.clear()
+    assert run_command(spark, "activity", ["--lake", str(other_lake), "--catalog", "shared", "--run-id", "second"]) == 2
+    errors = [record.getMessage() for record in caplog.records if record.levelname == "ERROR"]
+    assert len(errors) == 1 and "belongs to the lake at" in errors[0] and Lake.at(lake).location in errors[0], errors
+    hourly = open_catalog(Lake.at(lake), "shared").load_table("cloudtrail.activity_hourly").scan(selected_fields=("events",))
+    assert sum(hourly.to_arrow().column("events").to_pylist()) == 6, "the first lake's rows"

@@ -15,7 +15,6 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import jsonschema
 import pytest
 from pyspark.sql import functions as F
@@ -27,7 +26,7 @@ from jobs.derived.ocsf_mapping import activity_id, api_activity, source
 from jobs.lake import OCSF, Lake, partition
 from jobs.records.schema import EVENTS_SCHEMA
 from jobs.status.lake_status import derived_rows
-from tests.helpers import DAY, deliver, event, events_of, ingest
+from tests.helpers import DAY, current_data_files, deliver, derived_sql, event, events_of, ingest, spark_table
 from tests.test_samples import deliver_samples
 from tools.summary import summarize
 
@@ -49,13 +48,8 @@ def build(spark, lake: Path, run_id: str, dates=None):
     return ocsf.run(DerivedConfig(lake=str(lake), dates=dates, run_id=run_id), lambda: spark)
 
 
-def table(lake: Path) -> str:
-    return f"read_parquet('{lake}/ocsf/api_activity/*/*/*/*.parquet', hive_partitioning = true, hive_types_autocast = false)"
-
-
 def uids(lake: Path) -> list[tuple[str, str, str, str]]:
-    query = f"select metadata.uid, region, accountId, eventDay from {table(lake)} order by 1"
-    return duckdb.sql(query).fetchall()
+    return derived_sql(lake, "ocsf_api_activity", "select metadata.uid, region, accountId, eventDay from rows order by 1")
 
 
 def leaves(value: Any, path: str = "") -> list[tuple[str, Any]]:
@@ -155,10 +149,10 @@ def test_every_real_sample_event_is_one_valid_api_activity_row_and_nothing_is_dr
     assert report.status == "succeeded" and report.gate == "passed", report
 
     events = spark.read.schema(EVENTS_SCHEMA).parquet(str(lake / "events"))
-    rows = spark.read.parquet(str(lake / "ocsf" / "api_activity"))
+    rows = spark_table(spark, lake, "ocsf_api_activity")
     ids = sorted(r.eventID for r in events.select("eventID").distinct().collect())
     assert len(ids) > 3000 and sum(sum(days.values()) for days in report.rows.values()) == len(ids)
-    assert sorted(uid for uid, *_ in uids(lake)) == ids, "one row per event, read by DuckDB through the Hive layout"
+    assert sorted(uid for uid, *_ in uids(lake)) == ids, "one row per event, read by pyiceberg and DuckDB"
 
     # The partition columns are the folders' (as in Security Lake), not attributes of the OCSF event.
     events_as_ocsf = rows.drop("region", "accountId", "eventDay").select(F.to_json(F.struct("*")))
@@ -177,17 +171,17 @@ def test_every_real_sample_event_is_one_valid_api_activity_row_and_nothing_is_dr
         for key, value in json.loads(record.get("_rescued") or "{}").items():
             assert kept[key] == value, f"{record['eventID']}: rescued field {key} is in unmapped"
 
-    folders = {p.relative_to(lake / "ocsf" / "api_activity").parts[:3] for p in (lake / "ocsf" / "api_activity").rglob("*.parquet")}
-    assert all(re.fullmatch(r"region=[^/]+", r) and a.startswith("accountId=") and re.fullmatch(r"eventDay=\d{8}", d)
-               for r, a, d in folders), folders  # fmt: skip
+    files = current_data_files(lake, "ocsf_api_activity")
+    folders = {(p["region"], p["accountId"], p["eventDay"]) for p in files.values()}
+    assert folders and all(re.fullmatch(r"\d{8}", day) for _, _, day in folders), folders
     descriptor = json.loads((lake / "ocsf" / "api_activity" / "_ocsf.json").read_text())
     assert (descriptor["ocsf_version"], descriptor["class_uid"]) == ("1.1.0", 6003)
     shown = derived_rows(Lake.at(lake), OCSF, days=1000)
     assert sum(day.rows["ocsf/api_activity"] for day in shown) == len(ids), "the lake page's rows per event date"
     on_disk = Counter(day for _, _, day in folders)
-    folders_shown = {f"eventDay={day.event_date.replace('-', '')}": day.folders["ocsf/api_activity"] for day in shown}
-    assert folders_shown == on_disk, "and its folders per date, from the job's state"
-    assert len(list((lake / "ocsf" / "api_activity").rglob("*.parquet"))) == len(folders), "one file per folder"
+    folders_shown = {day.event_date.replace("-", ""): day.folders["ocsf/api_activity"] for day in shown}
+    assert folders_shown == on_disk, "and its partitions per date, from the job's state"
+    assert len(files) == len(folders), "one file per partition"
 
 
 def test_the_table_follows_the_events_table_date_by_date(spark, landing, lake):
@@ -195,7 +189,7 @@ def test_the_table_follows_the_events_table_date_by_date(spark, landing, lake):
     deliver(landing, events_of(3, DAY + timedelta(days=1, hours=1), "b"), DAY + timedelta(days=1, hours=2))
     ingest(spark, landing, lake)
     assert build(spark, lake, "o1").dates == ["2024-03-01", "2024-03-02"]
-    second_day = next((lake / "ocsf" / "api_activity").rglob("eventDay=20240302/*.parquet"))
+    second_day = {path for path, values in current_data_files(lake, "ocsf_api_activity").items() if values["eventDay"] == "20240302"}
     assert build(spark, lake, "o2", None).dates == []
     assert ocsf.run(DerivedConfig(str(lake), None, "o2b"), lambda: pytest.fail("Spark started")).dates == []
 
@@ -203,15 +197,16 @@ def test_the_table_follows_the_events_table_date_by_date(spark, landing, lake):
     deliver(landing, [event("late-1", DAY + timedelta(hours=3), recipientAccountId="444455556666")], DAY + timedelta(days=2))
     ingest(spark, landing, lake)
     assert build(spark, lake, "o3").dates == ["2024-03-01"]
-    assert second_day.exists(), "the other day's files are untouched"
+    assert second_day and second_day <= set(current_data_files(lake, "ocsf_api_activity")), "the other day's files are untouched"
     late = [row for row in uids(lake) if row[0] == "late-1"]
     assert late == [("late-1", "us-east-1", "444455556666", "20240301")]
     assert len(uids(lake)) == 9
 
-    # A date leaves the events table (retention): its folders leave the OCSF table.
+    # A date leaves the events table (retention): its partitions leave the OCSF table.
     shutil.move(partition(Lake.at(lake).events, "2024-03-02"), lake / "gone")
     assert build(spark, lake, "o4").dates == ["2024-03-02"]
-    assert not list((lake / "ocsf" / "api_activity").rglob("eventDay=20240302")) and len(uids(lake)) == 6
+    days = {values["eventDay"] for values in current_data_files(lake, "ocsf_api_activity").values()}
+    assert days == {"20240301"} and len(uids(lake)) == 6
     assert not list((lake / "_staging").glob("*")), "nothing left staged"
     assert "OCSF API Activity, ocsf/api_activity: 6 rows in 1 event dates" in summarize(Lake.at(lake)), "make demo's summary"
 
@@ -227,7 +222,7 @@ def test_rows_that_fail_the_ocsf_suites_are_not_swapped_in(spark, landing, lake,
 
     monkeypatch.setattr(ocsf, "DERIVATION", dataclasses.replace(right, build=twice))
     assert ocsf.main(["--lake", str(lake), "--run-id", "bad"]) == 1, "a failed gate fails the job"
-    assert not list((lake / "ocsf" / "api_activity").rglob("*.parquet")), "nothing swapped in"
+    assert uids(lake) == [], "nothing published"
     verdict = json.loads(Lake.at(lake).derived_gate_report(OCSF.job, "bad").read_text())
     assert {f["suite"] for f in verdict["failed_critical"]} == {"ocsf_api_activity.critical", "ocsf_reconciliation.critical"}
     monkeypatch.setattr(ocsf, "DERIVATION", right)

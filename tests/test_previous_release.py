@@ -18,7 +18,7 @@ from jobs.files import FORMAT
 from jobs.lake import ACTIVITY, EVENT_DATE, Lake
 from jobs.quality import gate
 from jobs.reporting.report import read_report
-from tests.helpers import DAY, deliver, duckdb_rows, events_of, run_every_command
+from tests.helpers import DAY, deliver, duckdb_rows, events_of, run_every_command, spark_table
 
 PREVIOUS = Path(__file__).parent / "fixtures" / "lake-93b517d.tar.gz"
 
@@ -60,8 +60,9 @@ def test_every_command_of_this_release_runs_on_a_lake_the_previous_one_wrote(spa
     state = layout.derived_state(ACTIVITY)
     assert not (layout.checkpoints / "downstream.json").exists() and json.loads(state.read_text())[FORMAT] == STATE_FORMAT
     assert sorted(built_dates(layout, ACTIVITY)) == ["2024-03-01", "2024-03-02", "2024-03-03", "2024-03-04"]
-    hourly = spark.read.parquet(str(layout.table("activity_hourly"))).groupBy(EVENT_DATE).sum("events").collect()
-    assert sum(row[1] for row in hourly) == 20, "the activity table counts every event once"
+    hourly = spark_table(spark, lake, "activity_hourly").groupBy(EVENT_DATE).sum("events").collect()
+    assert sum(row[1] for row in hourly) == 20, "the activity table, now an Iceberg table, counts every event once"
+    assert not list(layout.table("activity_hourly").glob("event_date=*")), "the previous release's folder is gone"
     assert set(gate.validated(layout)) >= {"2024-03-01", "2024-03-02", "2024-03-03", "2024-03-04"}
     published = read_report(layout.publish_report("last"))
     assert published is not None and published["status"] == "succeeded", published

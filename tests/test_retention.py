@@ -1,6 +1,7 @@
 """Retention (`jobs.compact --retain`, jobs/upkeep/retention.py): event dates older than the lake keeps go from every
-table that holds rows by date, their files deleted, named in the summary; the next publish takes them out of the
-Iceberg tables; a dry run changes nothing; a retention within the de-duplication horizon is refused."""
+table that holds rows by date (the events' files deleted, the derived Iceberg tables' partitions deleted), named in
+the summary; the next publish takes them out of the events' Iceberg table; a dry run changes nothing; a retention
+within the de-duplication horizon is refused."""
 
 from __future__ import annotations
 
@@ -14,18 +15,23 @@ from jobs.derived import activity, ocsf
 from jobs.derived.derivation import DerivedConfig
 from jobs.spark.session import JobSession
 from jobs.upkeep.compact import compact, parse_args
-from tests.helpers import DAY, deliver, events_of, ingest
+from tests.helpers import DAY, current_data_files, deliver, events_of, ingest
 from tests.test_publish import gated, iceberg_rows, published
 
 DATES = [str((DAY + timedelta(days=n)).date()) for n in range(3)]
 
 
 def _leaves(lake: Path) -> dict[str, list[str]]:
+    """The events' partition folders, and the derived Iceberg tables' partitions, each as `column=value`."""
+
+    def partitions(name: str, column: str) -> list[str]:
+        return sorted({f"{column}={values[column]}" for values in current_data_files(lake, name).values()})
+
     return {
         "events": sorted(p.name for p in (lake / "events").glob("event_date=*")),
-        "activity_hourly": sorted(p.name for p in (lake / "activity_hourly").glob("event_date=*")),
-        "findings": sorted(p.name for p in (lake / "findings").glob("event_date=*")),
-        "ocsf": sorted({p.name for p in (lake / "ocsf" / "api_activity").glob("*/*/eventDay=*")}),
+        "activity_hourly": partitions("activity_hourly", "event_date"),
+        "findings": partitions("findings", "event_date"),
+        "ocsf": partitions("ocsf_api_activity", "eventDay"),
     }
 
 
@@ -55,7 +61,7 @@ def test_dates_older_than_the_lake_keeps_go_from_every_dated_table_and_from_the_
     ocsf.run(DerivedConfig(str(lake), None, "o2"), lambda: spark)
     assert _leaves(lake) == after, "the derived jobs build nothing back"
 
-    assert {day for _, day in iceberg_rows(lake)} == set(DATES)
+    assert {day for _, day in iceberg_rows(lake)} == set(DATES), "the events' table loses them at the next publish"
     published(lake, "p2")
     assert {day for _, day in iceberg_rows(lake)} == {DATES[2]}
     assert {day for _, day in iceberg_rows(lake, "ocsf_api_activity", columns=("metadata", "eventDay"))} == {DATES[2].replace("-", "")}

@@ -28,9 +28,9 @@ SPARK_WRITES = {
     r"(events|quarantine)/[^/]*=\*/[^/]*": "Spark: jobs/ingest/stream.py's sink, jobs/tables/staging.py's partitions",
     r"(events|quarantine)/_spark_metadata/[^/]*": "Spark: jobs/ingest/stream.py's sink",
     r"_checkpoints/ingest/((offsets|commits)/\*|sources/\*/\*|state/.*|metadata|\.metadata\.crc)": "Spark: jobs/ingest/stream.py's query",
-    r"(activity_hourly|findings|ocsf/api_activity)/([^/]*=\*/)+[^/]*": "Spark: jobs/tables/staging.py's partitions",
-    # pyiceberg writes the embedded catalog (SQLite) and the tables' metadata and data files from C and Arrow.
-    r"iceberg/.*": "pyiceberg: jobs/iceberg/publish.py's catalog",
+    # pyiceberg writes the embedded catalog (SQLite) and the tables' metadata and data files from C and Arrow; Iceberg's
+    # Spark runtime the derived tables' (jobs/iceberg/spark_tables.py).
+    r"iceberg/.*": "pyiceberg: jobs/iceberg/publish.py's catalog; Spark: jobs/iceberg/spark_tables.py",
 }
 
 written: dict[str, set[str]] = defaultdict(set)  # absolute path -> writer modules

@@ -44,8 +44,9 @@ def summarize(lake: Lake) -> str:
         lines.extend(f"  {reason:<24}{count:>8}" for reason, count in db.execute(query).fetchall())
     else:
         lines.append("  nothing quarantined")
-    lines.extend(activity_highlights(lake, db))
-    lines.extend(published(lake, os.environ.get("CLOUDTRAIL_CATALOG") or None))
+    catalog = os.environ.get("CLOUDTRAIL_CATALOG") or None
+    lines.extend(activity_highlights(lake, catalog))
+    lines.extend(published(lake, catalog))
     for derived in DERIVED:
         days = derived_rows(lake, derived, days=100_000)
         for name in derived.tables:
@@ -68,21 +69,30 @@ def summarize(lake: Lake) -> str:
     return "\n".join(lines)
 
 
-def activity_highlights(lake: Lake, db: duckdb.DuckDBPyConnection) -> list[str]:
-    """The top findings and the busiest principals, from the activity tables (jobs/derived/activity.py)."""
-    found, activity = lake.table("findings"), lake.table("activity_hourly")
-    lines = [f"findings: {found}"]
-    if any(found.glob("*/*.parquet")):
-        query = (f"select rule_id, any_value(severity), any_value(rule_title), count(*) n from read_parquet('{found}/*/*.parquet', "
-                 "hive_partitioning = true) group by 1 order by n desc, 1 limit 10")  # fmt: skip
-        lines.extend(f"  {rule:<9}{severity:<8}{count:>6}  {title}" for rule, severity, title, count in db.execute(query).fetchall())
-    else:
+def activity_highlights(lake: Lake, catalog_name: str | None) -> list[str]:
+    """The top findings and the busiest principals, from the activity tables (jobs/derived/activity.py), Iceberg tables
+    read with pyiceberg and DuckDB."""
+    from jobs.iceberg.catalog import NAMESPACE, existing_table, open_catalog
+
+    if not catalog_name and not lake.iceberg_catalog.exists():  # a reader creates no catalog
+        return ["findings: none yet"]
+    catalog = open_catalog(lake, catalog_name)
+    found, activity = (existing_table(catalog, f"{NAMESPACE}.{name}") for name in ("findings", "activity_hourly"))
+    lines = [f"findings: {NAMESPACE}.findings"]
+    if found is not None and found.current_snapshot() is not None:
+        query = (
+            "select rule_id, any_value(severity), any_value(rule_title), count(*) n from findings group by 1 order by n desc, 1 limit 10"
+        )
+        rows = found.scan(selected_fields=("rule_id", "severity", "rule_title")).to_duckdb("findings").execute(query).fetchall()
+        lines.extend(f"  {rule:<9}{severity:<8}{count:>6}  {title}" for rule, severity, title, count in rows)
+    if len(lines) == 1:
         lines.append("  none")
-    if any(activity.glob("*/*.parquet")):
+    if activity is not None and activity.current_snapshot() is not None:
         lines.append("busiest principals (events, errors):")
-        query = (f"select principal, sum(events) e, sum(errors) from read_parquet('{activity}/*/*.parquet', hive_partitioning = true) "
-                 "where principal is not null group by 1 order by e desc, 1 limit 5")  # fmt: skip
-        lines.extend(f"  {principal[:70]:<72}{events:>8}{errors:>8}" for principal, events, errors in db.execute(query).fetchall())
+        query = ("select principal, sum(events) e, sum(errors) from hourly where principal is not null "
+                 "group by 1 order by e desc, 1 limit 5")  # fmt: skip
+        rows = activity.scan(selected_fields=("principal", "events", "errors")).to_duckdb("hourly").execute(query).fetchall()
+        lines.extend(f"  {principal[:70]:<72}{events:>8}{errors:>8}" for principal, events, errors in rows)
     return lines
 
 

@@ -1,8 +1,10 @@
 """Tables derived from the events table event date by event date (jobs/derived/activity.py, jobs/derived/ocsf.py): which dates
-changed since they were last built, and the one way they are rebuilt: stage -> gate -> swap.
+changed since they were last built, and the one way they are rebuilt: write, audit, publish.
 
-A date's rows of a derived table are computed from that date's whole events partition and swapped in
-atomically (jobs/tables/staging.py), so the table is exact whatever order the events arrived in. What each date
+The derived tables are Apache Iceberg tables of record, written by Spark through the lake's catalog: a date's rows are
+computed from that date's whole events partition and replace the date's rows in one staged snapshot, which the job's
+gate reads and which readers see only once it passed (jobs/iceberg/spark_tables.py), so the table is exact whatever
+order the events arrived in. What each date
 was built from is the events partition's fingerprint (its data files' names and sizes) and the table's recipe
 (a hash of the code and data that compute it: the job's modules, its rules), kept per job in <lake>/_checkpoints/
 with the rows and folders each table's date holds (the lake page's figures): any change to the partition (a new
@@ -21,6 +23,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import date
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -30,6 +33,8 @@ from pyspark.sql import functions as F
 
 from jobs import cli, options
 from jobs.derived.state import built_dates, record_built
+from jobs.iceberg.catalog import TABLE_NAMES, existing_table, open_catalog
+from jobs.iceberg.spark_tables import Staged, spark_name, staged_overwrite, use_catalog, writable
 from jobs.lake import EVENT_DATE, PARTITION_COLUMNS, Derived, Lake, partition, partition_folders, partition_value
 from jobs.lock import LakeLock
 from jobs.quality import validate_events
@@ -38,7 +43,6 @@ from jobs.reporting.report import DerivedReport, now_iso
 from jobs.spark.session import JobSession
 from jobs.tables import partitions
 from jobs.tables.partitions import fingerprint
-from jobs.tables.staging import Staging
 from jobs.tables.sweep import sweep_lake
 
 log = logging.getLogger("derived")
@@ -53,6 +57,8 @@ class DerivedConfig:
     dates: tuple[date, ...] | None
     run_id: str
     lock_wait: float = options.LOCK_WAIT_SECONDS
+    catalog: str | None = None  # None: the embedded SQLite catalog inside the lake
+    namespace: str = options.NAMESPACE
 
     @property
     def layout(self) -> Lake:
@@ -66,6 +72,7 @@ class DerivedConfig:
         cli.add_dates(parser, "event date to rebuild")
         cli.add_run_id(parser)
         cli.add_lock_wait(parser)
+        cli.add_catalog(parser)
         args = parser.parse_args(argv)
         cli.existing_lake(parser, args)
         return cls(
@@ -73,6 +80,8 @@ class DerivedConfig:
             dates=cli.date_range(parser, args.from_date, args.to_date, "--from-date and --to-date"),
             run_id=cli.run_id(args.run_id),
             lock_wait=args.lock_wait,
+            catalog=args.catalog,
+            namespace=args.namespace,
         )
 
 
@@ -89,6 +98,8 @@ class Derivation:
     summarize: Callable[[dict[str, DataFrame], DerivedReport], None] = lambda staged, report: None
     # A row's event date as YYYY-MM-DD text, in the tables' own columns.
     event_date: Callable[[], Column] = lambda: F.col(EVENT_DATE).cast("string")
+    # The rows of these event dates (YYYY-MM-DD), on the tables' partition columns: what a run replaces.
+    of_dates: Callable[[list[str]], Column] = lambda dates: F.col(EVENT_DATE).isin([date.fromisoformat(day) for day in dates])
     # Done first in every run, under the lock: what the tables need besides their partitions.
     prepare: Callable[[Lake], None] = lambda lake: None
     # What computes the tables (recipe_of): a date built with another recipe is due again.
@@ -112,11 +123,18 @@ def built_stamp(lake: Lake, day: str, recipe: str) -> str:
     return f"{fingerprint(partition(lake.events, day))} {recipe}"
 
 
-def changed_dates(lake: Lake, derived: Derived, recipe: str) -> list[str]:
-    """The event dates whose events partition or recipe is not the one their derived rows were built from."""
-    built = built_dates(lake, derived)
+def changed_dates(lake: Lake, derived: Derived, recipe: str, anew: bool = False) -> list[str]:
+    """The event dates whose events partition or recipe is not the one their derived rows were built from; `anew`: every
+    date of the events table."""
+    built = {} if anew else built_dates(lake, derived)
     dates = {partition_value(folder) for folder in partition_folders(lake.events)} | set(built)
     return sorted(day for day in dates if day not in built or built_stamp(lake, day, recipe) != built[day].stamp)
+
+
+def folder_tables(lake: Lake, derived: Derived) -> list[Path]:
+    """The partition folders an earlier release kept the job's tables in, inside the lake (it published copies of
+    them): the Iceberg tables are built anew from the events, then these go."""
+    return [folder for name in derived.tables for folder in sorted(lake.table(name).glob(f"{PARTITION_COLUMNS[name][0]}=*"))]
 
 
 def extract(spark: SparkSession, lake: Lake, dates: list[str]) -> DataFrame:
@@ -159,36 +177,60 @@ def gate(
     return verdict
 
 
+def built_anew(lake: Lake, derived: Derived, catalog: Any, namespace: str) -> bool:
+    """Whether every date is to be built, whatever the job's state says: a table is missing from the catalog (dropped
+    when the lake moved: jobs/iceberg/catalog.py), or an earlier release's folder of one is in the lake."""
+    missing = any(existing_table(catalog, f"{namespace}.{TABLE_NAMES[name]}") is None for name in derived.tables)
+    return missing or bool(folder_tables(lake, derived))
+
+
+def stage(derivation: Derivation, config: DerivedConfig, catalog: Any, events: DataFrame, dates: list[str]) -> dict[str, Staged]:
+    """Each table's rows of `dates`, built from their `events`, written as a snapshot staged by the run."""
+    spark, lake = events.sparkSession, config.layout
+    spark_catalog = use_catalog(spark, lake, config.catalog)
+    staged = {}
+    for name, rows in derivation.build(events).items():
+        writable(catalog, f"{config.namespace}.{TABLE_NAMES[name]}", lake)
+        # One file per partition: a reader opens each partition's files, and these are a date's rows at most.
+        rows = rows.repartition(max(1, len(dates)), *PARTITION_COLUMNS[name])
+        table = spark_name(spark_catalog, TABLE_NAMES[name], config.namespace)
+        staged[name] = staged_overwrite(table, rows, derivation.of_dates(dates), PARTITION_COLUMNS[name], config.run_id, lake)
+    return staged
+
+
 def refresh(derivation: Derivation, config: DerivedConfig, session: Callable[[], SparkSession]) -> DerivedReport:
-    """Rebuild the dates given (None: those whose events changed), each table's partitions staged, gated, swapped in."""
+    """Rebuild the dates given (None: those whose events changed): each table's dates staged, gated, published."""
     lake, run_id, given = config.layout, config.run_id, config.dates
     started = time.monotonic()
     report = DerivedReport(run_id=run_id, started_at=now_iso(), job=derivation.job)
     try:
         partitions.recover(lake)
         derivation.prepare(lake)
-        tables = tuple(derivation.derived.tables)
-        for name in tables:  # old versions of derived partitions: a run later, no reader still reads them
-            shutil.rmtree(lake.replaced_tables(name), ignore_errors=True)
         recipe = derivation.recipe()
-        if given is not None or changed_dates(lake, derivation.derived, recipe):  # else Spark is not started
+        catalog = open_catalog(lake, config.catalog, config.namespace)
+        anew = built_anew(lake, derivation.derived, catalog, config.namespace)
+        if given is not None or changed_dates(lake, derivation.derived, recipe, anew):  # else Spark is not started
             spark = session()
             sweep_lake(spark, lake)  # a crashed ingest's files are not part of the events table
             # Listed again: the sweep may have moved a crashed ingest's files out of a partition, changing its fingerprint.
-            dates = [str(day) for day in given] if given is not None else changed_dates(lake, derivation.derived, recipe)
+            dates = [str(day) for day in given] if given is not None else changed_dates(lake, derivation.derived, recipe, anew)
             report.dates = dates
             stamps = {day: built_stamp(lake, day, recipe) for day in dates}  # before reading
             events = extract(spark, lake, dates)
-            staging = Staging(lake, run_id)
-            # One file per partition: a reader opens each partition's files, and these are a date's rows at most.
-            staged = {name: staging.write(name, rows, one_file_each=len(dates)) for name, rows in derivation.build(events).items()}
-            count_rows(staged, derivation.event_date(), dates, report)
-            derivation.summarize(staged, report)
-            report.gate = derivation.check(lake, run_id, dates, events, staged, report.rows)
-            if not staging.publish(report.gate == "passed", dict.fromkeys(tables, dates)):
+            staged = stage(derivation, config, catalog, events, dates)
+            rows = {name: snapshot.rows(spark).where(derivation.of_dates(dates)) for name, snapshot in staged.items()}
+            count_rows(rows, derivation.event_date(), dates, report)
+            derivation.summarize(rows, report)
+            report.gate = derivation.check(lake, run_id, dates, events, rows, report.rows)
+            if report.gate != "passed":
                 report.status = "gate_failed"
                 return report
+            for snapshot in staged.values():
+                snapshot.publish(spark)
             record_built(lake, derivation.derived, stamps, report.rows, report.folders)
+            if given is None:  # every date was built: an earlier release's copy is in the Iceberg tables now
+                for folder in folder_tables(lake, derivation.derived):
+                    shutil.rmtree(folder)
         report.status = "succeeded"
     except Exception as exc:
         report.status, report.error = "failed", cli.first_line(exc)[:2000]

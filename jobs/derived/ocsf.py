@@ -69,6 +69,11 @@ def check(
     return gate(OCSF.job, lake, run_id, dates, frames, figures)
 
 
+def of_dates(dates: list[str]) -> Column:
+    """The rows of these event dates (YYYY-MM-DD), on the partition column eventDay (YYYYMMDD)."""
+    return F.col(EVENT_DAY).isin([day.replace("-", "") for day in dates])
+
+
 def event_date() -> Column:
     """A row's event date as YYYY-MM-DD text, from its eventDay."""
     return F.date_format(F.to_date(EVENT_DAY, "yyyyMMdd"), "yyyy-MM-dd")
@@ -92,7 +97,7 @@ def recipe() -> str:
     return recipe_of([sys.modules[__name__], ocsf_mapping, schema])
 
 
-DERIVATION = Derivation(OCSF, transform, check, event_date=event_date, prepare=describe, recipe=recipe)
+DERIVATION = Derivation(OCSF, transform, check, event_date=event_date, of_dates=of_dates, prepare=describe, recipe=recipe)
 
 
 def run(config: DerivedConfig, session: Callable[[], SparkSession]) -> DerivedReport:

@@ -1,4 +1,5 @@
-"""The lake's committed, gated tables published as Apache Iceberg tables through a catalog (publish)."""
+"""The lake's Iceberg tables through a catalog: those Spark writes itself (the derived tables), and the events table
+published from the lake's committed, gated files (publish)."""
 
 from jobs import exported
 
@@ -8,9 +9,15 @@ __all__ = [
     "EMBEDDED",
     "NAMESPACE",
     "TABLE_NAMES",
+    "Staged",
+    "existing_table",
     "open_catalog",
     "publish_tables",
     "reader_settings",
+    "spark_name",
+    "staged_overwrite",
+    "use_catalog",
+    "writable",
 ]
 
 

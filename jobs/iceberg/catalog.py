@@ -10,12 +10,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from jobs import cli, object_store
+from jobs import cli, object_store, options
 from jobs.lake import DERIVED, EVENTS, Lake
 
 log = logging.getLogger("iceberg")
 
-NAMESPACE = "cloudtrail"
+NAMESPACE = options.NAMESPACE
 # What each table is called in the catalog, by the lake's folder: the events and every derived table
 # (`ocsf/api_activity` -> `ocsf_api_activity`).
 TABLE_NAMES = {EVENTS: EVENTS} | {name: name.replace("/", "_") for derived in DERIVED for name in derived.tables}
@@ -25,8 +25,8 @@ OWNER = "cloudtrail.lake"
 EMBEDDED = "lake"
 
 
-class CatalogUnusable(RuntimeError):
-    """The catalog named is not configured, or cannot be reached: nothing was published."""
+class CatalogUnusable(cli.Refused):
+    """The catalog named is not configured, or cannot be reached: nothing was written (one line, exit 2)."""
 
 
 def open_catalog(lake: Lake, name: str | None, namespace: str = NAMESPACE) -> Any:
@@ -177,7 +177,7 @@ def current_files(table: Any) -> dict[str, Any]:
     return found
 
 
-class OwnedByAnotherLake(RuntimeError):
+class OwnedByAnotherLake(cli.Refused):
     """The table belongs to another lake: nothing of this lake is written to it."""
 
 

@@ -1,10 +1,9 @@
-"""Which of a lake table's committed files its readers may see, per partition (`published_files`).
-
-For the events table, a date's files when they are the very files its gate passed (their fingerprint is the one
-<lake>/reports/dq/_validated.json holds); a date changed since (a batch not gated yet, a failed gate, a file planted in
-it) is held back, with why, and readers keep its last published files. A derived table's partitions are swapped in only
-after their gate passed (jobs/tables/staging.py), and its files are those the swap's marker lists. Debris never
-qualifies: files outside the table folders (_staging, _replaced, _swept) are never looked at.
+"""Which of the events table's committed files its readers may see, per partition (`events_published`): a date's files
+when they are the very files its gate passed (their fingerprint is the one <lake>/reports/dq/_validated.json holds); a
+date changed since (a batch not gated yet, a failed gate, a file planted in it) is held back, with why, and readers
+keep its last published files. Debris never qualifies: files outside the table folders (_staging, _replaced, _swept)
+are never looked at. A derived table's dates held back are those its job's newest run failed the gate on
+(`derived_held_back`): that run's snapshot was staged, never published.
 """
 
 from __future__ import annotations
@@ -13,10 +12,10 @@ import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jobs.lake import DERIVED, EVENT_DAY, EVENTS, PARTITION_COLUMNS, Lake, partition_leaves
+from jobs.lake import DERIVED, EVENTS, Lake, partition_leaves
 from jobs.quality import gate
 from jobs.reporting.report import read_reports, verdict_of
-from jobs.tables.partitions import fingerprint, marker_files
+from jobs.tables.partitions import fingerprint
 
 
 @dataclass(frozen=True)
@@ -64,12 +63,6 @@ def _parquet(folder: Path) -> list[Path]:
     return sorted(p for p in folder.glob("*.parquet") if not p.name.startswith(("_", ".")))
 
 
-def date_of(name: str, partition: str) -> str:
-    """The event date a partition folder holds (YYYY-MM-DD)."""
-    value = partition.rsplit("=", 1)[1]
-    return f"{value[:4]}-{value[4:6]}-{value[6:]}" if PARTITION_COLUMNS[name][-1] == EVENT_DAY else value
-
-
 def _failed_gates(lake: Lake) -> dict[str, str]:
     """Per event date, the newest events gate that failed on it, unless a newer one passed or skipped it."""
     seen: dict[str, str] = {}
@@ -98,22 +91,12 @@ def events_published(lake: Lake) -> Published:
     return found
 
 
-def derived_published(lake: Lake, name: str) -> Published:
-    """A derived table's partitions as swapped in (each gated before its swap): the files their marker lists."""
-    found, table = Published(), lake.table(name)
-    for folder in partition_leaves(table, name):
-        live, relative = table / folder, folder.as_posix()
-        found.prints[relative] = fingerprint(live)
-        listed = marker_files(live)
-        # Without a marker (written before markers were, or by hand), the folder's data files.
-        found.files[relative] = [_local(p, relative) for p in _parquet(live) if listed is None or p.name in listed]
+def derived_held_back(lake: Lake, name: str) -> dict[str, str]:
+    """A derived table's dates whose newest rows failed their gate (readers keep the version published before), with
+    why: its job's newest run, when that run's gate failed."""
     derived = next(derived for derived in DERIVED if name in derived.tables)
     newest = read_reports(lake.derived_reports(derived.job), newest=1)
-    if newest and newest[0].get("status") == "gate_failed":
-        for day in newest[0].get("dates") or []:
-            found.held_back[day] = f"the rows of run {newest[0]['run_id']} failed their gate; readers keep the last good version"
-    return found
-
-
-def published_files(lake: Lake, name: str) -> Published:
-    return events_published(lake) if name == EVENTS else derived_published(lake, name)
+    if not newest or newest[0].get("status") != "gate_failed":
+        return {}
+    why = f"the rows of run {newest[0]['run_id']} failed their gate; readers keep the last good version"
+    return dict.fromkeys(newest[0].get("dates") or [], why)

@@ -1,22 +1,21 @@
-"""Publish the lake's committed, gated tables as Apache Iceberg tables through a catalog (write, audit, publish).
+"""Publish the lake's committed, gated events as an Apache Iceberg table through a catalog, and keep every table of
+the catalog small.
 
     python -m jobs.publish --lake DIR [--catalog NAME] [--namespace NS] [--run-id ID]
         [--expire-after '7 days'] [--orphan-grace '3 days']
 
-Spark keeps writing the POSIX lake; this publishes exactly what its gates passed, so readers elsewhere (Athena,
-Trino, Spark, DuckDB, pyiceberg) read the committed rows through a catalog:
-
-    <namespace>.events             <lake>/events, partitioned by event_date
-    <namespace>.activity_hourly    <lake>/activity_hourly, by event_date
-    <namespace>.findings           <lake>/findings, by event_date
-    <namespace>.ocsf_api_activity  <lake>/ocsf/api_activity, by region, accountId, eventDay
+The ingest keeps writing the events into the lake's folder; this publishes exactly what its gates passed, so readers
+elsewhere (Athena, Trino, Spark, DuckDB, pyiceberg) read the committed rows through a catalog as
+<namespace>.events (partitioned by event_date). The derived tables (activity_hourly, findings, ocsf_api_activity)
+are Iceberg tables their jobs write themselves (jobs/iceberg/spark_tables.py): a publish expires their snapshots and
+removes their orphans only.
 
 The catalog is pyiceberg's (`.pyiceberg.yaml`, `PYICEBERG_CATALOG__<NAME>__<PROPERTY>`), named by --catalog or
 $CLOUDTRAIL_CATALOG: Glue for Athena, a REST catalog, SQL. Without a name: the embedded default, a SQLite catalog
 and a warehouse folder inside the lake (<lake>/iceberg/).
 
-Which local files a table publishes, per partition, is jobs/iceberg/gated.py's: a date's files when they are the very
-files its gate passed, a date changed since held back with why; debris never.
+Which local files the events table publishes, per partition, is jobs/iceberg/gated.py's: a date's files when they are
+the very files its gate passed, a date changed since held back with why; debris never.
 
 Each file is copied once into the table's location, the partition columns written into it (the lake keeps them
 in folder names only, which Iceberg readers would read as NULL), under a name made of the local file's name,
@@ -36,7 +35,6 @@ from __future__ import annotations
 
 import io
 import logging
-import os
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -49,7 +47,7 @@ from jobs import cli, options
 from jobs.iceberg import upkeep
 from jobs.iceberg.catalog import NAMESPACE, TABLE_NAMES, CatalogUnusable, claim, current_files, existing_table, open_catalog, open_table
 from jobs.iceberg.columns import conformed, with_partition_columns
-from jobs.iceberg.gated import LocalFile, Published, date_of, published_files
+from jobs.iceberg.gated import LocalFile, Published, derived_held_back, events_published
 from jobs.lake import EVENTS, PARTITION_COLUMNS, Lake
 from jobs.records import layout
 from jobs.reporting.report import now_iso, write_json
@@ -82,9 +80,7 @@ def parse_args(argv: list[str] | None = None) -> PublishConfig:
     parser = cli.parser("python -m jobs.publish", __doc__)
     cli.add_lake(parser)
     cli.add_run_id(parser)
-    parser.add_argument("--catalog", default=os.environ.get("CLOUDTRAIL_CATALOG") or None,
-                        help="a pyiceberg catalog's name [$CLOUDTRAIL_CATALOG]; none: SQLite in <lake>/iceberg/")  # fmt: skip
-    parser.add_argument("--namespace", default=NAMESPACE, help="the catalog namespace (Glue: database) of the tables")
+    cli.add_catalog(parser)
     parser.add_argument(
         "--expire-after", type=cli.duration, default=EXPIRE_AFTER, help="snapshots older than this expire (the newest stays)"
     )
@@ -162,7 +158,7 @@ def _iso(ns: int) -> str:
 def publish_table(catalog: Any, config: PublishConfig, name: str, now: datetime) -> TableOutcome:
     """Bring table `name`'s Iceberg table to what the lake publishes of it, in one snapshot; then keep it small."""
     lake, outcome, identifier = config.lake, TableOutcome(TABLE_NAMES[name]), f"{config.namespace}.{TABLE_NAMES[name]}"
-    found = published_files(lake, name)
+    found = events_published(lake)
     outcome.held_back = dict(sorted(found.held_back.items()))
     table = existing_table(catalog, identifier)
     if table is not None:
@@ -205,7 +201,7 @@ def publish_table(catalog: Any, config: PublishConfig, name: str, now: datetime)
                 producer.append_data_file(data_file)
     outcome.added, outcome.removed = len(chosen), len(gone)
     for part in changed:
-        outcome.held_back[date_of(name, part)] = "changed while it was published; the next publish takes it"
+        outcome.held_back[part.rsplit("=", 1)[1]] = "changed while it was published; the next publish takes it"
     log.info("%s: one snapshot, %d files added and %d removed (local commit %s)", identifier, len(chosen), len(gone), wanted)
     return _kept(table, config, outcome, found, now)  # the table took its new snapshot as it committed
 
@@ -233,6 +229,13 @@ def _partition(key: str) -> str:
 def _copies(files: list[LocalFile], target: Any) -> Iterator[tuple[LocalFile, bytes]]:
     with ThreadPoolExecutor(COPIERS) as pool:
         yield from pool.map(lambda file: _copy(file, target), files)
+
+
+def kept_table(catalog: Any, config: PublishConfig, name: str, now: datetime) -> TableOutcome:
+    """A table its job writes itself (a derived table), kept small: its snapshots expired, its orphans removed."""
+    table = existing_table(catalog, f"{config.namespace}.{TABLE_NAMES[name]}")
+    outcome = TableOutcome(TABLE_NAMES[name], held_back=derived_held_back(config.lake, name))
+    return outcome if table is None else _kept(claim(table, config.lake), config, outcome, Published(), now)
 
 
 def _kept(table: Any, config: PublishConfig, outcome: TableOutcome, found: Published, now: datetime) -> TableOutcome:
@@ -278,7 +281,8 @@ def publish_tables(config: PublishConfig, now: datetime | None = None) -> Publis
         catalog = open_catalog(config.lake, config.catalog, config.namespace)
         for name in TABLE_NAMES:
             try:
-                report.tables.append(published_table(catalog, config, name, now or datetime.now(tz=UTC)))
+                outcome = published_table if name == EVENTS else kept_table
+                report.tables.append(outcome(catalog, config, name, now or datetime.now(tz=UTC)))
             except Exception as exc:  # one table's failure (a catalog unreachable, a schema it cannot take) is named
                 error = _one_line(exc)
                 log.error("table %s.%s could not be published: %s", config.namespace, TABLE_NAMES[name], error)

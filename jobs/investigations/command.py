@@ -18,14 +18,13 @@ import argparse
 import csv
 import io
 import logging
-import os
 import sys
 from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
 from jobs import cli
-from jobs.iceberg.catalog import NAMESPACE, TABLE_NAMES, CatalogUnusable, open_catalog
+from jobs.iceberg.catalog import TABLE_NAMES, CatalogUnusable, open_catalog
 from jobs.investigations.catalogue import Query, QueryError, answer, literal_sql, prepared, queries, query, sql_literal
 from jobs.lake import EVENT_DAY, PARTITION_COLUMNS, Lake, event_day
 
@@ -62,9 +61,7 @@ def parse_args(argv: list[str] | None = None) -> InvestigateConfig | None:
     cli.add_lake(parser)
     cli.add_dates(parser, "event date to look at")
     parser.add_argument("--param", type=_parameter, action="append", default=[], metavar="NAME=VALUE", help="a parameter of the query")
-    parser.add_argument("--catalog", default=os.environ.get("CLOUDTRAIL_CATALOG") or None,
-                        help="a pyiceberg catalog's name [$CLOUDTRAIL_CATALOG]; none: the lake's embedded one")  # fmt: skip
-    parser.add_argument("--namespace", default=NAMESPACE, help="the catalog namespace (Glue: database) of the tables")
+    cli.add_catalog(parser)
     parser.add_argument("--format", dest="output", choices=FORMATS, default="table", help="how the answer prints")
     parser.add_argument("--sql", action="store_true", help="print the query with its parameters bound, for Athena or Trino; run nothing")
     args = parser.parse_args(argv)

@@ -20,6 +20,7 @@ __all__ = [
     "batch_time",
     "class_archive",
     "class_archive_size",
+    "classic_jvm",
     "for_table_reads",
     "forget_batch",
     "last_commit",

@@ -14,7 +14,6 @@ __all__ = [
     "fingerprint",
     "ingest_written",
     "landing_files",
-    "marker_files",
     "recover",
     "replay_entries",
     "rollback",

@@ -1,4 +1,4 @@
-"""Whole partitions changed the safe way, for a rebuild and for the derived tables: written where no
+"""Whole partitions changed the safe way, for a rebuild, a compaction and retention: written where no
 reader looks (<lake>/_staging/<run>/<table>/), checked by their gate, then swapped in, each atomically
 (jobs/tables/partitions.py), or discarded whole when the gate fails."""
 
@@ -21,15 +21,10 @@ class Staging:
     lake: Lake
     run_id: str
 
-    def write(self, name: str, rows: DataFrame, one_file_each: int | None = None) -> DataFrame:
-        """Table `name`'s rows as its partitions under the run's staging folder, read back as written.
-
-        `one_file_each`: the number of partitions expected, each written as one file (a small table, which a
-        reader opens once per partition)."""
+    def write(self, name: str, rows: DataFrame) -> DataFrame:
+        """Table `name`'s rows as its partitions under the run's staging folder, read back as written."""
         folder = str(self.table(name))
         columns = PARTITION_COLUMNS[name]
-        if one_file_each is not None:
-            rows = rows.repartition(max(1, one_file_each), *columns)
         rows.write.mode("overwrite").partitionBy(*columns).parquet(folder)
         return rows.sparkSession.read.schema(rows.schema).parquet(folder)
 

@@ -36,6 +36,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs import cli, options
+from jobs.iceberg.catalog import open_catalog
 from jobs.lake import EVENTS, Lake, partition, partition_folders, partition_value
 from jobs.ledger.store import verified_checkpoint
 from jobs.lock import LakeLock
@@ -64,6 +65,8 @@ class CompactConfig:
     dry_run: bool = False
     lock_wait: float = options.LOCK_WAIT_SECONDS
     retain: timedelta | None = None  # None: every date is kept
+    catalog: str | None = None  # the derived tables' (retention): None, the embedded one inside the lake
+    namespace: str = options.NAMESPACE
 
 
 def parse_args(argv: list[str] | None = None) -> CompactConfig:
@@ -72,6 +75,7 @@ def parse_args(argv: list[str] | None = None) -> CompactConfig:
     cli.add_dates(parser, "event date to compact")
     cli.add_run_id(parser)
     cli.add_lock_wait(parser)
+    cli.add_catalog(parser)
     parser.add_argument("--target-size", type=cli.size, default=TARGET_SIZE, help="size of the files to write")
     parser.add_argument("--dedup-horizon", type=cli.duration, default=options.DEDUP_HORIZON, help="dates older than this are closed")
     parser.add_argument("--closed-at", type=cli.iso_date, help="without dates: compact the dates closed on this day [today]")
@@ -92,6 +96,8 @@ def parse_args(argv: list[str] | None = None) -> CompactConfig:
         dry_run=args.dry_run,
         lock_wait=args.lock_wait,
         retain=args.retain,
+        catalog=args.catalog,
+        namespace=args.namespace,
     )
 
 
@@ -156,10 +162,14 @@ def compact(config: CompactConfig, session: JobSession, today: date) -> dict[str
     summary: dict[str, object] = {"dry_run": config.dry_run}
     if config.retain is not None:  # before planning: a date dropped is not compacted
         before = days_before(today, config.retain)
-        expired = retention.expired_dates(config.lake, before)
+        # A lake with no catalog yet has no derived table to drop dates from.
+        catalog = (
+            open_catalog(config.lake, config.catalog, config.namespace) if config.catalog or config.lake.iceberg_catalog.exists() else None
+        )
+        expired = retention.expired_dates(config.lake, catalog, before, config.namespace)
         summary["retired"] = {"before": str(before), "dates": [str(day) for day in expired]}
         if expired and not config.dry_run:
-            retention.retire(config.lake, config.run_id, expired)
+            retention.retire(config.lake, catalog, config.run_id, expired, config.namespace)
     dates = plan_compaction(config, today)
     summary["dates"] = {str(p.event_date): p.summary() for p in dates}
     if config.dry_run or not dates:

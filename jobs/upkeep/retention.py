@@ -1,11 +1,13 @@
 """Retention: event dates older than the lake keeps (`--retain`, jobs/upkeep/compact.py) dropped from every table
 that holds rows by event date (the events, activity_hourly, findings, the OCSF table), whole partitions at a time.
 
-Each partition goes as a rebuild's does (jobs/tables/staging.py): swapped out atomically, so a reader sees the date or
-nothing, never part of it; then its files are deleted, not kept aside, since freeing the space is the point. The next
-publish removes the dates from the Iceberg tables in one snapshot (a date the lake no longer holds is no table's), and
-expiry and orphan removal free the warehouse's copies. A late event of a dropped date, or a rebuild over it, writes
-the date again; the next retention drops it again. The quarantine is kept by reason, not date: it is not dropped here.
+An events partition goes as a rebuild's does (jobs/tables/staging.py): swapped out atomically, so a reader sees the
+date or nothing, never part of it; then its files are deleted, not kept aside, since freeing the space is the point.
+The next publish removes the dates from the events' Iceberg table in one snapshot (a date the lake no longer holds is
+no table's). The derived tables, Iceberg tables of record, lose the dates in one delete snapshot each, their partitions'
+files dropped whole; expiry and orphan removal then free the space. A late event of a dropped date, or a rebuild over
+it, writes the date again; the next retention drops it again. The quarantine is kept by reason, not date: it is not
+dropped here.
 """
 
 from __future__ import annotations
@@ -13,32 +15,53 @@ from __future__ import annotations
 import logging
 import shutil
 from datetime import date, datetime
-from pathlib import Path
+from typing import Any
 
-from jobs.lake import DERIVED, EVENT_DATE, EVENTS, Lake, partition_leaves
+from jobs.iceberg.catalog import NAMESPACE, TABLE_NAMES, existing_table
+from jobs.lake import DERIVED, EVENT_DAY, EVENTS, PARTITION_COLUMNS, Lake, partition_leaves
 from jobs.tables.staging import Staging
 
 log = logging.getLogger("retention")
 
-# The tables partitioned by event date (the OCSF table by its eventDay), in the order they go.
-DATED = (EVENTS, *(name for derived in DERIVED for name in derived.tables))
+# The derived tables, all partitioned by event date (the OCSF table by its eventDay).
+DERIVED_TABLES = tuple(name for derived in DERIVED for name in derived.tables)
 
 
-def _date_of(leaf: Path) -> date:
-    column, value = leaf.name.split("=", 1)
-    return date.fromisoformat(value) if column == EVENT_DATE else datetime.strptime(value, "%Y%m%d").date()
+def _day(column: str, value: object) -> date:
+    """A partition value of a dated table as its event date."""
+    return datetime.strptime(str(value), "%Y%m%d").date() if column == EVENT_DAY else date.fromisoformat(str(value))
 
 
-def expired_dates(lake: Lake, before: date) -> list[date]:
-    """The event dates any dated table holds that are older than `before`."""
-    found = {_date_of(leaf) for name in DATED for leaf in partition_leaves(lake.table(name), name)}
+def _value(column: str, day: date) -> str:
+    return day.strftime("%Y%m%d") if column == EVENT_DAY else day.isoformat()
+
+
+def expired_dates(lake: Lake, catalog: Any, before: date, namespace: str = NAMESPACE) -> list[date]:
+    """The event dates any dated table holds (the events' folders, the derived tables' partitions in `catalog`, when
+    the lake has one) that are older than `before`."""
+    found = {_day(leaf.name.split("=", 1)[0], leaf.name.split("=", 1)[1]) for leaf in partition_leaves(lake.events, EVENTS)}
+    for name, table in _derived_tables(catalog, namespace):
+        column = PARTITION_COLUMNS[name][-1]
+        if table.current_snapshot() is not None:
+            found |= {_day(column, row["partition"][column]) for row in table.inspect.partitions().to_pylist()}
     return sorted(day for day in found if day < before)
 
 
-def retire(lake: Lake, run_id: str, dates: list[date]) -> None:
-    """Drop `dates` from every dated table: each partition swapped out, then deleted (under the lake lock)."""
+def retire(lake: Lake, catalog: Any, run_id: str, dates: list[date], namespace: str = NAMESPACE) -> None:
+    """Drop `dates` from every dated table (under the lake lock): each events partition swapped out, then deleted; the
+    derived tables' rows of those dates deleted in one snapshot per table."""
     tag = f"{run_id}.retain"
-    Staging(lake, tag).publish(True, dict.fromkeys(DATED, dates))
-    for name in DATED:
-        shutil.rmtree(lake.replaced_by_run(lake.table(name), tag), ignore_errors=True)
+    Staging(lake, tag).publish(True, {EVENTS: dates})
+    shutil.rmtree(lake.replaced_by_run(lake.events, tag), ignore_errors=True)
+    for name, table in _derived_tables(catalog, namespace):
+        column = PARTITION_COLUMNS[name][-1]
+        values = ", ".join(f"'{_value(column, day)}'" for day in dates)  # dates: nothing to escape
+        table.delete(f"{column} IN ({values})", snapshot_properties={"cloudtrail.retain-run": run_id})
     log.info("dropped %d event dates older than the lake keeps: %s", len(dates), ", ".join(map(str, dates)))
+
+
+def _derived_tables(catalog: Any, namespace: str) -> list[tuple[str, Any]]:
+    if catalog is None:
+        return []
+    tables = [(name, existing_table(catalog, f"{namespace}.{TABLE_NAMES[name]}")) for name in DERIVED_TABLES]
+    return [(name, table) for name, table in tables if table is not None]

@@ -1,0 +1,140 @@
+"""Iceberg tables Spark writes itself, through Iceberg's own SparkCatalog on the catalog pyiceberg's settings name
+(jobs/iceberg/catalog.py), so one configuration serves the jobs and every reader.
+
+Write, audit, publish: a run replaces some event dates of a table with one overwrite committed as a staged snapshot
+(`write.wap.enabled`, `spark.wap.id` = the run), which the table's readers do not see; the run's gate reads that
+snapshot (`Staged.rows`), and only when it passes is the snapshot cherry-picked into the table's history, where every
+reader sees the dates change at once. A failed gate leaves the table as it was; the staged snapshot expires with the
+others.
+
+The catalog is Spark's under the name pyiceberg knows it by (a SQL catalog keys its tables by that name): the embedded
+one as `lake`, a SQLite file; Glue, REST and SQLite catalogs from their pyiceberg settings, the AWS endpoint and region
+from the AWS conventions (jobs/object_store.py) where those settings name none.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, SparkSession
+
+from jobs import object_store
+from jobs.iceberg.catalog import EMBEDDED, NAMESPACE, OWNER, TABLE_PROPERTIES, CatalogUnusable, claim, embedded_settings, existing_table
+from jobs.lake import Lake
+from jobs.spark.sinks import classic_jvm
+
+SPARK_CATALOG = "org.apache.iceberg.spark.SparkCatalog"
+WAP_ID = "spark.wap.id"
+# What a table Spark writes is created with, besides catalog.TABLE_PROPERTIES: its runs stage their snapshots, and a
+# commit another one overtook (a publish's expiry) is retried, which for a whole-date overwrite changes nothing.
+SPARK_TABLE_PROPERTIES = {"write.wap.enabled": "true", "commit.retry.num-retries": "4", "write.distribution-mode": "hash"}
+
+
+def spark_catalog(lake: Lake, name: str | None) -> tuple[str, dict[str, str]]:
+    """The Spark catalog's name and its `spark.sql.catalog.<name>.*` settings (keys after the prefix) for the catalog
+    named (pyiceberg's settings), or the embedded one inside the lake."""
+    from pyiceberg.utils.config import Config
+
+    if not name:
+        settings = embedded_settings(lake)
+        return EMBEDDED, {"type": "jdbc", "uri": _jdbc(settings["uri"]), "warehouse": settings["warehouse"]}
+    configured = {key: str(value) for key, value in (Config().get_catalog_config(name) or {}).items()}
+    kind = configured.get("type", "rest")
+    passed = {key: value for key, value in configured.items() if key.startswith(("s3.", "glue.", "rest.", "client."))}
+    passed |= {key: configured[key] for key in ("warehouse", "credential", "token", "scope") if key in configured}
+    if region := configured.get("glue.region") or configured.get("s3.region") or object_store.region():
+        passed["client.region"] = region
+    if (endpoint := object_store.endpoint()) and "s3.endpoint" not in passed:
+        passed |= {"s3.endpoint": endpoint, "s3.path-style-access": "true"}
+    # Iceberg's AWS clients default to the Apache 5 HTTP client, which the jars do not carry (tools/jars/pom.xml).
+    passed.setdefault("http-client.type", "urlconnection")
+    if kind == "glue":
+        glue = os.environ.get("AWS_ENDPOINT_URL_GLUE") or os.environ.get("AWS_ENDPOINT_URL")
+        return name, {"type": "glue", **({"glue.endpoint": glue} if glue and "glue.endpoint" not in passed else {}), **passed}
+    if kind == "rest":
+        return name, {"type": "rest", "uri": configured.get("uri", ""), **passed}
+    if kind == "sql" and configured.get("uri", "").startswith("sqlite:///"):
+        return name, {"type": "jdbc", "uri": _jdbc(configured["uri"]), **passed}
+    raise CatalogUnusable(f"catalog {name!r} ({kind}, {configured.get('uri', 'no uri')}) cannot be used by the Spark jobs: "
+                          "they reach Glue, REST and SQLite catalogs")  # fmt: skip
+
+
+def _jdbc(sqlalchemy_uri: str) -> str:
+    return "jdbc:sqlite:" + sqlalchemy_uri.removeprefix("sqlite:///")
+
+
+def use_catalog(spark: SparkSession, lake: Lake, name: str | None) -> str:
+    """The session's Spark catalog for the catalog named (or the embedded one), by its name. A session that used the
+    name for another lake forgets it: Spark loads a catalog once and keeps it."""
+    catalog, settings = spark_catalog(lake, name)
+    wanted = {f"spark.sql.catalog.{catalog}": SPARK_CATALOG, f"spark.sql.catalog.{catalog}.cache-enabled": "false"}
+    wanted |= {f"spark.sql.catalog.{catalog}.{key}": value for key, value in settings.items()}
+    if any(spark.conf.get(key, None) != value for key, value in wanted.items()):
+        for key, value in wanted.items():
+            spark.conf.set(key, value)
+        spark._jsparkSession.sessionState().catalogManager().reset()
+    return catalog
+
+
+@dataclass(frozen=True)
+class Staged:
+    """A run's overwrite of a table's dates, committed as a snapshot the table's readers do not see yet."""
+
+    table: str  # catalog.namespace.table, as Spark names it
+    snapshot_id: int
+
+    def rows(self, spark: SparkSession) -> DataFrame:
+        """The table as the staged snapshot holds it."""
+        return spark.read.option("versionAsOf", self.snapshot_id).table(self.table)
+
+    def publish(self, spark: SparkSession) -> None:
+        """The staged snapshot made the table's current one (cherry-picked: readers see its dates change at once)."""
+        table = classic_jvm(spark).org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, self.table)
+        table.manageSnapshots().cherrypick(self.snapshot_id).commit()
+
+
+def writable(catalog: Any, identifier: str, lake: Lake) -> None:
+    """A table about to be written by Spark, if it exists: this lake's (`claim`), its runs' snapshots staged (a table
+    an earlier release published is given the settings Spark's writes need)."""
+    table = existing_table(catalog, identifier)
+    if table is not None:
+        claim(table, lake)
+        if missing := {key: value for key, value in SPARK_TABLE_PROPERTIES.items() if table.properties.get(key) != value}:
+            with table.transaction() as tx:
+                tx.set_properties(missing)
+
+
+def staged_overwrite(table: str, rows: DataFrame, replaced: Column, partitioned_by: tuple[str, ...], run_id: str, lake: Lake) -> Staged:
+    """`rows` replace those of `table` where `replaced` holds (whole partitions: Iceberg drops their files), as a
+    snapshot staged by run `run_id`; the table created on the first write, partitioned by `partitioned_by`, owned by
+    `lake`. Each write stages under an id of its own: Iceberg publishes one staged id once, and a retried run writes
+    again."""
+    from pyspark.sql import functions as F
+
+    spark = rows.sparkSession
+    if not _exists(spark, table):
+        writer = rows.limit(0).writeTo(table).partitionedBy(*(F.col(c) for c in partitioned_by))
+        for key, value in (TABLE_PROPERTIES | SPARK_TABLE_PROPERTIES | {OWNER: lake.location}).items():
+            writer = writer.tableProperty(key, value)
+        writer.create()
+    wap_id = f"{run_id}.{uuid.uuid4().hex[:8]}"
+    spark.conf.set(WAP_ID, wap_id)
+    try:
+        rows.writeTo(table).option("merge-schema", "true").overwrite(replaced)
+    finally:
+        spark.conf.unset(WAP_ID)
+    found = spark.table(f"{table}.snapshots").where(F.col("summary")["wap.id"] == wap_id).select("snapshot_id").collect()
+    return Staged(table, found[0][0])
+
+
+def _exists(spark: SparkSession, table: str) -> bool:
+    catalog, namespace, name = table.split(".")
+    return bool(spark.sql(f"SHOW TABLES IN {catalog}.{namespace} LIKE '{name}'").collect())
+
+
+def spark_name(catalog: str, table: str, namespace: str = NAMESPACE) -> str:
+    """A table's name as Spark's catalog knows it."""
+    return f"{catalog}.{namespace}.{table}"
