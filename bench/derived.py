@@ -23,10 +23,11 @@ import sys
 from pathlib import Path
 
 from bench.benchmark import PRODUCT_RUN_ID, ROOT, WORK, measure, product_command, zone
+from jobs.iceberg.catalog import NAMESPACE, TABLE_NAMES
+from jobs.lake import DERIVED, Lake
 
 STEPS = ("activity", "ocsf", "publish")
-DERIVED = {"folders": ("activity_hourly", "findings", "ocsf/api_activity"),
-           "warehouse": ("activity_hourly", "findings", "ocsf_api_activity")}  # fmt: skip
+TABLES = [name for derived in DERIVED for name in derived.tables]
 
 
 def size_of(folder: Path) -> int:
@@ -35,9 +36,10 @@ def size_of(folder: Path) -> int:
 
 def derived_bytes(lake: Path) -> dict[str, int]:
     """The bytes the derived tables take: in the lake's own folders, and in the embedded catalog's warehouse."""
+    layout = Lake.at(lake)
     return {
-        "lake folders": sum(size_of(lake / name) for name in DERIVED["folders"]),
-        "warehouse": sum(size_of(lake / "iceberg" / "warehouse" / "cloudtrail" / name) for name in DERIVED["warehouse"]),
+        "lake folders": sum(size_of(layout.table(name)) for name in TABLES),
+        "warehouse": sum(size_of(layout.iceberg_warehouse / NAMESPACE / TABLE_NAMES[name]) for name in TABLES),
     }
 
 

@@ -38,7 +38,7 @@ import duckdb
 
 from jobs.derived.state import record_built
 from jobs.files import write_whole
-from jobs.lake import ACCOUNT_ID, EVENT_DAY, OCSF, OCSF_API_ACTIVITY, REGION, Lake, partition
+from jobs.lake import OCSF, OCSF_API_ACTIVITY, Lake, partition
 from jobs.landing.layout import delivery_path
 from jobs.ledger.store import Entry
 from jobs.reporting import tally
@@ -127,9 +127,9 @@ def build(root: Path, days: int, full_days: int) -> tuple[Lake, Path, date]:
 
 def build_bucket(root: Path, accounts: int, days: int) -> tuple[Lake, date]:
     """An S3 landing's lake at `accounts` x 17 regions x `days`: an ingest run an hour, each taking a file from every
-    place (its report naming every place, per batch and in total, as a run's report does), an OCSF folder per region,
-    account and day (one file each, hard links of one Parquet file) and the OCSF job's state, an events partition a
-    day, the landing cache with a file per place and day, the ledger's manifests of the source retention, the tally."""
+    place (its report naming every place, per batch and in total, as a run's report does), the OCSF job's state (a
+    partition per region, account and day: the OCSF table itself is in the catalog), an events partition a day, the
+    landing cache with a file per place and day (hard links of one file), the ledger's manifests of the source retention, the tally."""
     lake = Lake.at(root / "lake")
     places = [(f"{100000000000 + n:012d}", region) for n in range(accounts) for region in REGIONS]
     last = date(2025, 12, 31)
@@ -148,9 +148,6 @@ def build_bucket(root: Path, accounts: int, days: int) -> tuple[Lake, date]:
             source = folder / f"{account}.parquet"  # a file per account: a file takes at most 65,000 links (ext4)
             if not source.exists():
                 shutil.copyfile(folder / "part-0.parquet", source)
-            ocsf = lake.ocsf_api_activity / f"{REGION}={region}" / f"{ACCOUNT_ID}={account}" / f"{EVENT_DAY}={day:%Y%m%d}"
-            ocsf.mkdir(parents=True)
-            os.link(source, ocsf / "part-0.parquet")
             cached = delivery_path(lake.landing_cache, account, region, datetime(day.year, day.month, day.day, 23, 55, tzinfo=UTC), "x")
             cached.parent.mkdir(parents=True, exist_ok=True)
             os.link(source, cached)

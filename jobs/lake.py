@@ -3,14 +3,15 @@
 Every path under the lake root is named here and nowhere else (README, "Under the lake", says what each holds):
 
     events/event_date=D/, quarantine/reason=R/       the ingest's tables (their commit logs in _spark_metadata/)
-    activity_hourly/, findings/ (event_date=D/), ocsf/api_activity/ (region=/accountId=/eventDay=, _ocsf.json)
     _checkpoints/ingest/ (manifests/, late_files/, retired/, restamped.jsonl, reconciled/, last_success.json)
     _checkpoints/<job>.json, publish.json, rebuilds/<run>.json, ingest.lock, rescale/
     _staging/<run>/<table>/, _swept/<table>/<time>/, _replaced/<table>/<tag>/   hidden from every reader
     landing/AWSLogs/...                              an S3 landing's objects, fetched (jobs/landing/bucket.py)
     notifications/{inbox,kept,outside,refused}/      the event-driven DAG's notifications (jobs/landing/sqs.py)
     reports/{ingest,reconcile,rebuild,publish,<job>,dq,dq/<job>}/<run id>.json, reports/dq/_validated.json, tally.json
-    iceberg/catalog.db, iceberg/warehouse/<ns>/<table>/   the embedded Iceberg catalog and its tables
+    iceberg/catalog.db, iceberg/warehouse/<ns>/<table>/   the embedded Iceberg catalog and its tables (the derived
+                                                     tables, which their jobs write; the events' published copy)
+    activity_hourly/, findings/, ocsf/api_activity/  an earlier release's derived tables, until their first run here
 """
 
 from __future__ import annotations
@@ -55,8 +56,6 @@ PARTITION_COLUMNS = {EVENTS: (EVENT_DATE,), QUARANTINE: (REASON,)} | {
 }
 # The tables with one partition column, by it.
 PARTITION_COLUMN = {name: columns[0] for name, columns in PARTITION_COLUMNS.items() if len(columns) == 1}
-# The OCSF table's descriptor, beside its partitions (a name every reader skips).
-OCSF_DESCRIPTOR = "_ocsf.json"
 # The one file among the gate reports that is no report: the index of what the gates passed.
 VALIDATED = "_validated.json"
 # The streaming checkpoint's own file (jobs/spark/checkpoint.py): the last successful run's check time and batch.
@@ -98,10 +97,6 @@ class Lake:
 
     def table(self, name: str) -> Path:
         return self.root / name
-
-    @property
-    def ocsf_api_activity(self) -> Path:
-        return self.table(OCSF_API_ACTIVITY)
 
     @property
     def events(self) -> Path:

@@ -21,7 +21,6 @@ from jobs.lake import (
     EVENT_DATE,
     EVENT_DAY,
     OCSF_API_ACTIVITY,
-    OCSF_DESCRIPTOR,
     REASON,
     REGION,
     VALIDATED,
@@ -145,7 +144,7 @@ SPELLINGS = {
     # The OCSF table's folders: its own, and Security Lake's partition columns (`region` and `accountId` only as folders).
     EVENT_DAY: re.compile(rf"\b{EVENT_DAY}\b"),
     **{name: re.compile(rf"(?<![\w-]){name}=") for name in (REGION, ACCOUNT_ID)},
-    **{name: re.compile(re.escape(name)) for name in (OCSF_API_ACTIVITY, OCSF_DESCRIPTOR)},
+    **{name: re.compile(re.escape(name)) for name in (OCSF_API_ACTIVITY,)},
 }
 SOURCES = [p for folder in ("jobs", "plugins", "tools", "dags", "bench") for p in (ROOT / folder).rglob("*.py")]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import shutil
 from datetime import date, datetime, timedelta
 from pathlib import Path
@@ -298,3 +299,30 @@ def test_a_second_lake_is_refused_the_tables_another_lake_writes_in_a_shared_sql
     assert len(errors) == 1 and "belongs to the lake at" in errors[0] and Lake.at(lake).location in errors[0], errors
     hourly = open_catalog(Lake.at(lake), "shared").load_table("cloudtrail.activity_hourly").scan(selected_fields=("events",))
     assert sum(hourly.to_arrow().column("events").to_pylist()) == 6, "the first lake's rows"
+
+
+def test_a_warehouse_bucket_that_does_not_exist_fails_the_run_in_one_line_naming_the_table_and_the_cause(
+    aws, spark, landing, lake, monkeypatch
+):
+    """The Glue catalog answers but its warehouse bucket does not exist: `python -m jobs.activity` fails (exit 1) in
+    one line naming the table, the call and S3's cause, no Python traceback (Spark logs its failed task as it does);
+    the report says the same."""
+    import pyiceberg.catalog
+    from pyiceberg.utils.config import Config
+
+    from tests.aws import glue_catalog
+
+    for key, value in glue_catalog("nobucket", "s3://no-such-warehouse-bucket/iceberg").items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr(pyiceberg.catalog, "_ENV_CONFIG", Config())
+    deliver(landing, events_of(3, DAY + timedelta(hours=1), "a"), DAY + timedelta(hours=2))
+    ingest(spark, landing, lake)
+    result = command("jobs.activity", "--lake", lake, "--catalog", "nobucket", "--namespace", "derived_nobucket", "--run-id", "nb")
+    # The product's own lines (Python's log format); Spark's executors log the failed task in theirs.
+    errors = [line for line in result.stderr.splitlines() if re.match(r"\d{4}-\d\d-\d\d .* ERROR ", line)]
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert result.stderr.rstrip().splitlines()[-1] == errors[-1], "the run ends in its one line"
+    assert len(errors) == 1 and "nobucket.derived_nobucket.activity_hourly: creating the table failed" in errors[0], errors
+    assert "NoSuchBucket" in errors[0] or "does not exist" in errors[0], errors
+    report = json.loads(Lake.at(lake).derived_report(ACTIVITY.job, "nb").read_text())
+    assert report["status"] == "failed" and report["error"] in errors[0]

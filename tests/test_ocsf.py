@@ -23,6 +23,7 @@ from pyspark.testing import assertDataFrameEqual
 from jobs.derived import ocsf
 from jobs.derived.derivation import DerivedConfig
 from jobs.derived.ocsf_mapping import activity_id, api_activity, source
+from jobs.iceberg.catalog import open_catalog
 from jobs.lake import OCSF, Lake, partition
 from jobs.records.schema import EVENTS_SCHEMA
 from jobs.status.lake_status import derived_rows
@@ -174,8 +175,9 @@ def test_every_real_sample_event_is_one_valid_api_activity_row_and_nothing_is_dr
     files = current_data_files(lake, "ocsf_api_activity")
     folders = {(p["region"], p["accountId"], p["eventDay"]) for p in files.values()}
     assert folders and all(re.fullmatch(r"\d{8}", day) for _, _, day in folders), folders
-    descriptor = json.loads((lake / "ocsf" / "api_activity" / "_ocsf.json").read_text())
-    assert (descriptor["ocsf_version"], descriptor["class_uid"]) == ("1.1.0", 6003)
+    properties = open_catalog(Lake.at(lake), None).load_table("cloudtrail.ocsf_api_activity").properties
+    assert (properties["ocsf.version"], properties["ocsf.class_uid"], properties["ocsf.profiles"]) == ("1.1.0", "6003", "cloud,datetime")
+    assert not (lake / "ocsf").exists(), "nothing of the table in the lake's folder"
     shown = derived_rows(Lake.at(lake), OCSF, days=1000)
     assert sum(day.rows["ocsf/api_activity"] for day in shown) == len(ids), "the lake page's rows per event date"
     on_disk = Counter(day for _, _, day in folders)

@@ -21,7 +21,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 from types import ModuleType
@@ -100,8 +100,8 @@ class Derivation:
     event_date: Callable[[], Column] = lambda: F.col(EVENT_DATE).cast("string")
     # The rows of these event dates (YYYY-MM-DD), on the tables' partition columns: what a run replaces.
     of_dates: Callable[[list[str]], Column] = lambda dates: F.col(EVENT_DATE).isin([date.fromisoformat(day) for day in dates])
-    # Done first in every run, under the lock: what the tables need besides their partitions.
-    prepare: Callable[[Lake], None] = lambda lake: None
+    # Per table, the properties it states about itself (the OCSF table's version and class).
+    properties: dict[str, dict[str, str]] = field(default_factory=dict)
     # What computes the tables (recipe_of): a date built with another recipe is due again.
     recipe: Callable[[], str] = lambda: ""
 
@@ -190,11 +190,12 @@ def stage(derivation: Derivation, config: DerivedConfig, catalog: Any, events: D
     spark_catalog = use_catalog(spark, lake, config.catalog)
     staged = {}
     for name, rows in derivation.build(events).items():
-        writable(catalog, f"{config.namespace}.{TABLE_NAMES[name]}", lake)
+        properties = derivation.properties.get(name, {})
+        writable(catalog, f"{config.namespace}.{TABLE_NAMES[name]}", lake, properties)
         # One file per partition: a reader opens each partition's files, and these are a date's rows at most.
         rows = rows.repartition(max(1, len(dates)), *PARTITION_COLUMNS[name])
         table = spark_name(spark_catalog, TABLE_NAMES[name], config.namespace)
-        staged[name] = staged_overwrite(table, rows, derivation.of_dates(dates), PARTITION_COLUMNS[name], config.run_id, lake)
+        staged[name] = staged_overwrite(table, rows, derivation.of_dates(dates), PARTITION_COLUMNS[name], config.run_id, lake, properties)
     return staged
 
 
@@ -205,7 +206,6 @@ def refresh(derivation: Derivation, config: DerivedConfig, session: Callable[[],
     report = DerivedReport(run_id=run_id, started_at=now_iso(), job=derivation.job)
     try:
         partitions.recover(lake)
-        derivation.prepare(lake)
         recipe = derivation.recipe()
         catalog = open_catalog(lake, config.catalog, config.namespace)
         anew = built_anew(lake, derivation.derived, catalog, config.namespace)

@@ -1,22 +1,21 @@
-"""Bring the OCSF view of the lake (ocsf/api_activity: the events as OCSF 1.1.0 API Activity) up to date with the
-events table, event date by event date.
+"""Bring the OCSF view of the lake (the Iceberg table ocsf_api_activity: the events as OCSF 1.1.0 API Activity) up to
+date with the events table, event date by event date.
 
 Run it with either of:
 
-    python -m jobs.ocsf --lake DIR [--from-date YYYY-MM-DD --to-date YYYY-MM-DD]
+    python -m jobs.ocsf --lake DIR [--catalog NAME] [--namespace NS] [--from-date YYYY-MM-DD --to-date YYYY-MM-DD]
     spark-submit --py-files build/jobs.zip jobs/ocsf.py --lake DIR [--from-date D --to-date D]
 
 Without dates it rebuilds every event date whose events partition changed since it was last built from,
-and drops the dates whose events partition is gone; with dates, those dates. The table is laid out as
-Amazon Security Lake lays out its sources, <lake>/ocsf/api_activity/region=<awsRegion>/
-accountId=<recipientAccountId>/eventDay=YYYYMMDD/, one row per event (eventID) of the events table,
-mapped by jobs/derived/ocsf_mapping.py. Each region and account folder of a date is computed from that date's
-whole events partition and swapped in atomically (jobs/tables/partitions.py) after the staged rows pass
-expectations/ocsf_*.critical.json (class_uid, time and metadata.uid set, metadata.uid unique, one row
-per event). <lake>/ocsf/api_activity/_ocsf.json states the OCSF version, class and profiles.
+and drops the dates whose events partition is gone; with dates, those dates. The table is partitioned as
+Amazon Security Lake lays out its sources, region=<awsRegion>/accountId=<recipientAccountId>/eventDay=YYYYMMDD/,
+one row per event (eventID) of the events table, mapped by jobs/derived/ocsf_mapping.py. A date's rows are computed
+from that date's whole events partition and published in one snapshot (jobs/derived/derivation.py) after they pass
+expectations/ocsf_*.critical.json (class_uid, time and metadata.uid set, metadata.uid unique, one row per event). The
+table's properties state the OCSF version, class and profiles (`ocsf.*`).
 Runs under the lake lock, waiting for it (--lock-wait). Reports: <lake>/reports/ocsf/<run id>.json, the
 gate's <lake>/reports/dq/ocsf/<run id>.json.
-Exit codes: 0 done, 1 failed (a failed gate swaps nothing), 2 bad arguments, 75 the lake stayed busy.
+Exit codes: 0 done, 1 failed (a failed gate publishes nothing), 2 bad arguments, 75 the lake stayed busy.
 """
 
 from __future__ import annotations
@@ -32,8 +31,7 @@ from jobs import cli
 from jobs.derived import ocsf_mapping
 from jobs.derived.derivation import Derivation, DerivedConfig, build, gate, per_date, recipe_of, refresh
 from jobs.derived.ocsf_mapping import CLASS_NAME, CLASS_UID, OCSF_VERSION, PROFILES, api_activity
-from jobs.files import write_record
-from jobs.lake import EVENT_DATE, EVENT_DAY, OCSF, OCSF_API_ACTIVITY, OCSF_DESCRIPTOR, PARTITION_COLUMNS, Lake
+from jobs.lake import EVENT_DATE, EVENT_DAY, OCSF, OCSF_API_ACTIVITY, Lake
 from jobs.records import schema
 from jobs.records.dedup import Dedup, first_in_table
 from jobs.reporting.report import DerivedReport
@@ -79,17 +77,11 @@ def event_date() -> Column:
     return F.date_format(F.to_date(EVENT_DAY, "yyyyMMdd"), "yyyy-MM-dd")
 
 
-# The descriptor's format (jobs/files.py's `record_body`), 1 since it named one; readers elsewhere read it too.
-DESCRIPTOR_FORMAT = 1
-
-
-def describe(lake: Lake) -> None:
-    """The table's descriptor: which OCSF schema its rows follow, and how it is laid out."""
-    body = {
-        "ocsf_version": OCSF_VERSION, "class_uid": CLASS_UID, "class_name": CLASS_NAME, "profiles": list(PROFILES),
-        "partitioned_by": list(PARTITION_COLUMNS[OCSF_API_ACTIVITY]), "source": "AWS CloudTrail, the events table of this lake",
-    }  # fmt: skip
-    write_record(lake.ocsf_api_activity / OCSF_DESCRIPTOR, DESCRIPTOR_FORMAT, body, indent=1)
+# What the table says of itself, as table properties every reader of the catalog sees.
+DESCRIPTION = {
+    "ocsf.version": OCSF_VERSION, "ocsf.class_uid": str(CLASS_UID), "ocsf.class_name": CLASS_NAME,
+    "ocsf.profiles": ",".join(PROFILES), "ocsf.source": "AWS CloudTrail, the events table of this lake",
+}  # fmt: skip
 
 
 def recipe() -> str:
@@ -97,7 +89,8 @@ def recipe() -> str:
     return recipe_of([sys.modules[__name__], ocsf_mapping, schema])
 
 
-DERIVATION = Derivation(OCSF, transform, check, event_date=event_date, of_dates=of_dates, prepare=describe, recipe=recipe)
+DERIVATION = Derivation(OCSF, transform, check, event_date=event_date, of_dates=of_dates, properties={OCSF_API_ACTIVITY: DESCRIPTION},
+                        recipe=recipe)  # fmt: skip
 
 
 def run(config: DerivedConfig, session: Callable[[], SparkSession]) -> DerivedReport:

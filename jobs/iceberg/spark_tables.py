@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 
-from jobs import object_store
+from jobs import cli, object_store
 from jobs.iceberg.catalog import EMBEDDED, NAMESPACE, OWNER, TABLE_PROPERTIES, CatalogUnusable, claim, embedded_settings, existing_table
 from jobs.lake import Lake
 from jobs.spark.sinks import classic_jvm
@@ -79,6 +81,29 @@ def use_catalog(spark: SparkSession, lake: Lake, name: str | None) -> str:
     return catalog
 
 
+class TableUnwritable(cli.Refused):
+    """A call of Iceberg's Spark runtime on a table failed (the catalog or the warehouse refused it, or cannot be
+    reached): the run failed, in one line naming the table, the call and the cause."""
+
+    exit_code = cli.FAILED
+
+
+@contextmanager
+def calling(table: str, call: str) -> Iterator[None]:
+    """A call into Iceberg's Spark runtime on `table`: a Java exception out of it becomes one line naming the table,
+    the call and the innermost cause (an S3 bucket that does not exist, a Glue permission), not Py4J's stack."""
+    try:
+        yield
+    except Exception as exc:
+        cause = getattr(exc, "java_exception", None) or getattr(exc, "_origin", None)
+        if cause is None:
+            raise
+        while cause.getCause() is not None and cause.getCause() != cause:
+            cause = cause.getCause()
+        message = " ".join(str(cause.getMessage() or "").split())[:500]
+        raise TableUnwritable(f"{table}: {call} failed: {cause.getClass().getSimpleName()}: {message}") from None
+
+
 @dataclass(frozen=True)
 class Staged:
     """A run's overwrite of a table's dates, committed as a snapshot the table's readers do not see yet."""
@@ -92,38 +117,44 @@ class Staged:
 
     def publish(self, spark: SparkSession) -> None:
         """The staged snapshot made the table's current one (cherry-picked: readers see its dates change at once)."""
-        table = classic_jvm(spark).org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, self.table)
-        table.manageSnapshots().cherrypick(self.snapshot_id).commit()
+        with calling(self.table, f"publishing staged snapshot {self.snapshot_id}"):
+            table = classic_jvm(spark).org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, self.table)
+            table.manageSnapshots().cherrypick(self.snapshot_id).commit()
 
 
-def writable(catalog: Any, identifier: str, lake: Lake) -> None:
+def writable(catalog: Any, identifier: str, lake: Lake, properties: dict[str, str]) -> None:
     """A table about to be written by Spark, if it exists: this lake's (`claim`), its runs' snapshots staged (a table
-    an earlier release published is given the settings Spark's writes need)."""
+    an earlier release published is given the settings Spark's writes need), stating `properties`."""
     table = existing_table(catalog, identifier)
     if table is not None:
         claim(table, lake)
-        if missing := {key: value for key, value in SPARK_TABLE_PROPERTIES.items() if table.properties.get(key) != value}:
+        wanted = SPARK_TABLE_PROPERTIES | properties
+        if missing := {key: value for key, value in wanted.items() if table.properties.get(key) != value}:
             with table.transaction() as tx:
                 tx.set_properties(missing)
 
 
-def staged_overwrite(table: str, rows: DataFrame, replaced: Column, partitioned_by: tuple[str, ...], run_id: str, lake: Lake) -> Staged:
+def staged_overwrite(
+    table: str, rows: DataFrame, replaced: Column, partitioned_by: tuple[str, ...], run_id: str, lake: Lake, properties: dict[str, str]
+) -> Staged:
     """`rows` replace those of `table` where `replaced` holds (whole partitions: Iceberg drops their files), as a
     snapshot staged by run `run_id`; the table created on the first write, partitioned by `partitioned_by`, owned by
-    `lake`. Each write stages under an id of its own: Iceberg publishes one staged id once, and a retried run writes
+    `lake`, stating `properties`. Each write stages under an id of its own: Iceberg publishes one staged id once, and a retried run writes
     again."""
     from pyspark.sql import functions as F
 
     spark = rows.sparkSession
-    if not _exists(spark, table):
-        writer = rows.limit(0).writeTo(table).partitionedBy(*(F.col(c) for c in partitioned_by))
-        for key, value in (TABLE_PROPERTIES | SPARK_TABLE_PROPERTIES | {OWNER: lake.location}).items():
-            writer = writer.tableProperty(key, value)
-        writer.create()
+    with calling(table, "creating the table"):
+        if not _exists(spark, table):
+            writer = rows.limit(0).writeTo(table).partitionedBy(*(F.col(c) for c in partitioned_by))
+            for key, value in (TABLE_PROPERTIES | SPARK_TABLE_PROPERTIES | properties | {OWNER: lake.location}).items():
+                writer = writer.tableProperty(key, value)
+            writer.create()
     wap_id = f"{run_id}.{uuid.uuid4().hex[:8]}"
     spark.conf.set(WAP_ID, wap_id)
     try:
-        rows.writeTo(table).option("merge-schema", "true").overwrite(replaced)
+        with calling(table, "writing the run's rows"):
+            rows.writeTo(table).option("merge-schema", "true").overwrite(replaced)
     finally:
         spark.conf.unset(WAP_ID)
     found = spark.table(f"{table}.snapshots").where(F.col("summary")["wap.id"] == wap_id).select("snapshot_id").collect()
