@@ -3,16 +3,17 @@
 
 Keeps the tables derived from the events table exact as it changes: `activity_hourly` (event
 counts per hour, account, region, call, principal and error), `findings` (events the CIS
-AWS Foundations monitoring rules in `jobs/derived/rules/` match) and `ocsf/api_activity` (every event
-as OCSF 1.1.0 API Activity, laid out as Amazon Security Lake lays out its sources).
+AWS Foundations monitoring rules in `jobs/derived/rules/` match) and `ocsf_api_activity` (every event
+as OCSF 1.1.0 API Activity, partitioned as Amazon Security Lake lays out its sources): Iceberg tables the
+jobs write through the lake's catalog (`CLOUDTRAIL_CATALOG`), each run's dates gated before readers see them.
 
 | task | what it does |
 | --- | --- |
 | `plan` | checks the run parameters and builds each job's arguments |
-| `activity` | `spark-submit jobs/activity.py`: event dates whose events changed (or `from_date`..`to_date`), recomputed, swapped in |
+| `activity` | `spark-submit jobs/activity.py`: event dates whose events changed (or `from_date`..`to_date`), recomputed, gated, published |
 | `ocsf` | `spark-submit jobs/ocsf.py`: the same dates of the OCSF table |
 | `announce` | updates the `cloudtrail_derived` Asset |
-| `publish` | `jobs/iceberg/publish.py`: the swapped-in partitions into the Iceberg catalog's tables (one snapshot each) |
+| `publish` | `jobs/iceberg/publish.py`: the events' gated dates into their Iceberg table; every table's old snapshots expired |
 
 One task per derived job, in the order `jobs/lake.py`'s `DERIVED` lists them.
 

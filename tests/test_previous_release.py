@@ -15,7 +15,7 @@ from pathlib import Path
 
 from jobs.derived.state import STATE_FORMAT, built_dates
 from jobs.files import FORMAT
-from jobs.lake import ACTIVITY, EVENT_DATE, Lake
+from jobs.lake import ACTIVITY, ACTIVITY_HOURLY, EVENT_DATE, OCSF_API_ACTIVITY, Lake
 from jobs.quality import gate
 from jobs.reporting.report import read_report
 from tests.helpers import DAY, deliver, duckdb_rows, events_of, run_every_command, spark_table
@@ -62,7 +62,8 @@ def test_every_command_of_this_release_runs_on_a_lake_the_previous_one_wrote(spa
     assert sorted(built_dates(layout, ACTIVITY)) == ["2024-03-01", "2024-03-02", "2024-03-03", "2024-03-04"]
     hourly = spark_table(spark, lake, "activity_hourly").groupBy(EVENT_DATE).sum("events").collect()
     assert sum(row[1] for row in hourly) == 20, "the activity table, now an Iceberg table, counts every event once"
-    assert not list(layout.table("activity_hourly").glob("event_date=*")), "the previous release's folder is gone"
+    left = [*layout.table(ACTIVITY_HOURLY).glob("event_date=*"), *layout.table(OCSF_API_ACTIVITY).glob("region=*")]
+    assert left == [] and not layout.replaced_tables(ACTIVITY_HOURLY).exists(), "the previous release's folders are gone"
     assert set(gate.validated(layout)) >= {"2024-03-01", "2024-03-02", "2024-03-03", "2024-03-04"}
     published = read_report(layout.publish_report("last"))
     assert published is not None and published["status"] == "succeeded", published

@@ -228,9 +228,11 @@ def refresh(derivation: Derivation, config: DerivedConfig, session: Callable[[],
             for snapshot in staged.values():
                 snapshot.publish(spark)
             record_built(lake, derivation.derived, stamps, report.rows, report.folders)
-            if given is None:  # every date was built: an earlier release's copy is in the Iceberg tables now
+            if given is None:  # every date was built: an earlier release's folders are in the Iceberg tables now
                 for folder in folder_tables(lake, derivation.derived):
                     shutil.rmtree(folder)
+                for name in derivation.derived.tables:  # and the versions its swaps replaced
+                    shutil.rmtree(lake.replaced_tables(name), ignore_errors=True)
         report.status = "succeeded"
     except Exception as exc:
         report.status, report.error = "failed", cli.first_line(exc)[:2000]

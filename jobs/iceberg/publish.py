@@ -207,18 +207,19 @@ def publish_table(catalog: Any, config: PublishConfig, name: str, now: datetime)
 
 
 def published_table(catalog: Any, config: PublishConfig, name: str, now: datetime) -> TableOutcome:
-    """`publish_table`, again from the start when another publish committed to the table first (the ingest DAG's and
-    the derived DAG's can overlap): the difference is computed anew, the copies already written are written again
-    under the same names."""
+    """`publish_table` for the events, `kept_table` for a derived table, again from the start when another writer
+    committed to the table first (the ingest DAG's publish, the derived DAG's, a derived job's commit): the difference
+    is computed anew, the copies already written are written again under the same names."""
     from pyiceberg.exceptions import CommitFailedException
 
+    body = publish_table if name == EVENTS else kept_table
     for attempt in range(1, COMMIT_ATTEMPTS + 1):
         try:
-            return publish_table(catalog, config, name, now)
+            return body(catalog, config, name, now)
         except CommitFailedException:
             if attempt == COMMIT_ATTEMPTS:
                 raise
-            log.warning("%s: another publish committed first; publishing again (attempt %d)", TABLE_NAMES[name], attempt + 1)
+            log.warning("%s: another writer committed first; publishing again (attempt %d)", TABLE_NAMES[name], attempt + 1)
     raise AssertionError("unreachable")
 
 
@@ -281,8 +282,7 @@ def publish_tables(config: PublishConfig, now: datetime | None = None) -> Publis
         catalog = open_catalog(config.lake, config.catalog, config.namespace)
         for name in TABLE_NAMES:
             try:
-                outcome = published_table if name == EVENTS else kept_table
-                report.tables.append(outcome(catalog, config, name, now or datetime.now(tz=UTC)))
+                report.tables.append(published_table(catalog, config, name, now or datetime.now(tz=UTC)))
             except Exception as exc:  # one table's failure (a catalog unreachable, a schema it cannot take) is named
                 error = _one_line(exc)
                 log.error("table %s.%s could not be published: %s", config.namespace, TABLE_NAMES[name], error)
