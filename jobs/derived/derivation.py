@@ -42,6 +42,7 @@ from jobs.records.schema import EVENTS_SCHEMA
 from jobs.reporting.report import DerivedReport, now_iso
 from jobs.spark.session import JobSession
 from jobs.tables import partitions
+from jobs.tables.events import events_of_dates
 from jobs.tables.partitions import fingerprint
 from jobs.tables.sweep import sweep_lake
 
@@ -139,10 +140,8 @@ def folder_tables(lake: Lake, derived: Derived) -> list[Path]:
 
 def extract(spark: SparkSession, lake: Lake, dates: list[str]) -> DataFrame:
     """The events table's rows of these event dates."""
-    folders = [str(partition(lake.events, day)) for day in dates if partition(lake.events, day).is_dir()]
-    if not folders:
-        return spark.createDataFrame([], EVENTS_SCHEMA)
-    return spark.read.schema(EVENTS_SCHEMA).option("basePath", str(lake.events)).parquet(*folders)
+    rows = events_of_dates(spark, lake, dates)
+    return spark.createDataFrame([], EVENTS_SCHEMA) if rows is None else rows
 
 
 def count_rows(staged: dict[str, DataFrame], event_date: Column, dates: list[str], report: DerivedReport) -> None:

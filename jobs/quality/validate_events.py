@@ -28,12 +28,13 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs import cli, options
-from jobs.lake import EVENT_DATE, Lake, partition_folders
+from jobs.lake import EVENT_DATE, Lake
 from jobs.quality import gate
 from jobs.records.rows import implausible_event_time
 from jobs.records.schema import EVENTS_SCHEMA
 from jobs.reporting.report import failure_line, gate_report, read_report, write_json
 from jobs.spark.session import spark_session
+from jobs.tables.events import events_of_dates
 
 log = logging.getLogger("validate_events")
 # GX logs its configuration at INFO, hundreds of lines a gate: its warnings and errors are enough.
@@ -150,10 +151,8 @@ def run_figures(rows_in_table_for_run: int, report: dict[str, Any]) -> pd.DataFr
 
 
 def read_events(spark: SparkSession, lake: Lake, dates: list[str]) -> DataFrame:
-    if not partition_folders(lake.events):  # nothing committed yet (e.g. every file still settling)
-        return spark.createDataFrame([], EVENTS_SCHEMA)
-    events = spark.read.schema(EVENTS_SCHEMA).parquet(str(lake.events))
-    return events.where(F.col(EVENT_DATE).isin([date.fromisoformat(d) for d in dates]))
+    rows = events_of_dates(spark, lake, dates)  # None: nothing committed yet (e.g. every file still settling)
+    return spark.createDataFrame([], EVENTS_SCHEMA) if rows is None else rows
 
 
 def load_suite(name: str) -> dict[str, Any]:

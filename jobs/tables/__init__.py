@@ -1,5 +1,6 @@
-"""The lake's tables: whole partitions swapped atomically (partitions), staged before their gate (staging), files no
-commit lists moved aside (sweep), the quarantine (quarantine), and which landing files rows came from (sources).
+"""The lake's tables: the events' rows by date as the jobs read them (events), whole partitions swapped atomically
+(partitions), staged before their gate (staging), files no commit lists moved aside (sweep), the quarantine
+(quarantine), and which landing files rows came from (sources).
 """
 
 from jobs import exported
@@ -11,6 +12,7 @@ __all__ = [
     "Replay",
     "Staging",
     "data_files",
+    "events_of_dates",
     "fingerprint",
     "ingest_written",
     "landing_files",

@@ -44,7 +44,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs import cli, options
-from jobs.lake import EVENT_DATE, EVENTS, QUARANTINE, REASON, TABLES, Lake, partition, partition_folders
+from jobs.lake import EVENT_DATE, EVENTS, QUARANTINE, REASON, TABLES, Lake, partition_folders
 from jobs.landing.bucket import BucketLanding, is_bucket
 from jobs.ledger.store import MANIFEST_DDL, Entry
 from jobs.lock import LakeLock
@@ -58,6 +58,7 @@ from jobs.reporting.report import PartitionStats, RebuildReport, now_iso, writte
 from jobs.spark.logs import local_path
 from jobs.spark.session import spark_session
 from jobs.tables import partitions
+from jobs.tables.events import events_of_dates
 from jobs.tables.staging import Staging
 from jobs.upkeep.rebuild_plan import DateRebuild, RebuildConfig, dry_run_summary, plan_rebuild, unreadable_sources
 
@@ -111,13 +112,6 @@ def records_of(spark: SparkSession, files: list[Entry], run_id: str) -> DataFram
     rows = [{**asdict(e), "arrival_ms": e.arrival_ms or e.mtime_ms, "only_records": None, "supersedes": False} for e in files]
     manifest = spark.createDataFrame(rows, MANIFEST_DDL).repartition(max(1, min(len(rows) // 8, 64)))
     return read_records(manifest, run_id).transform(stamp_ingest_time)
-
-
-def old_events(spark: SparkSession, lake: Lake, dates: tuple[date, ...]) -> DataFrame | None:
-    folders = [str(p) for p in (partition(lake.events, d) for d in dates) if partitions.data_files(p)]
-    if not folders:
-        return None
-    return spark.read.schema(EVENTS_SCHEMA).option("basePath", str(lake.events)).parquet(*folders)
 
 
 def rebuilt_events(records: DataFrame, old: DataFrame | None, plans: list[DateRebuild], dedup: Dedup) -> tuple[DataFrame, DataFrame]:
@@ -224,7 +218,7 @@ def rebuild(config: RebuildConfig, spark: SparkSession, plans: list[DateRebuild]
     dates = [p.event_date for p in plans]
     # Rows say the rebuild wrote them: the gate's run check compares the ingest run's rows with its report.
     records = records_of(spark, files, f"rebuild:{tag}").persist()
-    old = old_events(spark, lake, config.dates)
+    old = events_of_dates(spark, lake, config.dates)
     candidates, events = rebuilt_events(records, old, plans, config.dedup)
     staged_events = staging.write(EVENTS, layout.ordered(events, EVENT_DATE))
     quarantine, reasons = rebuilt_quarantine(spark, lake, records, dates)
