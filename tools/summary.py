@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
@@ -44,9 +45,12 @@ def summarize(lake: Lake) -> str:
         lines.extend(f"  {reason:<24}{count:>8}" for reason, count in db.execute(query).fetchall())
     else:
         lines.append("  nothing quarantined")
-    catalog = os.environ.get("CLOUDTRAIL_CATALOG") or None
-    lines.extend(activity_highlights(lake, catalog))
-    lines.extend(published(lake, catalog))
+    from jobs.iceberg.catalog import open_catalog
+
+    name = os.environ.get("CLOUDTRAIL_CATALOG") or None
+    catalog = open_catalog(lake, name) if name or lake.iceberg_catalog.exists() else None  # a reader creates no catalog
+    lines.extend(activity_highlights(catalog))
+    lines.extend(published(lake, name, catalog))
     for derived in DERIVED:
         days = derived_rows(lake, derived, days=100_000)
         for name in derived.tables:
@@ -69,14 +73,13 @@ def summarize(lake: Lake) -> str:
     return "\n".join(lines)
 
 
-def activity_highlights(lake: Lake, catalog_name: str | None) -> list[str]:
+def activity_highlights(catalog: Any | None) -> list[str]:
     """The top findings and the busiest principals, from the activity tables (jobs/derived/activity.py), Iceberg tables
-    read with pyiceberg and DuckDB."""
-    from jobs.iceberg.catalog import NAMESPACE, existing_table, open_catalog
+    read with pyiceberg and DuckDB (`catalog`: None, the lake has none yet)."""
+    from jobs.iceberg.catalog import NAMESPACE, existing_table
 
-    if not catalog_name and not lake.iceberg_catalog.exists():  # a reader creates no catalog
+    if catalog is None:
         return ["findings: none yet"]
-    catalog = open_catalog(lake, catalog_name)
     found, activity = (existing_table(catalog, f"{NAMESPACE}.{name}") for name in ("findings", "activity_hourly"))
     lines = [f"findings: {NAMESPACE}.findings"]
     if found is not None and found.current_snapshot() is not None:
@@ -96,13 +99,12 @@ def activity_highlights(lake: Lake, catalog_name: str | None) -> list[str]:
     return lines
 
 
-def published(lake: Lake, catalog_name: str | None) -> list[str]:
+def published(lake: Lake, catalog_name: str | None, catalog: Any | None) -> list[str]:
     """The Iceberg tables as a reader elsewhere reads them: through the catalog, with pyiceberg (jobs/iceberg/publish.py)."""
-    from jobs.iceberg.catalog import NAMESPACE, TABLE_NAMES, open_catalog
+    from jobs.iceberg.catalog import NAMESPACE, TABLE_NAMES
 
-    if not catalog_name and not lake.iceberg_catalog.exists():  # a reader creates no catalog
+    if catalog is None:
         return ["Iceberg tables: not published yet (the DAGs' publish task, or python -m jobs.publish)"]
-    catalog = open_catalog(lake, catalog_name)
     lines = [f"Iceberg tables in {catalog_name or lake.iceberg_catalog} (namespace {NAMESPACE}), read through pyiceberg:"]
     for name in TABLE_NAMES.values():
         identifier = f"{NAMESPACE}.{name}"

@@ -176,25 +176,28 @@ def gate(
     return verdict
 
 
-def built_anew(lake: Lake, derived: Derived, catalog: Any, namespace: str) -> bool:
-    """Whether every date is to be built, whatever the job's state says: a table is missing from the catalog (dropped
-    when the lake moved: jobs/iceberg/catalog.py), or an earlier release's folder of one is in the lake."""
-    missing = any(existing_table(catalog, f"{namespace}.{TABLE_NAMES[name]}") is None for name in derived.tables)
-    return missing or bool(folder_tables(lake, derived))
+def built_anew(lake: Lake, derived: Derived, tables: dict[str, Any]) -> bool:
+    """Whether every date is to be built, whatever the job's state says: a table is missing from the catalog (`tables`:
+    None; dropped when the lake moved: jobs/iceberg/catalog.py), or an earlier release's folder of one is in the lake."""
+    return None in tables.values() or bool(folder_tables(lake, derived))
 
 
-def stage(derivation: Derivation, config: DerivedConfig, catalog: Any, events: DataFrame, dates: list[str]) -> dict[str, Staged]:
-    """Each table's rows of `dates`, built from their `events`, written as a snapshot staged by the run."""
+def stage(derivation: Derivation, config: DerivedConfig, tables: dict[str, Any], events: DataFrame, dates: list[str]) -> dict[str, Staged]:
+    """Each table's rows of `dates`, built from their `events`, written as a snapshot staged by the run (`tables`: each
+    table as the catalog holds it, None before its first write)."""
     spark, lake = events.sparkSession, config.layout
     spark_catalog = use_catalog(spark, lake, config.catalog)
     staged = {}
     for name, rows in derivation.build(events).items():
-        properties = derivation.properties.get(name, {})
-        writable(catalog, f"{config.namespace}.{TABLE_NAMES[name]}", lake, properties)
+        properties, found = derivation.properties.get(name, {}), tables[name]
+        if found is not None:
+            writable(found, lake, properties)
         # One file per partition: a reader opens each partition's files, and these are a date's rows at most.
         rows = rows.repartition(max(1, len(dates)), *PARTITION_COLUMNS[name])
         table = spark_name(spark_catalog, TABLE_NAMES[name], config.namespace)
-        staged[name] = staged_overwrite(table, rows, derivation.of_dates(dates), PARTITION_COLUMNS[name], config.run_id, lake, properties)
+        staged[name] = staged_overwrite(
+            table, rows, derivation.of_dates(dates), PARTITION_COLUMNS[name], config.run_id, lake, properties, create=found is None
+        )
     return staged
 
 
@@ -207,7 +210,8 @@ def refresh(derivation: Derivation, config: DerivedConfig, session: Callable[[],
         partitions.recover(lake)
         recipe = derivation.recipe()
         catalog = open_catalog(lake, config.catalog, config.namespace)
-        anew = built_anew(lake, derivation.derived, catalog, config.namespace)
+        tables = {name: existing_table(catalog, f"{config.namespace}.{TABLE_NAMES[name]}") for name in derivation.derived.tables}
+        anew = built_anew(lake, derivation.derived, tables)
         if given is not None or changed_dates(lake, derivation.derived, recipe, anew):  # else Spark is not started
             spark = session()
             sweep_lake(spark, lake)  # a crashed ingest's files are not part of the events table
@@ -216,7 +220,7 @@ def refresh(derivation: Derivation, config: DerivedConfig, session: Callable[[],
             report.dates = dates
             stamps = {day: built_stamp(lake, day, recipe) for day in dates}  # before reading
             events = extract(spark, lake, dates)
-            staged = stage(derivation, config, catalog, events, dates)
+            staged = stage(derivation, config, tables, events, dates)
             rows = {name: snapshot.rows(spark).where(derivation.of_dates(dates)) for name, snapshot in staged.items()}
             count_rows(rows, derivation.event_date(), dates, report)
             derivation.summarize(rows, report)

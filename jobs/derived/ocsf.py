@@ -31,7 +31,7 @@ from jobs import cli
 from jobs.derived import ocsf_mapping
 from jobs.derived.derivation import Derivation, DerivedConfig, build, gate, per_date, recipe_of, refresh
 from jobs.derived.ocsf_mapping import CLASS_NAME, CLASS_UID, OCSF_VERSION, PROFILES, api_activity
-from jobs.lake import EVENT_DATE, EVENT_DAY, OCSF, OCSF_API_ACTIVITY, Lake
+from jobs.lake import EVENT_DATE, EVENT_DAY, OCSF, OCSF_API_ACTIVITY, Lake, event_day
 from jobs.records import schema
 from jobs.records.dedup import Dedup, first_in_table
 from jobs.reporting.report import DerivedReport
@@ -69,7 +69,7 @@ def check(
 
 def of_dates(dates: list[str]) -> Column:
     """The rows of these event dates (YYYY-MM-DD), on the partition column eventDay (YYYYMMDD)."""
-    return F.col(EVENT_DAY).isin([day.replace("-", "") for day in dates])
+    return F.col(EVENT_DAY).isin([event_day(day) for day in dates])
 
 
 def event_date() -> Column:

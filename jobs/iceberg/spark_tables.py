@@ -24,7 +24,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession
 
 from jobs import cli, object_store
-from jobs.iceberg.catalog import EMBEDDED, NAMESPACE, OWNER, TABLE_PROPERTIES, CatalogUnusable, claim, embedded_settings, existing_table
+from jobs.iceberg.catalog import EMBEDDED, NAMESPACE, OWNER, TABLE_PROPERTIES, CatalogUnusable, claim, embedded_settings
 from jobs.lake import Lake
 from jobs.spark.sinks import classic_jvm
 
@@ -122,33 +122,38 @@ class Staged:
             table.manageSnapshots().cherrypick(self.snapshot_id).commit()
 
 
-def writable(catalog: Any, identifier: str, lake: Lake, properties: dict[str, str]) -> None:
-    """A table about to be written by Spark, if it exists: this lake's (`claim`), its runs' snapshots staged (a table
+def writable(table: Any, lake: Lake, properties: dict[str, str]) -> None:
+    """A table (pyiceberg's) about to be written by Spark: this lake's (`claim`), its runs' snapshots staged (a table
     an earlier release published is given the settings Spark's writes need), stating `properties`."""
-    table = existing_table(catalog, identifier)
-    if table is not None:
-        claim(table, lake)
-        wanted = SPARK_TABLE_PROPERTIES | properties
-        if missing := {key: value for key, value in wanted.items() if table.properties.get(key) != value}:
-            with table.transaction() as tx:
-                tx.set_properties(missing)
+    claim(table, lake)
+    wanted = SPARK_TABLE_PROPERTIES | properties
+    if missing := {key: value for key, value in wanted.items() if table.properties.get(key) != value}:
+        with table.transaction() as tx:
+            tx.set_properties(missing)
 
 
 def staged_overwrite(
-    table: str, rows: DataFrame, replaced: Column, partitioned_by: tuple[str, ...], run_id: str, lake: Lake, properties: dict[str, str]
+    table: str,
+    rows: DataFrame,
+    replaced: Column,
+    partitioned_by: tuple[str, ...],
+    run_id: str,
+    lake: Lake,
+    properties: dict[str, str],
+    create: bool,
 ) -> Staged:
     """`rows` replace those of `table` where `replaced` holds (whole partitions: Iceberg drops their files), as a
-    snapshot staged by run `run_id`; the table created on the first write, partitioned by `partitioned_by`, owned by
-    `lake`, stating `properties`. Each write stages under an id of its own: Iceberg publishes one staged id once, and a retried run writes
-    again."""
+    snapshot staged by run `run_id`; with `create`, the table is created first, partitioned by `partitioned_by`, owned
+    by `lake`, stating `properties`. Each write stages under an id of its own: Iceberg publishes one staged id once, and
+    a retried run writes again."""
     from pyspark.sql import functions as F
 
     spark = rows.sparkSession
-    with calling(table, "creating the table"):
-        if not _exists(spark, table):
-            writer = rows.limit(0).writeTo(table).partitionedBy(*(F.col(c) for c in partitioned_by))
-            for key, value in (TABLE_PROPERTIES | SPARK_TABLE_PROPERTIES | properties | {OWNER: lake.location}).items():
-                writer = writer.tableProperty(key, value)
+    if create:
+        writer = rows.limit(0).writeTo(table).partitionedBy(*(F.col(c) for c in partitioned_by))
+        for key, value in (TABLE_PROPERTIES | SPARK_TABLE_PROPERTIES | properties | {OWNER: lake.location}).items():
+            writer = writer.tableProperty(key, value)
+        with calling(table, "creating the table"):
             writer.create()
     wap_id = f"{run_id}.{uuid.uuid4().hex[:8]}"
     spark.conf.set(WAP_ID, wap_id)
@@ -159,11 +164,6 @@ def staged_overwrite(
         spark.conf.unset(WAP_ID)
     found = spark.table(f"{table}.snapshots").where(F.col("summary")["wap.id"] == wap_id).select("snapshot_id").collect()
     return Staged(table, found[0][0])
-
-
-def _exists(spark: SparkSession, table: str) -> bool:
-    catalog, namespace, name = table.split(".")
-    return bool(spark.sql(f"SHOW TABLES IN {catalog}.{namespace} LIKE '{name}'").collect())
 
 
 def spark_name(catalog: str, table: str, namespace: str = NAMESPACE) -> str:

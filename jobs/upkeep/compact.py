@@ -166,10 +166,11 @@ def compact(config: CompactConfig, session: JobSession, today: date) -> dict[str
         catalog = (
             open_catalog(config.lake, config.catalog, config.namespace) if config.catalog or config.lake.iceberg_catalog.exists() else None
         )
-        expired = retention.expired_dates(config.lake, catalog, before, config.namespace)
+        tables = retention.derived_tables(catalog, config.namespace)
+        expired = retention.expired_dates(config.lake, tables, before)
         summary["retired"] = {"before": str(before), "dates": [str(day) for day in expired]}
         if expired and not config.dry_run:
-            retention.retire(config.lake, catalog, config.run_id, expired, config.namespace)
+            retention.retire(config.lake, tables, config.run_id, expired)
     dates = plan_compaction(config, today)
     summary["dates"] = {str(p.event_date): p.summary() for p in dates}
     if config.dry_run or not dates:

@@ -18,7 +18,7 @@ from datetime import date, datetime
 from typing import Any
 
 from jobs.iceberg.catalog import NAMESPACE, TABLE_NAMES, existing_table
-from jobs.lake import DERIVED, EVENT_DAY, EVENTS, PARTITION_COLUMNS, Lake, partition_leaves
+from jobs.lake import DERIVED, EVENT_DAY, EVENTS, PARTITION_COLUMNS, Lake, event_day, partition_leaves, partition_value
 from jobs.tables.staging import Staging
 
 log = logging.getLogger("retention")
@@ -32,36 +32,33 @@ def _day(column: str, value: object) -> date:
     return datetime.strptime(str(value), "%Y%m%d").date() if column == EVENT_DAY else date.fromisoformat(str(value))
 
 
-def _value(column: str, day: date) -> str:
-    return day.strftime("%Y%m%d") if column == EVENT_DAY else day.isoformat()
+def derived_tables(catalog: Any, namespace: str = NAMESPACE) -> dict[str, Any]:
+    """The derived tables `catalog` holds (none without a catalog), loaded once for `expired_dates` and `retire`."""
+    if catalog is None:
+        return {}
+    tables = {name: existing_table(catalog, f"{namespace}.{TABLE_NAMES[name]}") for name in DERIVED_TABLES}
+    return {name: table for name, table in tables.items() if table is not None}
 
 
-def expired_dates(lake: Lake, catalog: Any, before: date, namespace: str = NAMESPACE) -> list[date]:
-    """The event dates any dated table holds (the events' folders, the derived tables' partitions in `catalog`, when
-    the lake has one) that are older than `before`."""
-    found = {_day(leaf.name.split("=", 1)[0], leaf.name.split("=", 1)[1]) for leaf in partition_leaves(lake.events, EVENTS)}
-    for name, table in _derived_tables(catalog, namespace):
+def expired_dates(lake: Lake, tables: dict[str, Any], before: date) -> list[date]:
+    """The event dates any dated table holds (the events' folders, the derived `tables`' partitions) that are older
+    than `before`."""
+    found = {date.fromisoformat(partition_value(leaf)) for leaf in partition_leaves(lake.events, EVENTS)}
+    for name, table in tables.items():
         column = PARTITION_COLUMNS[name][-1]
         if table.current_snapshot() is not None:
             found |= {_day(column, row["partition"][column]) for row in table.inspect.partitions().to_pylist()}
     return sorted(day for day in found if day < before)
 
 
-def retire(lake: Lake, catalog: Any, run_id: str, dates: list[date], namespace: str = NAMESPACE) -> None:
+def retire(lake: Lake, tables: dict[str, Any], run_id: str, dates: list[date]) -> None:
     """Drop `dates` from every dated table (under the lake lock): each events partition swapped out, then deleted; the
-    derived tables' rows of those dates deleted in one snapshot per table."""
+    derived `tables`' rows of those dates deleted in one snapshot per table."""
     tag = f"{run_id}.retain"
     Staging(lake, tag).publish(True, {EVENTS: dates})
     shutil.rmtree(lake.replaced_by_run(lake.events, tag), ignore_errors=True)
-    for name, table in _derived_tables(catalog, namespace):
+    for name, table in tables.items():
         column = PARTITION_COLUMNS[name][-1]
-        values = ", ".join(f"'{_value(column, day)}'" for day in dates)  # dates: nothing to escape
+        values = ", ".join(f"'{event_day(day) if column == EVENT_DAY else day}'" for day in dates)  # dates: nothing to escape
         table.delete(f"{column} IN ({values})", snapshot_properties={"cloudtrail.retain-run": run_id})
     log.info("dropped %d event dates older than the lake keeps: %s", len(dates), ", ".join(map(str, dates)))
-
-
-def _derived_tables(catalog: Any, namespace: str) -> list[tuple[str, Any]]:
-    if catalog is None:
-        return []
-    tables = [(name, existing_table(catalog, f"{namespace}.{TABLE_NAMES[name]}")) for name in DERIVED_TABLES]
-    return [(name, table) for name, table in tables if table is not None]
