@@ -113,9 +113,10 @@ build/jars: tools/jars/pom.xml tools/jars/jars.sha256 $(STAMP)
 	@$(PY) -m tools.package $@ >/dev/null
 
 # The classes an ingest loads, archived for the JVM's class data sharing: each driver maps them at start.
-# The ingest that writes it loads the helpers' jar, so the jar is built first; the archive records the jar's size and
-# time, and a JVM passes it over once the jar changes, so a new jar means a new archive.
-build/spark-classes.jsa: $(STAMP) build/cloudtrail.jar
+# The ingest that writes it loads the helpers' jar and the dependencies (its quarantine is an Iceberg table), so they
+# are built first; the archive records the jar's size and time, and a JVM passes it over once the jar changes, so a
+# new jar means a new archive.
+build/spark-classes.jsa: $(STAMP) build/cloudtrail.jar build/jars
 	@$(PY) -m tools.class_archive > build/class_archive.log 2>&1 || { tail -5 build/class_archive.log; echo "no class archive written: drivers load their classes one by one"; }
 
 $(AIRFLOW_HOME)/airflow.db: $(STAMP)

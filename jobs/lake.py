@@ -2,15 +2,18 @@
 
 Every path under the lake root is named here and nowhere else (README, "Under the lake", says what each holds):
 
-    events/event_date=D/, quarantine/reason=R/       the ingest's tables (their commit logs in _spark_metadata/)
+    events/event_date=D/                             the ingest's events table (its commit log in _spark_metadata/)
+    quarantine/reason=R/                             an earlier release's quarantine, until its rows move into the
+                                                     Iceberg table (jobs/iceberg/quarantine.py)
     _checkpoints/ingest/ (manifests/, late_files/, retired/, restamped.jsonl, reconciled/, last_success.json)
     _checkpoints/<job>.json, publish.json, rebuilds/<run>.json, ingest.lock, rescale/
     _staging/<run>/<table>/, _swept/<table>/<time>/, _replaced/<table>/<tag>/   hidden from every reader
     landing/AWSLogs/...                              an S3 landing's objects, fetched (jobs/landing/bucket.py)
     notifications/{inbox,kept,outside,refused}/      the event-driven DAG's notifications (jobs/landing/sqs.py)
     reports/{ingest,reconcile,rebuild,publish,<job>,dq,dq/<job>}/<run id>.json, reports/dq/_validated.json, tally.json
-    iceberg/catalog.db, iceberg/warehouse/<ns>/<table>/   the embedded Iceberg catalog and its tables (the derived
-                                                     tables, which their jobs write; the events' published copy)
+    iceberg/catalog.db, iceberg/warehouse/<ns>/<table>/   the embedded Iceberg catalog and its tables (the
+                                                     quarantine; the derived tables, which their jobs write; the
+                                                     events' published copy)
     activity_hourly/, findings/, ocsf/api_activity/  an earlier release's derived tables, until their first run here
 """
 
@@ -24,9 +27,8 @@ from pathlib import Path
 # Partition columns, which are also the tables' column names for those values.
 EVENT_DATE = "event_date"
 REASON = "reason"
-# The tables the ingest job writes through Spark's file sink, by folder name.
+# The tables the ingest job writes: the events through Spark's file sink, the quarantine as an Iceberg table.
 EVENTS, QUARANTINE = "events", "quarantine"
-TABLES = (EVENTS, QUARANTINE)
 REGION, ACCOUNT_ID, EVENT_DAY = "region", "accountId", "eventDay"
 
 
@@ -229,7 +231,8 @@ class Lake:
 
     @property
     def replacements(self) -> Path:
-        """What a batch will move aside once its quarantine output is committed, one file per batch."""
+        """What an earlier release's batch would move aside once its quarantine output was committed, one file per
+        batch (jobs/iceberg/quarantine.py reads what one left)."""
         return self.checkpoint / "replacements"
 
     @property

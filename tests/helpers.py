@@ -21,11 +21,12 @@ import duckdb
 from pyspark.sql import functions as F
 
 from jobs import COMMANDS
+from jobs.iceberg.quarantine_files import quarantine_source
 from jobs.ingest.command import parse_args
 from jobs.ingest.run import run
 from jobs.lake import Lake
 from jobs.landing.layout import delivery_path
-from jobs.records.schema import EVENTS_SCHEMA, QUARANTINE_SCHEMA
+from jobs.records.schema import EVENTS_SCHEMA
 from jobs.reporting.report import RunReport
 from jobs.spark.logs import batch_files, local_path, sink_log, sink_log_files
 from jobs.spark.session import stop_state_stores
@@ -244,13 +245,12 @@ def spark_table(spark, lake: Path, name: str):
 
 
 def quarantine_rows(spark, lake: Path) -> list[tuple[str, str]]:
-    """(source file name, reason) of every quarantined row."""
-    quarantine = Lake(lake).quarantine
-    if not sink_log(quarantine).exists():
+    """(source file name, reason) of every quarantined row, as the quarantine's Iceberg table holds it now."""
+    source = quarantine_source(Lake(lake))
+    if source is None:
         return []
-    with through_commit_log(spark):
-        rows = spark.read.schema(QUARANTINE_SCHEMA).parquet(str(quarantine)).select("source_file", "reason").collect()
-    return sorted((Path(r.source_file).name, r.reason) for r in rows)
+    rows = duckdb.connect().execute(f"select source_file, reason from {source}").fetchall()
+    return sorted((Path(path).name, reason) for path, reason in rows)
 
 
 def committed_files(table: Path) -> list[Path]:

@@ -42,13 +42,17 @@ class Live:
             try:
                 if Path(os.readlink(proc / "exe")).name == "java":
                     jvms.add(int(proc.name))
-                for link in [proc / "cwd", *(proc / "fd").iterdir()]:
-                    paths.add(Path(os.readlink(link)))
+                links = [proc / "cwd", *(proc / "fd").iterdir()]
                 for line in (proc / "maps").read_text().splitlines():
                     if "/" in line:
                         paths.add(Path(line[line.index("/") :]))
             except OSError:  # the process ended, or is not ours to read
                 continue
+            for link in links:
+                try:
+                    paths.add(Path(os.readlink(link)))
+                except OSError:  # closed since it was listed: the process's other files still count
+                    continue
         return cls(frozenset(paths), frozenset(jvms))
 
     def holds(self, entry: Path) -> bool:

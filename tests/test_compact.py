@@ -59,7 +59,7 @@ def test_a_date_written_by_many_runs_becomes_one_file_and_ingest_and_rebuild_go_
     deliver(landing, events_of(5, DAY + timedelta(hours=20), "late"), DAY + timedelta(hours=RUNS + 1))
     deliver(landing, events_of(5, DAY, "h0"), DAY + timedelta(hours=RUNS + 2))
     report = ingest(spark, landing, lake)
-    assert report.swept_files == {"events": 0, "quarantine": 0} and report.totals()["duplicates_dropped"] == 5
+    assert report.swept_files == {"events": 0} and report.totals()["duplicates_dropped"] == 5
     assert duckdb_rows(lake) == rows_of([*prefixes, "late"])
 
     # A rebuild of the compacted date reads its landing files again: the same rows.

@@ -14,13 +14,11 @@ from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import duckdb
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from jobs.lake import Lake
 from jobs.landing.layout import delivery_path
-from tests.helpers import DAY, duckdb_rows, ingest
+from tests.helpers import DAY, duckdb_rows, ingest, quarantine_rows
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "4"))
 MAX_FILES = 8 if EXAMPLES > 10 else 4
@@ -122,9 +120,5 @@ def test_every_record_lands_once_in_the_table_or_in_quarantine_with_its_reason(s
         report = ingest(spark, landing, lake)
         assert report.status == "succeeded"
         assert duckdb_rows(lake) == sorted(expected_rows)
-        quarantine = Lake(lake).quarantine
-        found: Counter = Counter()
-        if any(quarantine.glob("*/*.parquet")):
-            query = f"select source_file, reason from read_parquet('{quarantine}/*/*.parquet', hive_partitioning = true)"
-            found.update((Path(source).name, reason) for source, reason in duckdb.connect().execute(query).fetchall())
+        found: Counter = Counter(quarantine_rows(spark, lake))
         assert found == expected_quarantine

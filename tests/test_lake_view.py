@@ -20,6 +20,7 @@ import pytest
 
 from jobs.derived import ocsf
 from jobs.derived.derivation import DerivedConfig
+from jobs.iceberg.quarantine_files import quarantine_source
 from jobs.lake import DERIVED, Lake, partition
 from jobs.landing.layout import delivery_path
 from jobs.ledger import search as ledger_search
@@ -122,15 +123,19 @@ def test_the_read_model_answers_the_operators_questions(known: KnownLake):
     assert health.state_bytes > 0 and health.source_log_files >= 1 and health.sink_log_bytes["events"] > 0 and health.manifests == 1
 
 
+def searched(known, query: str):
+    return ledger_search.search_ledger(known.lake, known.landing, query, quarantine_source(known.lake))
+
+
 def test_the_file_ledger_says_what_became_of_each_file(known: KnownLake):
-    hits = {Path(hit.path).name: hit for hit in ledger_search.search_ledger(known.lake, known.landing, "2024-03-01")}
+    hits = {Path(hit.path).name: hit for hit in searched(known, "2024-03-01")}
     assert len(hits) == 3
     good, corrupt, waiting = hits[known.good.name], hits[known.corrupt.name], hits[known.waiting.name]
     assert (good.status, good.rows_written, good.records_in_file, good.duplicates_dropped) == ("ingested", 30, 31, 1)
     assert good.runs == (known.report.run_id,) and good.source_batch == 0
     assert corrupt.status == "quarantined" and corrupt.quarantined == {"corrupt_gzip": 1} and corrupt.details
     assert waiting.status == "not seen"
-    assert [hit.path for hit in ledger_search.search_ledger(known.lake, known.landing, "goodfile")] == [str(known.good)]
+    assert [hit.path for hit in searched(known, "goodfile")] == [str(known.good)]
 
 
 def test_status_prints_freshness_backlog_and_the_last_run(known: KnownLake):
@@ -275,5 +280,5 @@ def test_the_published_tables_show_their_snapshot_the_dates_held_back_and_the_la
     assert hostile not in page and "&lt;img src=x onerror=alert(1)&gt;" in section, "the last error, escaped"
     shown = json.loads(get(f"{server.url}/cloudtrail/status.json", token)[1])["published"]
     assert {t["table"]: t["last_error"] is not None for t in shown} == {
-        "events": False, "activity_hourly": False, "findings": True, "ocsf_api_activity": False
+        "events": False, "activity_hourly": False, "findings": True, "ocsf_api_activity": False, "quarantine": False
     }  # fmt: skip

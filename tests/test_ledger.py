@@ -12,6 +12,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from jobs.iceberg.catalog import NAMESPACE, open_catalog
+from jobs.iceberg.quarantine_files import quarantine_source
 from jobs.lake import Lake
 from jobs.landing.layout import Older, aws_logs, day_folders, delivery_date, delivery_path
 from jobs.ledger import planner as ledger
@@ -226,9 +228,7 @@ def test_file_names_are_data(spark, landing, lake):
     assert duckdb_rows(lake) == sorted(expected)
     sources = duckdb.connect().execute(f"select distinct _source_file from read_parquet('{Lake(lake).events}/*/*.parquet')").fetchall()
     assert {source for (source,) in sources} == {f"file:{path}" for path in landing.rglob("*.json.gz")}
-    quarantined = (
-        duckdb.connect().execute(f"select source_file, reason from read_parquet('{Lake(lake).quarantine}/*/*.parquet')").fetchall()
-    )
+    quarantined = duckdb.connect().execute(f"select source_file, reason from {quarantine_source(Lake(lake))}").fetchall()
     assert quarantined == [(f"file:{broken}", "not_json")]
     assert ingest(spark, landing, lake).totals()["files_read"] == 0
 
@@ -249,8 +249,11 @@ def test_a_changed_file_is_read_again_once(spark, landing, lake):
     assert again.ledger["changed_shown"] == [str(path)], "named, not only counted"
     assert ingest(spark, landing, lake).totals()["files_read"] == 0
     assert duckdb_rows(lake) == sorted((f"slow-{i}", str(DAY.date())) for i in range(4))
-    # its truncated_gzip row has left the quarantine, kept aside
-    assert not any(Lake(lake).quarantine.glob("*/*.parquet")) and list((lake / "_replaced" / "quarantine").rglob("*.parquet"))
+    # its truncated_gzip row has left the quarantine, and stays in the table's history
+    assert quarantine_source(Lake(lake)) is None
+    table = open_catalog(Lake.at(lake), None).load_table(f"{NAMESPACE}.quarantine")
+    history = table.scan(snapshot_id=table.current_snapshot().parent_snapshot_id).to_arrow()
+    assert history.column("reason").to_pylist() == ["truncated_gzip"]
 
 
 def test_a_file_written_to_within_the_settle_time_waits_for_a_later_run(spark, landing, lake):

@@ -18,7 +18,7 @@ from jobs.files import FORMAT
 from jobs.lake import ACTIVITY, ACTIVITY_HOURLY, EVENT_DATE, OCSF_API_ACTIVITY, Lake
 from jobs.quality import gate
 from jobs.reporting.report import read_report
-from tests.helpers import DAY, deliver, duckdb_rows, events_of, run_every_command, spark_table
+from tests.helpers import DAY, deliver, duckdb_rows, events_of, quarantine_rows, run_every_command, spark_table
 
 PREVIOUS = Path(__file__).parent / "fixtures" / "lake-93b517d.tar.gz"
 
@@ -33,6 +33,8 @@ def test_every_command_of_this_release_runs_on_a_lake_the_previous_one_wrote(spa
     landing, lake = tmp_path / "landing", tmp_path / "lake"
     layout = Lake(lake)
     assert duckdb_rows(lake) == expected(range(3))
+    held = quarantine_rows(spark, lake)
+    assert [reason for _, reason in held] == ["not_json"] and layout.quarantine.is_dir(), "its quarantine, a folder"
     assert (layout.checkpoints / "downstream.json").exists() and FORMAT not in json.loads(layout.validated.read_text())
 
     deliver(landing, events_of(5, DAY + timedelta(days=3), "d3"), DAY + timedelta(days=3, hours=1))
@@ -57,6 +59,8 @@ def test_every_command_of_this_release_runs_on_a_lake_the_previous_one_wrote(spa
     ])  # fmt: skip
 
     assert duckdb_rows(lake) == expected(range(4)), "each event once: the copies within the horizon dropped"
+    assert quarantine_rows(spark, lake) == held and not layout.quarantine.exists(), "its quarantine, moved into the Iceberg table"
+    assert (layout.replaced_tables("quarantine") / "folder" / "_spark_metadata").is_dir(), "the old folder kept aside"
     state = layout.derived_state(ACTIVITY)
     assert not (layout.checkpoints / "downstream.json").exists() and json.loads(state.read_text())[FORMAT] == STATE_FORMAT
     assert sorted(built_dates(layout, ACTIVITY)) == ["2024-03-01", "2024-03-02", "2024-03-03", "2024-03-04"]

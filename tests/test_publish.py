@@ -80,7 +80,7 @@ def test_the_four_tables_equal_the_lake_and_a_date_filter_plans_only_its_files(s
     report = published(lake)
     assert report.status == "succeeded", publish_summary(dataclasses.asdict(report))
     by_table = {t.table: t for t in report.tables}
-    assert set(by_table) == {"events", "activity_hourly", "findings", "ocsf_api_activity"}
+    assert set(by_table) == {"events", "activity_hourly", "findings", "ocsf_api_activity", "quarantine"}, "the quarantine kept too"
 
     assert iceberg_rows(lake) == duckdb_rows(lake) != []
     day = "2024-03-02"

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import duckdb
 
+from jobs.iceberg.catalog import NAMESPACE, open_catalog
+from jobs.iceberg.quarantine_files import quarantine_source
 from jobs.lake import Lake
 from jobs.landing.layout import delivery_path
 from jobs.tables.quarantine import Replay
@@ -17,11 +19,11 @@ from tests.helpers import DAY, duckdb_rows, event, events_of, ingest
 
 
 def quarantined(lake: Path) -> list[tuple[str, int | None, str]]:
-    """(file name, record index, reason) of every quarantine row, read as a directory reader reads it."""
-    quarantine = Lake(lake).quarantine
-    if not any(quarantine.glob("*/*.parquet")):
+    """(file name, record index, reason) of every quarantine row, as the quarantine's Iceberg table holds it now."""
+    source = quarantine_source(Lake(lake))
+    if source is None:
         return []
-    query = f"select source_file, record_index, reason from read_parquet('{quarantine}/*/*.parquet', hive_partitioning = true)"
+    query = f"select source_file, record_index, reason from {source}"
     return sorted((Path(source).name, index, reason) for source, index, reason in duckdb.connect().execute(query).fetchall())
 
 
@@ -56,7 +58,11 @@ def test_a_replay_after_a_hand_repair_moves_the_record_into_the_table_once(spark
     assert code == 0
     assert [event_id for event_id, _ in duckdb_rows(lake)] == ["r-0", "r-1", "r-2"]
     assert quarantined(lake) == [(kept.name, None, "not_json")]
-    assert list((lake / "_replaced" / "quarantine").rglob("*.parquet")), "the replaced rows are kept aside"
+    table = open_catalog(Lake.at(lake), None).load_table(f"{NAMESPACE}.quarantine")
+    replaced = table.current_snapshot()
+    assert replaced.summary["deleted-records"] == "1" and replaced.summary.get("cloudtrail.batch"), "the replay's batch took it out"
+    before = table.scan(snapshot_id=replaced.parent_snapshot_id).to_arrow().select(["record_index", "reason"]).to_pylist()
+    assert {"record_index": 1, "reason": "invalid_json"} in before, "the replaced row stays in the table's history"
     assert ingest(spark, landing, lake).totals()["files_read"] == 0
 
 

@@ -239,7 +239,8 @@ def test_one_write_puts_each_row_in_one_table_and_counts_the_batch(spark, tmp_pa
         spark, record("a"), record(None), record("b", event_time="2024-01-01T23:30:00Z"), record("f", event_time="2030-01-01T00:00:00Z")
     ).transform(mark_late, timedelta(hours=1))
     lake = Lake(tmp_path)
-    written = write_tables(table_rows(rows, ARRIVAL, timedelta(minutes=15)), lake, 0, events=True, quarantine=True)
+    folder = str(tmp_path / "quarantine-data")
+    written = write_tables(table_rows(rows, ARRIVAL, timedelta(minutes=15)), lake, folder, 0, events=True, quarantine=True)
     events = spark.read.parquet(str(lake.events)).select("eventID", F.col("event_date").cast("string"), "_ingest_time")
     assertDataFrameEqual(
         events,
@@ -248,14 +249,14 @@ def test_one_write_puts_each_row_in_one_table_and_counts_the_batch(spark, tmp_pa
             for i, d in [("a", "2024-01-01"), ("b", "2024-01-01"), ("f", "2030-01-01")]
         ],
     )
-    quarantine = spark.read.parquet(str(lake.quarantine)).select("record_index", "reason")
+    quarantine = spark.read.parquet(*written.files["quarantine"]).select("record_index", "reason")  # the reason in the file
     assertDataFrameEqual(quarantine, [Row(record_index=1, reason="missing_event_id")])
     assert sorted(Path(f).parent.name for f in written.files["events"]) == ["event_date=2024-01-01", "event_date=2030-01-01"]
     figures = batch_figures(written.groups)
     assert figures.written == {"2024-01-01": 2, "2030-01-01": 1} and figures.quarantined == {"missing_event_id": 1}
     assert (figures.late, figures.late_per_date, figures.implausible) == (1, {"2024-01-01": 1}, 1)  # a: 14 h after; f: years ahead
     # A table that has the batch already gets no files; the batch is still counted.
-    again = write_tables(table_rows(rows, ARRIVAL, timedelta(minutes=15)), lake, 0, events=False, quarantine=True)
+    again = write_tables(table_rows(rows, ARRIVAL, timedelta(minutes=15)), lake, folder, 0, events=False, quarantine=True)
     assert again.files["events"] == [] and len(again.files["quarantine"]) == 1
     assert batch_figures(again.groups).written == figures.written
 

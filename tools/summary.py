@@ -12,6 +12,8 @@ from typing import Any
 
 import duckdb
 
+from jobs.iceberg.catalog import NAMESPACE
+from jobs.iceberg.quarantine_files import quarantine_source
 from jobs.lake import DERIVED, EVENT_DATE, REASON, Lake
 from jobs.reporting.report import failure_line, read_reports, verdict_of
 from jobs.status.lake_status import derived_rows
@@ -38,10 +40,10 @@ def summarize(lake: Lake) -> str:
         lines.append("top eventSources:")
         for source, rows in db.execute(f"select eventSource, count(*) n from {table} group by 1 order by n desc, 1 limit 5").fetchall():
             lines.append(f"  {source:<36}{rows:>8}")
-    quarantine = lake.quarantine
-    lines.append(f"quarantine: {quarantine}")
-    if any(quarantine.glob("*/*.parquet")):
-        query = f"select {REASON}, count(*) from read_parquet('{quarantine}/*/*.parquet', hive_partitioning = true) group by 1 order by 1"
+    quarantine = quarantine_source(lake)
+    lines.append(f"quarantine: {NAMESPACE}.quarantine")
+    if quarantine is not None:
+        query = f"select {REASON}, count(*) from {quarantine} group by 1 order by 1"
         lines.extend(f"  {reason:<24}{count:>8}" for reason, count in db.execute(query).fetchall())
     else:
         lines.append("  nothing quarantined")

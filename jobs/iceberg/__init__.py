@@ -1,5 +1,6 @@
-"""The lake's Iceberg tables through a catalog: those Spark writes itself (the derived tables), and the events table
-published from the lake's committed, gated files (publish)."""
+"""The lake's Iceberg tables through a catalog: the quarantine, a table of record the ingest commits to (quarantine,
+read without Spark by quarantine_files), those Spark writes itself (the derived tables), and the events table published
+from the lake's committed, gated files (publish)."""
 
 from jobs import exported
 
@@ -8,12 +9,21 @@ __all__ = [
     "CatalogUnusable",
     "EMBEDDED",
     "NAMESPACE",
+    "QuarantineRollback",
+    "QuarantineTable",
+    "STAGED",
     "TABLE_NAMES",
     "Staged",
     "existing_table",
     "open_catalog",
+    "publish_staged",
     "publish_tables",
+    "quarantine_batch",
+    "quarantine_data_files",
+    "quarantine_location",
+    "quarantine_source",
     "reader_settings",
+    "registered",
     "spark_name",
     "staged_overwrite",
     "use_catalog",

@@ -11,7 +11,7 @@ import logging
 from typing import Any
 
 from jobs import cli, object_store, options
-from jobs.lake import DERIVED, EVENTS, Lake
+from jobs.lake import DERIVED, EVENTS, QUARANTINE, Lake
 
 log = logging.getLogger("iceberg")
 
@@ -78,9 +78,12 @@ def _rehome(catalog: Any, lake: Lake, namespace: str) -> None:
     """A lake copied or moved to another path brings an embedded catalog whose tables live at the old path (Iceberg
     metadata holds absolute paths): they are dropped from this catalog (the old lake's files untouched) and published
     again from the lake's files by this publish; their snapshot history starts again. So are tables an earlier release
-    put beside the lake, under its path percent-encoded (`embedded_settings`)."""
+    put beside the lake, under its path percent-encoded (`embedded_settings`). The quarantine, a table of record, is
+    registered again where it is instead (jobs/iceberg/quarantine.py)."""
     home = f"{lake.iceberg_warehouse}/"
     for identifier in catalog.list_tables(namespace):
+        if identifier[-1].startswith(QUARANTINE):
+            continue
         try:
             location = catalog.load_table(identifier).location()
         except FileNotFoundError:  # its metadata went with the old path: the lake was moved, or restored elsewhere

@@ -48,7 +48,8 @@ from jobs.iceberg import upkeep
 from jobs.iceberg.catalog import NAMESPACE, TABLE_NAMES, CatalogUnusable, claim, current_files, existing_table, open_catalog, open_table
 from jobs.iceberg.columns import conformed, with_partition_columns
 from jobs.iceberg.gated import LocalFile, Published, derived_held_back, events_published
-from jobs.lake import EVENTS, PARTITION_COLUMNS, Lake
+from jobs.iceberg.quarantine_files import registered
+from jobs.lake import EVENTS, PARTITION_COLUMNS, QUARANTINE, Lake
 from jobs.records import layout
 from jobs.reporting.report import now_iso, write_json
 from jobs.reporting.summary import publish_summary
@@ -239,6 +240,17 @@ def kept_table(catalog: Any, config: PublishConfig, name: str, now: datetime) ->
     return outcome if table is None else _kept(claim(table, config.lake), config, outcome, Published(), now)
 
 
+def kept_quarantine(config: PublishConfig, now: datetime) -> TableOutcome:
+    """The quarantine, a table of record in the lake's embedded catalog (jobs/iceberg/quarantine.py), kept small like the
+    others; left alone while it waits to be registered at a lake's new path by the next ingest."""
+    outcome = TableOutcome(QUARANTINE)
+    entry = registered(config.lake)
+    if entry is None or entry.moved_from is not None:
+        return outcome
+    table = existing_table(open_catalog(config.lake, None), f"{NAMESPACE}.{QUARANTINE}")
+    return outcome if table is None else _kept(claim(table, config.lake), config, outcome, Published(), now)
+
+
 def _kept(table: Any, config: PublishConfig, outcome: TableOutcome, found: Published, now: datetime) -> TableOutcome:
     """Expiry and orphan deletion, then the table's figures for the report."""
     outcome.expired = upkeep.expire(table, now - config.expire_after)
@@ -287,6 +299,7 @@ def publish_tables(config: PublishConfig, now: datetime | None = None) -> Publis
                 error = _one_line(exc)
                 log.error("table %s.%s could not be published: %s", config.namespace, TABLE_NAMES[name], error)
                 report.tables.append(TableOutcome(TABLE_NAMES[name], error=error))
+        report.tables.append(kept_quarantine(config, now or datetime.now(tz=UTC)))
         report.status = "failed" if any(t.error for t in report.tables) else "succeeded"
     except Exception as exc:
         report.status = "failed"

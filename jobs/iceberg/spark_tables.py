@@ -69,15 +69,15 @@ def _jdbc(sqlalchemy_uri: str) -> str:
 
 
 def use_catalog(spark: SparkSession, lake: Lake, name: str | None) -> str:
-    """The session's Spark catalog for the catalog named (or the embedded one), by its name. A session that used the
-    name for another lake forgets it: Spark loads a catalog once and keeps it."""
+    """The session's Spark catalog for the catalog named (or the embedded one), by its name, loaded anew: Spark loads a
+    catalog once and keeps it, with its connection to an embedded catalog's file, which a lake restored from a backup
+    replaces, and with the lake it was loaded for."""
     catalog, settings = spark_catalog(lake, name)
     wanted = {f"spark.sql.catalog.{catalog}": SPARK_CATALOG, f"spark.sql.catalog.{catalog}.cache-enabled": "false"}
     wanted |= {f"spark.sql.catalog.{catalog}.{key}": value for key, value in settings.items()}
-    if any(spark.conf.get(key, None) != value for key, value in wanted.items()):
-        for key, value in wanted.items():
-            spark.conf.set(key, value)
-        spark._jsparkSession.sessionState().catalogManager().reset()
+    for key, value in wanted.items():
+        spark.conf.set(key, value)
+    spark._jsparkSession.sessionState().catalogManager().reset()
     return catalog
 
 

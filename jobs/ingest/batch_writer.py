@@ -1,6 +1,7 @@
 """The streaming query's foreachBatch body: one batch into both tables in one Spark job, its figures counted on
-the way (jobs/sinks.write_tables), then each table's commit, exactly once per batch id: the quarantine (with
-the rows it keeps from the quarantine files its reads replace, jobs/tables/quarantine.py), then the events."""
+the way (jobs/spark/sinks.write_tables), then each table's commit, exactly once per batch id: the quarantine's Iceberg
+snapshot (with the rows it keeps from the files holding rows its reads replace, which the snapshot removes:
+jobs/iceberg/quarantine.py), then the events' sink log."""
 
 from __future__ import annotations
 
@@ -11,15 +12,16 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
+from jobs.iceberg.quarantine import QuarantineTable
 from jobs.ingest.config import IngestConfig
-from jobs.lake import EVENT_DATE, REASON
+from jobs.lake import EVENT_DATE, EVENTS, QUARANTINE
 from jobs.landing.layout import place
 from jobs.ledger.store import record_late_files
 from jobs.records.rows import kept_rows, table_rows
 from jobs.reporting.report import BatchStats, RunReport
-from jobs.spark.logs import batch_time, local_path
+from jobs.spark.logs import batch_time, local_path, stream_id
 from jobs.spark.sinks import ParquetSink, write_tables
-from jobs.tables.quarantine import Replacement
+from jobs.tables.quarantine import batch_entries, replaced_rows
 
 EPOCH = date(1970, 1, 1)  # an event date as the write counts it: days since
 
@@ -75,25 +77,34 @@ class BatchWriter:
     """foreachBatch body: both tables' files in one Spark job (the batch is computed once, not cached), then each
     table's commit, the quarantine's first; a table that has the batch already is not written again."""
 
-    def __init__(self, spark: SparkSession, config: IngestConfig, report: RunReport) -> None:
+    def __init__(self, spark: SparkSession, config: IngestConfig, report: RunReport, quarantine: QuarantineTable) -> None:
         self.spark, self.lake, self.report = spark, config.lake, report
         retention_ms = int(config.table_log_retention.total_seconds() * 1000)
         self.events = ParquetSink(spark, str(config.lake.events), [EVENT_DATE], retention_ms)
-        self.quarantine = ParquetSink(spark, str(config.lake.quarantine), [REASON], retention_ms)
+        self.quarantine = quarantine
         self.clock_skew = config.clock_skew
 
     def __call__(self, rows: DataFrame, batch_id: int) -> None:
-        events_done, quarantine_done = self.events.is_committed(batch_id), self.quarantine.is_committed(batch_id)
-        replacement = Replacement(self.spark, self.lake, batch_id, quarantine_done)
+        held = self.quarantine.committed_batch()
+        events_done, quarantine_done = self.events.is_committed(batch_id), held is not None and held >= batch_id
+        replaced, kept = ([], None) if quarantine_done else self.replaced(batch_id)
         batch = table_rows(rows, batch_time(self.lake.checkpoint, batch_id), self.clock_skew)
-        if replacement.kept is not None:
-            batch = batch.unionByName(kept_rows(replacement.kept))
-        written = write_tables(batch, self.lake, batch_id, events=not events_done, quarantine=not quarantine_done)
+        if kept is not None:
+            batch = batch.unionByName(kept_rows(kept))
+        folder = self.quarantine.data_folder
+        written = write_tables(batch, self.lake, folder, batch_id, events=not events_done, quarantine=not quarantine_done)
         figures = batch_figures(written.groups)
         if not quarantine_done:
-            self.quarantine.commit(batch_id, written.files[self.lake.quarantine.name])
-        replacement.finish()
+            self.quarantine.commit_batch(stream_id(self.lake.checkpoint), batch_id, written.files[QUARANTINE], replaced)
         record_late_files(self.lake.late_files, batch_id, {day: sorted(files) for day, files in figures.late_files.items()})
         if not events_done:
-            self.events.commit(batch_id, written.files[self.lake.events.name])
+            self.events.commit(batch_id, written.files[EVENTS])
         self.report.batches.append(figures.stats(batch_id, events_done and quarantine_done))
+
+    def replaced(self, batch_id: int) -> tuple[list[str], DataFrame | None]:
+        """The quarantine's data files holding rows the batch's reads replace, and the rows it keeps from them."""
+        entries = [entry for entry in batch_entries(self.lake, batch_id) if entry.supersedes]
+        if not entries:
+            return [], None
+        files = self.quarantine.holding(replaced_rows(entries))
+        return files, self.quarantine.kept(files, replaced_rows(entries)) if files else None

@@ -5,7 +5,8 @@ open_checkpoint   finish a rebuild's swap a dead run left; mend, read and check 
 deliveries        an S3 landing: fetch what the queue's notifications (or a listing) name into the landing cache
 plan              list the landing zone (or the notified files) against the ledger: this run's manifests
 deliveries.done   delete the notifications: their files are in the ledger
-stream            sweep, read every manifest not read yet into the tables, sweep (no Spark when nothing is new)
+stream            open the quarantine's Iceberg table, sweep the events', read every manifest not read yet into the
+                  tables, sweep again (no Spark when nothing is new)
 record_success    the plan's check times and the last clean batch, for the next run
 deliveries.prune  an S3 landing on a queue: the cache's retired delivery folders deleted
 report            <lake>/reports/ingest/<run id>.json, whatever happened
@@ -13,6 +14,7 @@ report            <lake>/reports/ingest/<run id>.json, whatever happened
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -20,18 +22,21 @@ from datetime import UTC, datetime
 
 from pyspark.sql import SparkSession
 
-from jobs import cli, options
+from jobs import cli, duck, options
+from jobs.iceberg.quarantine import QuarantineTable
+from jobs.iceberg.quarantine_files import quarantine_batch, quarantine_data_files, quarantine_location
+from jobs.iceberg.quarantine_repair import publish_staged
 from jobs.ingest import deliveries, stream
 from jobs.ingest.config import IngestConfig
-from jobs.lake import TABLES
+from jobs.lake import EVENTS, REASON
 from jobs.ledger.planner import Plan, plan_files
-from jobs.ledger.store import check_manifests
+from jobs.ledger.store import Entry, check_manifests
 from jobs.reporting import tally
 from jobs.reporting.report import RunReport, now_iso
 from jobs.spark.checkpoint import CheckpointSnapshot, open_for_ingest, record_success
-from jobs.spark.logs import last_commit
+from jobs.spark.logs import last_commit, local_path
 from jobs.tables import partitions
-from jobs.tables.quarantine import replay_entries
+from jobs.tables.quarantine import entries_to_replay
 from jobs.tables.sweep import sweep_lake
 
 log = logging.getLogger("cloudtrail_ingest")
@@ -52,7 +57,7 @@ def run(config: IngestConfig, session: Callable[[], SparkSession]) -> RunReport:
         if files.pending == 0 and checkpoint.settled:  # no manifest to read, this run's none either
             # A streaming query would find nothing: skip Spark altogether.
             log.info("nothing new in %s since the last successful run; Spark not started", config.landing)
-            report.swept_files = dict.fromkeys(TABLES, 0)
+            report.swept_files = {EVENTS: 0}
         else:
             report.swept_files = ingest(session(), config, checkpoint, report)
         report.watermark_after = _iso(record_success(config.lake, files.check_times).watermark)
@@ -65,15 +70,25 @@ def run(config: IngestConfig, session: Callable[[], SparkSession]) -> RunReport:
 
 
 def open_checkpoint(config: IngestConfig) -> CheckpointSnapshot:
-    partitions.recover(config.lake)  # a rebuild that died mid-swap is finished before anything reads the table
-    checkpoint = open_for_ingest(config.lake)
+    # A rebuild that died mid-swap is finished, its quarantine too, before anything reads the tables.
+    partitions.recover(config.lake, functools.partial(publish_staged, config.lake))
+    checkpoint = open_for_ingest(config.lake, {quarantine_location(config.lake): quarantine_batch(config.lake)})
     check_manifests(checkpoint, config.lake.manifests)
     return checkpoint
 
 
 def plan_run(config: IngestConfig, checkpoint: CheckpointSnapshot, notified: list[str] | None) -> Plan:
-    replay = replay_entries(config.lake, config.replay) if config.replay else []
+    replay = replay_entries(config) if config.replay else []
     return plan_files(checkpoint, config.lake.manifests, config.landing, config.ledger, config.dedup, replay, notified)
+
+
+def replay_entries(config: IngestConfig) -> list[Entry]:
+    """The landing files (or records of them) the quarantine holds for the run's replay."""
+    source = duck.files(quarantine_data_files(config.lake))
+    if source is None or config.replay is None:
+        return []
+    rows = duck.connect().execute(f"select source_file, {REASON}, record_index from {source}").fetchall()
+    return entries_to_replay(((local_path(path), reason, index) for path, reason, index in rows), config.replay)
 
 
 def explain(files: Plan) -> None:
@@ -94,10 +109,11 @@ def ingest(spark: SparkSession, config: IngestConfig, checkpoint: CheckpointSnap
 
     Debris of a crashed attempt is swept before a compaction can age its neighbours out of the log,
     and a successful run always leaves a clean table, whatever earlier crashed attempts left."""
+    quarantine = QuarantineTable(spark, config.lake)
     before = sweep_lake(spark, config.lake)
-    stream.stream(spark, config, checkpoint.watermark, report)
+    stream.stream(spark, config, checkpoint.watermark, report, quarantine)
     after = sweep_lake(spark, config.lake)
-    return {table: before[table] + after[table] for table in TABLES}
+    return {table: before[table] + after[table] for table in before}
 
 
 @contextmanager

@@ -17,6 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
+from jobs.iceberg.quarantine import QuarantineTable
 from jobs.ingest.batch_writer import BatchWriter
 from jobs.ingest.config import IngestConfig
 from jobs.ledger.store import MANIFEST_DDL
@@ -95,7 +96,9 @@ def follow(query: StreamingQuery, report: RunReport) -> None:
         raise RuntimeError(f"streaming query failed: {error}")
 
 
-def stream(spark: SparkSession, config: IngestConfig, committed_watermark: datetime | None, report: RunReport) -> None:
+def stream(
+    spark: SparkSession, config: IngestConfig, committed_watermark: datetime | None, report: RunReport, quarantine: QuarantineTable
+) -> None:
     """Read every manifest not read yet, batch by batch, into the tables; each batch's figures into `report`."""
     rows = transform(extract(spark, config), config, committed_watermark)
-    follow(load(rows, config, BatchWriter(spark, config, report)), report)
+    follow(load(rows, config, BatchWriter(spark, config, report, quarantine)), report)

@@ -74,8 +74,9 @@ def _records_in(path: str) -> int | None:
     return len(records) if isinstance(records, list) else None
 
 
-def search_ledger(lake: Lake, landing: Path, query: str) -> list[LedgerHit]:
-    """Landing files whose path holds `query` (or, for a YYYY-MM-DD query, that were delivered that day), with what became of each."""
+def search_ledger(lake: Lake, landing: Path, query: str, quarantine: str | None) -> list[LedgerHit]:
+    """Landing files whose path holds `query` (or, for a YYYY-MM-DD query, that were delivered that day), with what became of
+    each; `quarantine` is the quarantine's rows as a DuckDB table function (jobs/iceberg/quarantine_files.py)."""
     query = query.strip()
     try:
         day: date | None = date.fromisoformat(query)
@@ -93,7 +94,7 @@ def search_ledger(lake: Lake, landing: Path, query: str) -> list[LedgerHit]:
     ] if day is not None or query else []  # fmt: skip
     paths = sorted({p for p in [*taken, *in_landing] if (day is not None and delivery_date(p) == day) or (day is None and query in p)})
     paths = paths[:LEDGER_HITS]
-    written, quarantined, runs, details = _table_rows(lake, paths)
+    written, quarantined, runs, details = _table_rows(lake, paths, quarantine)
     hits = []
     for path in paths:
         size, source_batch = taken.get(path, (None, None))
@@ -124,9 +125,10 @@ def search_ledger(lake: Lake, landing: Path, query: str) -> list[LedgerHit]:
 
 
 def _table_rows(
-    lake: Lake, paths: list[str]
+    lake: Lake, paths: list[str], held: str | None
 ) -> tuple[dict[str, int], dict[str, dict[str, int]], dict[str, set[str]], dict[str, list[str]]]:
-    """Rows of these files in the events table and the quarantine, and the runs that wrote them.
+    """Rows of these files in the events table and the quarantine (`held`, a DuckDB table function), and the runs that
+    wrote them.
 
     The events table is read only where a file's events can be: up to two days before its
     delivery date, and the dates its late events went to (jobs/ledger/planner.py's late files)."""
@@ -147,7 +149,6 @@ def _table_rows(
             path = local_path(name)
             written[path] = written.get(path, 0) + count
             runs.setdefault(path, set()).add(run)
-    held = duck.partitions(lake.quarantine)
     if held is not None:
         query = (f"select source_file, {REASON}, _ingest_run_id, count(*), min(detail) from {held} "
                  "where source_file in (select unnest(?)) group by 1, 2, 3")  # fmt: skip

@@ -61,11 +61,10 @@ def split_quarantine(rows: DataFrame) -> DataFrame:
     return rows.where(F.col("_reason").isNotNull()).select(*(column.alias(name) for name, column in _quarantine_columns().items()))
 
 
-# A table's data columns: all but its partition column, which the folder holds.
+# A table's columns in its files: the events' all but their partition column, which the folder holds; the quarantine's
+# all of them, its reason too (an Iceberg table of record, read by DuckDB without its partitions: jobs/iceberg/quarantine.py).
 EVENTS_DATA = EVENTS_DATA_SCHEMA.fieldNames()
-
-
-QUARANTINE_DATA = [name for name in QUARANTINE_SCHEMA.fieldNames() if name != REASON]
+QUARANTINE_DATA = QUARANTINE_SCHEMA.fieldNames()
 
 
 # A row as jobs/java/cloudtrail/TableWriter.java takes it, by position (its ROW_* ordinals: a test holds them to this):

@@ -44,6 +44,7 @@ __all__ = [
     "state_partitions",
     "state_version_files",
     "stop_state_stores",
+    "stream_id",
     "write_tables",
 ]
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs.files import read_record, write_record
-from jobs.lake import LAST_SUCCESS, MANIFESTS, TABLES, Lake
+from jobs.lake import LAST_SUCCESS, MANIFESTS, Lake
 from jobs.reporting.report import read_reports
 from jobs.spark.logs import (
     RESTORE,
@@ -85,17 +85,18 @@ def record_success(lake: Lake, check_times: LastSuccess) -> Commit:
     return commit
 
 
-def open_for_ingest(lake: Lake) -> CheckpointSnapshot:
+def open_for_ingest(lake: Lake, held: dict[str, int | None]) -> CheckpointSnapshot:
     """The checkpoint an ingest run starts from: what can be mended is (a checksum whose file is gone, Spark's stream
     metadata, a moved lake's log of read manifests, last_success.json from the reports), then it is read once and
-    checked against the tables; a new checkpoint gets its last_success.json before the ledger lets go of a manifest.
+    checked against the tables (`held`: the newest batch of each table that keeps no sink log, by name); a new checkpoint
+    gets its last_success.json before the ledger lets go of a manifest.
     Refused (CheckpointError) while a rescale of the de-duplication state is unfinished."""
     if lake.rescaling.exists():
         raise CheckpointError(
             f"{lake.rescaling}: a rescale of the de-duplication state did not finish. Run python -m jobs.rescale "
             "--lake LAKE --state-partitions N again to finish it (README, 'Rescaling the de-duplication state')."
         )
-    for crc in drop_orphan_checksums(lake.checkpoint, [lake.table(name) for name in TABLES]):
+    for crc in drop_orphan_checksums(lake.checkpoint, [lake.events]):
         log.warning("deleted %s: the file it was the checksum of is gone", crc)
     if restore_stream_metadata(lake.checkpoint):
         log.warning("%s was missing or damaged: written again (it holds only the stream's id)", lake.checkpoint / STREAM_METADATA)
@@ -103,7 +104,7 @@ def open_for_ingest(lake: Lake) -> CheckpointSnapshot:
         log.warning("the lake was moved: Spark's log of read manifests now names them under %s", lake.manifests)
     if restore_last_success(lake):
         log.warning("%s was missing or damaged: written again from the newest successful run's report", lake.last_success)
-    snapshot = CheckpointSnapshot.verified(lake)
+    snapshot = CheckpointSnapshot.verified(lake, held)
     keep_check_times(snapshot)
     return snapshot
 
@@ -146,10 +147,11 @@ class CheckpointSnapshot:
     planned_offset: int | None
 
     @classmethod
-    def verified(cls, lake: Lake) -> CheckpointSnapshot:
-        """The lake's checkpoint, read and checked against the tables' commit logs (CheckpointError names the mend)."""
+    def verified(cls, lake: Lake, held: dict[str, int | None] | None = None) -> CheckpointSnapshot:
+        """The lake's checkpoint, read and checked against the events' commit log and the newest batch of each table in
+        `held`, by where it is (CheckpointError names the mend)."""
         snapshot = cls.read(lake.checkpoint)
-        snapshot.check_matches([lake.table(name) for name in TABLES])
+        snapshot.check_matches({str(lake.events): sink_batch(lake.events)} | (held or {}))
         return snapshot
 
     @classmethod
@@ -190,7 +192,7 @@ class CheckpointSnapshot:
         committed = self.commit.batch_id
         return committed is not None and self.planned_batch_id == committed and self.last_success.batch_id == committed
 
-    def check_matches(self, tables: list[Path]) -> None:
+    def check_matches(self, tables: dict[str, int | None]) -> None:
         """Refuse tables and a checkpoint that disagree on which batches are done. Every batch commits to each table's
         sink log before the checkpoint commits it, so a table's newest batch is the checkpoint's last commit, or the
         batch it planned after it when the run died between the two.
@@ -201,8 +203,7 @@ class CheckpointSnapshot:
         checkpoint counts as done, which no run would read again."""
         committed = -1 if self.commit.batch_id is None else self.commit.batch_id
         planned = -1 if self.planned_batch_id is None else self.planned_batch_id
-        for table in tables:
-            logged = sink_batch(table)
+        for table, logged in tables.items():
             newest = -1 if logged is None else logged
             if newest > planned:
                 found = (

@@ -160,6 +160,11 @@ def source_log_gaps(checkpoint: Path, through: int | None) -> list[int]:
 STREAM_METADATA = "metadata"
 
 
+def stream_id(checkpoint: Path) -> str:
+    """The stream's id, as its checkpoint holds it (what a table's snapshot names as the query that wrote it)."""
+    return str(json.loads((checkpoint / STREAM_METADATA).read_text())["id"])
+
+
 def restore_stream_metadata(checkpoint: Path) -> bool:
     """Write the checkpoint's `metadata` file again when it is missing or damaged beside batches: it holds only the
     query's id, which no other file refers to, and Spark refuses to start without it. Whether it was written."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import logging
 import os
 from collections.abc import Callable
@@ -131,15 +132,18 @@ def spark_session(
     driver_java_options(). Hadoop looks up the local file system's class before Spark adds the jar: the JVM finds it,
     and the dependencies, at the end of its classpath, past Spark's jars, so that the class archive, written by a JVM
     without them (`dumping_classes`: tools/class_archive.py, which therefore keeps Hadoop's own file system), fits
-    whatever paths they are given.
+    whatever paths they are given (its JVM loads them as `spark.jars`).
     """
     builder = SparkSession.builder.appName(app_name)
     # spark-submit hands Python a running JVM through this variable.
     if "PYSPARK_GATEWAY_PORT" not in os.environ:
         builder = builder.master(master or os.environ.get("CLOUDTRAIL_SPARK_MASTER", "local[*]"))
         builder = builder.config("spark.driver.memory", os.environ.get("CLOUDTRAIL_DRIVER_MEMORY", "2g"))
-        builder = builder.config("spark.jars", helpers_jar())
         builder = builder.config("spark.driver.defaultJavaOptions", driver_java_options())
+        # The archive's JVM loads the dependencies through Spark's own class loader: the ingest needs Iceberg's, and a
+        # class it loads so is not archived, so the archive names no path of theirs.
+        dependencies = sorted(glob.glob(dependency_jars())) if dumping_classes else []
+        builder = builder.config("spark.jars", ",".join([helpers_jar(), *dependencies]))
         if not dumping_classes:
             # Spark's launcher puts $SPARK_DIST_CLASSPATH last on the JVM's classpath (extraClassPath goes first).
             launch = [entry for entry in os.environ.get("SPARK_DIST_CLASSPATH", "").split(os.pathsep) if entry]

@@ -1,11 +1,11 @@
-"""Exactly-once Parquet output for foreachBatch, committed through Spark's own file sink log.
+"""Exactly-once Parquet output for foreachBatch: both tables' files in one Spark job, the events' committed through
+Spark's own file sink log.
 
-One query has two outputs (events and quarantine), so the query ends in foreachBatch. Both
-tables' files are written in one Spark job (`write_tables`: cloudtrail.TableWriter, jobs/java/),
-then each table's are listed in `<table>/_spark_metadata/<batchId>` by the log of Spark's
-FileStreamSink, the class `writeStream.format("parquet")` uses, with its rule: a batch id already
-in a table's log is not written to that table again, so a batch replayed after a crash is never
-written twice.
+One query has two outputs (events and quarantine), so the query ends in foreachBatch. Both tables' files are written
+in one Spark job (`write_tables`: cloudtrail.TableWriter, jobs/java/); the quarantine's are committed to its Iceberg
+table (jobs/iceberg/quarantine.py), the events' listed in `events/_spark_metadata/<batchId>` by the log of Spark's
+FileStreamSink, the class `writeStream.format("parquet")` uses, with its rule: a batch id already in the log is not
+written again, so a batch replayed after a crash is never written twice.
 
 The log keeps entries for `retention` only (the sink's own option, SPARK-27188): without
 it every compaction rewrites every file ever written (SPARK-24295). So the log is the
@@ -23,7 +23,7 @@ from urllib.parse import unquote, urlparse
 
 from pyspark.sql import DataFrame, SparkSession
 
-from jobs.lake import EVENT_DATE, REASON, Lake
+from jobs.lake import EVENT_DATE, EVENTS, QUARANTINE, REASON, Lake
 
 # Set to "true" in every session that reads these tables: read the folders, not the retention-bounded log.
 IGNORE_SINK_LOG = "spark.sql.streaming.fileStreamSink.ignoreMetadata"
@@ -80,16 +80,17 @@ class Written:
     groups: list[list[Any]]
 
 
-def write_tables(rows: DataFrame, lake: Lake, batch_id: int, events: bool, quarantine: bool) -> Written:
-    """Write a batch's rows (jobs/rows.table_rows) into both tables' partition folders in one Spark job;
+def write_tables(rows: DataFrame, lake: Lake, quarantine_folder: str, batch_id: int, events: bool, quarantine: bool) -> Written:
+    """Write a batch's rows (jobs/rows.table_rows) into both tables' partition folders in one Spark job (the events' in
+    the lake, the quarantine's in `quarantine_folder`, its Iceberg table's data folder);
     `events`/`quarantine` False: that table has the batch already (its rows are counted, not written). The rows stay
     in arrival order: a run's files are small and the compaction sorts each closed date (jobs/records/layout.py)."""
     jvm = classic_jvm(rows.sparkSession)
     result = jvm.cloudtrail.TableWriter.write(
-        rows._jdf, str(lake.events), EVENT_DATE, events, str(lake.quarantine), REASON, quarantine, batch_id
+        rows._jdf, str(lake.events), EVENT_DATE, events, quarantine_folder, REASON, quarantine, batch_id
     )
     body = json.loads(result)
-    tables = (lake.events.name, lake.quarantine.name)
+    tables = (EVENTS, QUARANTINE)
     files: dict[str, list[str]] = {name: [] for name in tables}
     for table, path in body["files"]:
         files[tables[table]].append(path)

@@ -325,7 +325,7 @@ def publications(lake: Lake, looked_back: int = 50) -> tuple[str | None, list[Pu
 def checkpoint_health(lake: Lake) -> CheckpointHealth:
     commit = last_commit(lake.checkpoint) if lake.checkpoint.is_dir() else None
     source_bytes, source_files = _size(lake.checkpoint / "sources")
-    sinks = {table.name: _size(sink_log(table))[0] for table in (lake.events, lake.quarantine)}
+    sinks = {table.name: _size(sink_log(table))[0] for table in (lake.events,)}
     return CheckpointHealth(
         commit.batch_id if commit else None,
         commit.watermark if commit else None,

@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass
 
 from jobs import duck
+from jobs.iceberg.quarantine_files import quarantine_source
 from jobs.lake import REASON, Lake
 from jobs.spark.logs import local_path
 
@@ -36,7 +37,7 @@ class Quarantined:
 
 def quarantine(lake: Lake, samples_per_reason: int = 3) -> Quarantined:
     """What is in quarantine, by reason and the day it arrived, with the newest few rows of each reason."""
-    source = duck.partitions(lake.quarantine)
+    source = quarantine_source(lake)
     if source is None:
         return Quarantined([], [])
     db = duck.connect()

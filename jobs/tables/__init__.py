@@ -7,19 +7,23 @@ from jobs import exported
 
 # What other packages may use (jobs/__init__.py, tests/test_layout.py).
 __all__ = [
+    "RECORD_FORMAT",
     "RUN_COLUMN",
-    "Replacement",
     "Replay",
     "Staging",
+    "batch_entries",
+    "close",
     "data_files",
+    "entries_to_replay",
     "events_of_dates",
     "fingerprint",
     "ingest_written",
     "landing_files",
     "recover",
-    "replay_entries",
+    "replaced_rows",
     "rollback",
     "sweep_lake",
+    "sweep_table",
     "table_files",
 ]
 

@@ -27,6 +27,7 @@ import logging
 import os
 import re
 import shutil
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -113,9 +114,10 @@ class Swap:
     aside: str
 
 
-def _commit(lake: Lake, run_id: str, swaps: list[Swap]) -> Path:
+def _commit(lake: Lake, run_id: str, swaps: list[Swap], then: dict[str, Any] | None) -> None:
     journal = lake.rebuild_journal(run_id)
-    return write_record(journal, JOURNAL_FORMAT, {"run_id": run_id, "swaps": [asdict(s) for s in swaps]}, indent=1)
+    body = {"run_id": run_id, "swaps": [asdict(s) for s in swaps]} | ({"then": then} if then else {})
+    write_record(journal, JOURNAL_FORMAT, body, indent=1)
 
 
 def _swap_one(swap: Swap, run_id: str) -> None:
@@ -137,16 +139,24 @@ def _swap_one(swap: Swap, run_id: str) -> None:
         os.rename(staged, aside)
 
 
-def replace(lake: Lake, run_id: str, swaps: list[Swap]) -> None:
-    """Swap every staged partition in (each atomically), keeping the old versions aside."""
-    journal = _commit(lake, run_id, swaps)
+def replace(lake: Lake, run_id: str, swaps: list[Swap], then: dict[str, Any] | None = None) -> None:
+    """Swap every staged partition in (each atomically), keeping the old versions aside. `then`: what is left to do
+    once they are (a rebuild's quarantine, jobs/iceberg/quarantine.py), written in the journal, which stays until the
+    caller has done it (`close`); a run that dies first leaves it to the next one's `recover`."""
+    _commit(lake, run_id, swaps, then)
     for swap in swaps:
         _swap_one(swap, run_id)
         log.debug("partition %s replaced; the old version is in %s", swap.live, swap.aside)
     if swaps:  # one line a run: an organization's OCSF date is thousands of region and account folders
         log.info("%d partitions replaced (the first %s); the old versions are under %s", len(swaps), swaps[0].live,
                  os.path.commonpath([swap.aside for swap in swaps]))  # fmt: skip
-    journal.unlink()
+    if not then:
+        close(lake, run_id)
+
+
+def close(lake: Lake, run_id: str) -> None:
+    """A run's swap is done, and what it left to do after it: its journal and what it staged go."""
+    lake.rebuild_journal(run_id).unlink(missing_ok=True)
     discard(lake, run_id)
 
 
@@ -158,14 +168,19 @@ def discard(lake: Lake, run_id: str) -> None:
         staging.parent.rmdir()
 
 
-def recover(lake: Lake) -> list[str]:
-    """Finish every committed swap a dead run left, and delete uncommitted staging folders; returns the runs finished."""
+def recover(lake: Lake, then: Callable[[dict[str, Any]], None] | None = None) -> list[str]:
+    """Finish every committed swap a dead run left, and what it left to do after it (`then` does that; without it, such
+    a journal stays for a caller that can), and delete uncommitted staging folders; returns the runs finished."""
     finished = []
     for journal in sorted(lake.rebuilds.glob("*.json")) if lake.rebuilds.is_dir() else []:
         body = read_record(journal, JOURNAL_FORMAT)
         log.warning("finishing the partition swap of rebuild %s, which stopped half way", body["run_id"])
         for swap in body["swaps"]:
             _swap_one(Swap(**swap), body["run_id"])
+        if body.get("then"):
+            if then is None:
+                continue
+            then(body["then"])
         journal.unlink()
         finished.append(body["run_id"])
     staging = lake.staging_root

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pyspark.sql import DataFrame
 
@@ -32,9 +33,10 @@ class Staging:
         """Where the run stages table `name`'s partitions."""
         return self.lake.staging(self.run_id) / name
 
-    def publish(self, passed: bool, changed: Mapping[str, Iterable[object]]) -> bool:
+    def publish(self, passed: bool, changed: Mapping[str, Iterable[object]], then: dict[str, Any] | None = None) -> bool:
         """When the gate `passed`: each changed partition (table name -> partition values) becomes its staged version,
-        or goes when none was staged; the old versions move to <lake>/_replaced/<table>/<run>/. Else nothing changes."""
+        or goes when none was staged; the old versions move to <lake>/_replaced/<table>/<run>/; `then` is left to do
+        after (jobs/tables/partitions.py's `replace`). Else nothing changes."""
         if not passed:
             partitions.discard(self.lake, self.run_id)
             return False
@@ -49,5 +51,5 @@ class Staging:
                     if staged.is_dir() or live.exists():
                         aside = self.lake.replaced_by_run(table, self.run_id) / folder
                         swaps.append(partitions.Swap(str(live), str(staged) if staged.is_dir() else None, str(aside)))
-        partitions.replace(self.lake, self.run_id, swaps)
+        partitions.replace(self.lake, self.run_id, swaps, then)
         return True

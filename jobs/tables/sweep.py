@@ -30,7 +30,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from jobs import cli
-from jobs.lake import TABLES, Lake, in_table
+from jobs.lake import EVENTS, Lake, in_table
 from jobs.lock import LakeLock
 from jobs.spark.logs import sink_log, sink_log_files
 from jobs.spark.session import spark_session
@@ -88,9 +88,10 @@ def move_aside(table: Path, files: list[Path], target: Path) -> None:
 
 
 def sweep_lake(spark: SparkSession, lake: Lake) -> dict[str, int]:
-    """Sweep every table of the lake; the caller must hold the lake lock."""
+    """Sweep the events table (the quarantine is an Iceberg table: a file no snapshot names is none of its rows); the
+    caller must hold the lake lock."""
     stamp = datetime.now(tz=UTC).strftime("%Y%m%dT%H%M%SZ")
-    return {name: len(sweep_table(spark, lake, name, stamp)) for name in TABLES}
+    return {EVENTS: len(sweep_table(spark, lake, EVENTS, stamp))}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,8 +16,9 @@ eventID is kept once. The quarantine rows of the files read are rebuilt with the
 
 The new partitions pass the critical quality suite before anything is swapped; then each
 replaces the live one atomically (jobs/tables/partitions.py) and the old one stays under
-<lake>/_replaced/<table>/<tag>/ for --keep-replaced. The tag is the run id (with a suffix when
-the same run rebuilds again); --rollback TAG puts the old partitions back. Runs under the lake
+<lake>/_replaced/events/<tag>/ for --keep-replaced; the quarantine's reasons that change are one Iceberg
+snapshot, staged before the swap and made current after it (jobs/iceberg/quarantine.py). The tag is the run id
+(with a suffix when the same run rebuilds again); --rollback TAG puts the old partitions and reasons back. Runs under the lake
 lock, waiting for it (--lock-wait). --dry-run lists per date the files and bytes it would
 read and an estimate of the time, and writes nothing.
 A date that held rows (in its partition, or written by an ingest run when its partition is lost) and would be
@@ -30,6 +31,7 @@ swapped) or the run failed, 2 bad arguments, an unsettled checkpoint or dates it
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -44,7 +46,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs import cli, options
-from jobs.lake import EVENT_DATE, EVENTS, QUARANTINE, REASON, TABLES, Lake, partition_folders
+from jobs.iceberg.quarantine import STAGED, QuarantineTable
+from jobs.iceberg.quarantine_files import registered
+from jobs.iceberg.quarantine_repair import publish_staged
+from jobs.lake import EVENT_DATE, EVENTS, QUARANTINE, REASON, Lake
 from jobs.landing.bucket import BucketLanding, is_bucket
 from jobs.ledger.store import MANIFEST_DDL, Entry
 from jobs.lock import LakeLock
@@ -129,7 +134,7 @@ def rebuilt_events(records: DataFrame, old: DataFrame | None, plans: list[DateRe
     return candidates, candidates.transform(keep_first_copy, dedup).select(*EVENTS_SCHEMA.fieldNames())
 
 
-def rebuilt_quarantine(spark: SparkSession, lake: Lake, records: DataFrame, dates: list[date]) -> tuple[DataFrame | None, set[str]]:
+def rebuilt_quarantine(table: QuarantineTable, records: DataFrame, dates: list[date]) -> tuple[DataFrame | None, set[str]]:
     """The quarantine partitions that change, rebuilt; and the reasons they are.
 
     An old quarantine row of a file read goes when the new read accounts for its record: in
@@ -144,9 +149,9 @@ def rebuilt_quarantine(spark: SparkSession, lake: Lake, records: DataFrame, date
         (F.col("_reason").isNotNull() & in_dates | F.col("_reason").isNull() & F.col(EVENT_DATE).isin(dates)).alias("accounted"),
     )
     new_reasons = {row[REASON] for row in new.select(REASON).distinct().collect()}
-    if not any(partitions.data_files(folder) for folder in partition_folders(lake.quarantine)):
+    old = table.rows()
+    if old.isEmpty():
         return (new if new_reasons else None), new_reasons
-    old = spark.read.schema(QUARANTINE_SCHEMA).option("basePath", str(lake.quarantine)).parquet(str(lake.quarantine))
     positions = accounted.where("accounted").select("source_file", "record_index").distinct().withColumn("_position", F.lit(True))
     whole = accounted.groupBy("source_file").agg(F.bool_and("accounted").alias("_whole"))
     marked = old.join(positions, ["source_file", "record_index"], "left").join(whole, ["source_file"], "left")
@@ -190,7 +195,7 @@ def purge_replaced(lake: Lake, keep: timedelta) -> None:
 def free_tag(lake: Lake, run_id: str) -> str:
     """The run id, or the run id with a suffix when that run has rebuilt before (an Airflow retry)."""
     tags = (run_id, *(f"{run_id}.{n}" for n in range(1, 1000)))
-    return next(t for t in tags if not any(lake.replaced_by_run(lake.table(name), t).exists() for name in TABLES))
+    return next(t for t in tags if not lake.replaced_by_run(lake.events, t).exists())
 
 
 def partition_stats(
@@ -221,9 +226,9 @@ def rebuild(config: RebuildConfig, spark: SparkSession, plans: list[DateRebuild]
     old = events_of_dates(spark, lake, config.dates)
     candidates, events = rebuilt_events(records, old, plans, config.dedup)
     staged_events = staging.write(EVENTS, layout.ordered(events, EVENT_DATE))
-    quarantine, reasons = rebuilt_quarantine(spark, lake, records, dates)
-    if quarantine is not None:
-        staging.write(QUARANTINE, quarantine)
+    quarantine_table = QuarantineTable(spark, lake)
+    quarantine, reasons = rebuilt_quarantine(quarantine_table, records, dates)
+    staged_quarantine = staging.write(QUARANTINE, quarantine) if quarantine is not None else None  # before records go
 
     counts = {
         "rows_before": old.groupBy(EVENT_DATE).count() if old is not None else None,
@@ -254,8 +259,13 @@ def rebuild(config: RebuildConfig, spark: SparkSession, plans: list[DateRebuild]
             f"under {config.landing} (is it the landing zone these rows came from?). Nothing was swapped; "
             "--allow-empty rebuilds them empty"
         )
-    swapped = staging.publish(passed, {EVENTS: dates, QUARANTINE: sorted(reasons)})
+    # The quarantine's change is staged first and made current once the events are swapped: the swap's journal says so.
+    then = {STAGED: quarantine_table.stage(staged_quarantine, sorted(reasons), tag)} if passed and staged_quarantine is not None else None
+    swapped = staging.publish(passed, {EVENTS: dates}, then)
     if swapped:  # the partitions swapped in are the files this gate passed: what a publish may take (jobs/iceberg/publish.py)
+        if then:
+            publish_staged(lake, then)
+            partitions.close(lake, tag)
         record_validated(lake, fingerprints(lake, [str(day) for day in dates]), f"{tag}.rebuild")
     return swapped
 
@@ -266,7 +276,7 @@ def run(config: RebuildConfig, session: Any) -> RebuildReport:
     dates = [d.isoformat() for d in config.dates]
     report = RebuildReport(config.run_id, free_tag(lake, config.run_id), now_iso(), dates, dry_run=config.dry_run)
     try:
-        partitions.recover(lake)
+        partitions.recover(lake, functools.partial(publish_staged, lake))
         plans = plan_rebuild(config)
         summary = dry_run_summary(plans)
         if config.dry_run:
@@ -299,8 +309,10 @@ def main(argv: list[str] | None = None) -> int:
 def rollback(config: RebuildConfig) -> int:
     lake, tag = config.layout, str(config.rollback)
     with LakeLock(lake, "a rollback", wait_seconds=config.lock_wait):
-        partitions.recover(lake)
-        restored = partitions.rollback(lake, tag, [lake.table(name) for name in TABLES])
+        partitions.recover(lake, functools.partial(publish_staged, lake))
+        restored = partitions.rollback(lake, tag, [lake.events])
+        if registered(lake) is not None and QuarantineTable(spark_session("cloudtrail_rebuild"), lake).roll_back(tag):
+            restored.append(f"{QUARANTINE} (the reasons it replaced)")
     log.info("rolled back %d partitions to their versions before %s: %s", len(restored), tag, restored)
     return cli.OK
 

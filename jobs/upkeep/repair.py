@@ -5,11 +5,13 @@
 The ingest refuses (exit 2) a checkpoint older than the tables: one restored from a backup on
 its own, one whose newest batches were deleted by hand. Its next batches would reuse batch ids
 the tables have committed, and their rows would be lost. This command puts each table back as
-it stood after the checkpoint's last planned batch: the data files of the later batches move to
-<lake>/_replaced/<table>/repair-<time>/, and the table's commit log is written again as it stood
-then; a file that names no batch (a compaction's, a rebuild's) loses the rows the runs that wrote those batches
-wrote, known from the runs' reports. The landing files those batches read are not taken in the checkpoint's ledger (or their
-batch is replayed), so the next ingest reads them again, once, de-duplicated against the
+it stood after the checkpoint's last planned batch: the events' data files of the later batches
+move to <lake>/_replaced/events/repair-<time>/ and its commit log is written again as it stood
+then; the quarantine's leave its Iceberg table in one snapshot. An events file that names no
+batch (a compaction's, a rebuild's) loses the rows the runs that wrote those batches wrote,
+known from the runs' reports (a quarantine file that names none holding such rows is refused).
+The landing files those batches read are not taken in the checkpoint's ledger (or their batch
+is replayed), so the next ingest reads them again, once, de-duplicated against the
 checkpoint's own state. First it checks that each of those landing files is still there: if one
 is gone (a lifecycle rule), it changes nothing and names it.
 
@@ -42,13 +44,16 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from jobs import cli
-from jobs.lake import TABLES, Lake, in_table
+from jobs.iceberg.quarantine_files import quarantine_batch
+from jobs.iceberg.quarantine_repair import QuarantineRollback
+from jobs.lake import EVENTS, QUARANTINE, Lake, in_table
 from jobs.landing.layout import relative
 from jobs.ledger.store import read_manifest
 from jobs.lock import LakeLock
 from jobs.reporting.report import written_batches
 from jobs.spark.checkpoint import forget_batch
 from jobs.spark.logs import CheckpointError, last_commit, planned_batch_id, read_source_log, sink_batch, source_offset
+from jobs.spark.session import spark_session
 from jobs.spark.state import WRITTEN_BY_BATCH, SinkRollback, missing_for_rollback, rollback_checkpoint, sink_rollback
 from jobs.tables.sources import RUN_COLUMN, landing_files
 from jobs.tables.sweep import table_files
@@ -122,7 +127,7 @@ def plan_checkpoint(lake: Lake, landing: Path) -> CheckpointRepair | None:
     committed = last_commit(lake.checkpoint).batch_id
     if committed is None:
         return None
-    held = [sink_batch(lake.table(name)) for name in TABLES]
+    held = [sink_batch(lake.events), quarantine_batch(lake)]
     through = min(-1 if batch is None else batch for batch in held)
     if through >= committed:
         return None
@@ -159,16 +164,17 @@ class TableRepair:
     runs: frozenset[str]  # the ingest runs that wrote the later batches
 
 
-def plan_repair(lake: Lake, planned: int | None) -> dict[str, TableRepair]:
+def plan_repair(lake: Lake, planned: int | None) -> dict[str, TableRepair | QuarantineRollback]:
     """Per table ahead of the checkpoint, how to roll it back to the checkpoint's last planned batch (`planned`)."""
     through = -1 if planned is None else planned
-    found = {}
-    runs: tuple[frozenset[str], frozenset[str]] | None = None
-    for name in TABLES:
-        rollback = sink_rollback(lake.table(name), through)
-        if rollback is not None:
-            runs = runs or later_runs(lake, through)
-            found[name] = TableRepair(rollback, later_files(lake.table(name), rollback), *mixed_files(lake.table(name), *runs))
+    found: dict[str, TableRepair | QuarantineRollback] = {}
+    rollback = sink_rollback(lake.events, through)
+    if rollback is not None:
+        runs = later_runs(lake, through)
+        found[EVENTS] = TableRepair(rollback, later_files(lake.events, rollback), *mixed_files(lake.events, *runs))
+    quarantine = QuarantineRollback.plan(lake, through, later_runs(lake, through)[0])
+    if quarantine is not None:
+        found[QUARANTINE] = quarantine
     return found
 
 
@@ -213,10 +219,15 @@ def later_files(table: Path, rollback: SinkRollback) -> list[Path]:
     return sorted(path for path in files if path.exists())
 
 
-def check_landing(found: dict[str, TableRepair], landing: Path) -> None:
+def check_landing(found: dict[str, TableRepair | QuarantineRollback], landing: Path) -> None:
     """Refuse when a landing file the rolled-back rows came from is gone: the next run could not read it again."""
-    read = {path for table, repair in found.items() for path in landing_files(table, repair.files)}
-    read |= {path for table, repair in found.items() for path in landing_files(table, repair.mixed, repair.runs)}
+    read = {path for table, repair in found.items() for path in landing_files(table, [Path(f) for f in repair.files])}
+    read |= {
+        path
+        for table, repair in found.items()
+        if isinstance(repair, TableRepair)
+        for path in landing_files(table, repair.mixed, repair.runs)
+    }
     gone = sorted(path for path in read if not (landing / relative(path)).exists())
     if gone:
         raise CheckpointError(
@@ -226,10 +237,15 @@ def check_landing(found: dict[str, TableRepair], landing: Path) -> None:
         )
 
 
-def apply(lake: Lake, found: dict[str, TableRepair]) -> None:
-    """Each log first, then its later data files aside: a repair that dies between them leaves files the next sweep moves."""
+def apply(lake: Lake, found: dict[str, TableRepair | QuarantineRollback]) -> None:
+    """The events' log first, then its later data files aside: a repair that dies between them leaves files the next sweep
+    moves; then the quarantine's later batches, in one snapshot."""
     tag = "repair-" + datetime.now(tz=UTC).strftime("%Y%m%dT%H%M%S%fZ")
     for name, repair in found.items():
+        if isinstance(repair, QuarantineRollback):
+            repair.apply(lambda: spark_session("cloudtrail_repair"))
+            log.info("%s rolled back to batch %d: %d data files of the later batches left it", name, repair.through, len(repair.files))
+            continue
         table, aside = lake.table(name), lake.replaced(lake.table(name), tag)
         repair.rollback.apply()
         for path in repair.files:
@@ -257,13 +273,13 @@ def without_runs(path: Path, runs: frozenset[str], aside: Path) -> None:
     path.with_name(f".{path.name}.crc").unlink(missing_ok=True)  # Hadoop checks a file against its checksum when one is there
 
 
-def summary(found: dict[str, TableRepair]) -> dict[str, object]:
+def summary(found: dict[str, TableRepair | QuarantineRollback]) -> dict[str, object]:
     return {
         name: {
-            "back_to_batch": repair.rollback.through,
+            "back_to_batch": repair.rollback.through if isinstance(repair, TableRepair) else repair.through,
             "data_files": len(repair.files),
-            "rows_out_of_files_naming_no_batch": sum(repair.mixed.values()),
-            "landing_files": len(landing_files(name, repair.files)),
+            "rows_out_of_files_naming_no_batch": sum(repair.mixed.values()) if isinstance(repair, TableRepair) else 0,
+            "landing_files": len(landing_files(name, [Path(f) for f in repair.files])),
         }
         for name, repair in found.items()
     }

@@ -14,6 +14,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from jobs.files import write_whole
+from jobs.iceberg.quarantine_files import quarantine_data_files
 from jobs.lake import EVENTS, QUARANTINE, RETIRED, Lake
 from jobs.landing.layout import day_folders, log_files_in, relative
 from jobs.ledger.store import Entry, RetiredIndex, missing_manifests, read_manifests, sha256_of
@@ -56,7 +57,7 @@ def plan_ledger(lake: Lake, landing: Path) -> LedgerRepair | None:
         )
     known = {relative(entry.path) for manifest in read_manifests(lake.manifests) for entry in manifest.entries}
     retired = RetiredIndex(lake.checkpoint / RETIRED)
-    quarantined = {relative(path) for path in landing_files(QUARANTINE, table_files(lake.table(QUARANTINE)))}
+    quarantined = {relative(path) for path in landing_files(QUARANTINE, quarantine_data_files(lake))}
     candidates: dict[str, list[str]] = {}  # path -> its eventIDs
     taken = []
     for day, folder in day_folders(landing):

@@ -7,7 +7,7 @@ It is an ingest run (jobs/ingest/, any of its options may follow) that also take
 the quarantined files of those delivery dates and reasons: a file quarantined whole is read
 whole, and of a file with quarantined records only those records are read. What now parses
 moves into the table, de-duplicated as usual; what still fails stays in quarantine with its
-current reason; the rows of the earlier reads leave the quarantine (to <lake>/_replaced/).
+current reason; the rows of the earlier reads leave the quarantine in the same snapshot (its history keeps them).
 Exit codes are the ingest job's.
 """
 

@@ -34,6 +34,7 @@ from fastapi.responses import HTMLResponse
 
 from cloudtrail_airflow import gate_view, pages
 from cloudtrail_airflow.settings import INGEST_DAG_ID, Settings, load_settings
+from jobs.iceberg.quarantine_files import quarantine_source
 from jobs.lake import DERIVED, Derived, Lake
 from jobs.ledger import search as ledger_search
 from jobs.reporting import summary as run_summary
@@ -144,6 +145,10 @@ def _ledger(query: str, hits: list[ledger_search.LedgerHit]) -> str:
         "(re-delivered or repaired), or by a replay (below).</p>"
     )
     return form + found + note
+
+
+def _search(lake: Lake, landing: Path, file: str) -> list[ledger_search.LedgerHit]:
+    return ledger_search.search_ledger(lake, landing, file, quarantine_source(lake)) if file else []
 
 
 def _quarantine(found: quarantined.Quarantined) -> str:
@@ -357,8 +362,7 @@ def lake_page(request: Request, file: str = "") -> HTMLResponse:
         *[pages.section(derived.job, f"{derived.title}: rows per event date (last 30 dates)",
                    _readable(functools.partial(_derived, derived, lake))) for derived in DERIVED],
         pages.section("published", "Published Iceberg tables", _readable(lambda: _published(lake))),
-        pages.section("ledger", "File ledger",
-                 _readable(lambda: _ledger(file, ledger_search.search_ledger(lake, settings.landing, file) if file else []))),
+        pages.section("ledger", "File ledger", _readable(lambda: _ledger(file, _search(lake, settings.landing, file)))),
         pages.section("quarantine", "Quarantine", _quarantine(quarantined.quarantine(lake))),
         pages.section("gate", "Gate verdicts", _gates(request, run_summary.gate_verdicts(gates))),
         pages.section("checkpoint", "Checkpoint", _readable(lambda: _checkpoint(status.checkpoint_health(lake)))),

@@ -1,0 +1,91 @@
+"""The quarantine, an Iceberg table of record: each batch one snapshot naming it, a rebuild's change staged until its
+events are swapped, a rollback in one snapshot, a moved lake's table registered where it is (issue #78)."""
+
+from __future__ import annotations
+
+import shutil
+from datetime import date, timedelta
+from pathlib import Path
+
+import pytest
+
+from jobs.iceberg.catalog import NAMESPACE, open_catalog
+from jobs.iceberg.quarantine_files import registered
+from jobs.lake import Lake
+from jobs.spark.logs import last_commit
+from jobs.upkeep import rebuild
+from jobs.upkeep.rebuild import RebuildConfig
+from tests.helpers import DAY, deliver, duckdb_rows, event, events_of, ingest, quarantine_rows
+
+pytestmark = pytest.mark.integration
+
+
+def table(lake: Path):
+    return open_catalog(Lake.at(lake), None).load_table(f"{NAMESPACE}.quarantine")
+
+
+def two_quarantined(landing: Path) -> None:
+    deliver(landing, events_of(3, DAY, "a"), DAY + timedelta(hours=1))
+    deliver(landing, [event("", DAY + timedelta(hours=2)), *events_of(1, DAY, "b")], DAY + timedelta(hours=3))
+    bad = landing / "AWSLogs/111122223333/CloudTrail/us-east-1/2024/03/01/111122223333_CloudTrail_us-east-1_20240301T0400Z_bad.json.gz"
+    bad.write_bytes(b"\x1f\x8b not gzip at all")
+
+
+def test_each_batch_is_one_snapshot_naming_the_stream_and_the_batch_and_files_are_the_tables_own(spark, landing, lake):
+    two_quarantined(landing)
+    ingest(spark, landing, lake)
+    assert sorted(reason for _, reason in quarantine_rows(spark, lake)) == ["corrupt_gzip", "missing_event_id"]
+    quarantine = table(lake)
+    snapshot = quarantine.current_snapshot()
+    assert snapshot.summary["cloudtrail.batch"] == "0" and snapshot.summary["cloudtrail.query"], snapshot.summary
+    assert quarantine.properties["cloudtrail.ingest-batch"] == "1", "the batch without data is recorded too"
+    assert quarantine.location() == str(Lake(lake).iceberg_warehouse / NAMESPACE / "quarantine")
+    assert not Lake(lake).quarantine.exists(), "no quarantine folder beside the events"
+    # pyiceberg reads it as Spark's catalog does, the reason in every file and in the partition.
+    assert sorted(quarantine.scan().to_arrow().column("reason").to_pylist()) == ["corrupt_gzip", "missing_event_id"]
+
+
+def test_a_rebuild_stages_its_quarantine_until_its_events_are_swapped_and_a_rollback_undoes_it(spark, landing, lake, monkeypatch):
+    two_quarantined(landing)
+    ingest(spark, landing, lake)
+    before, events = quarantine_rows(spark, lake), duckdb_rows(lake)
+    # The quarantined record's file is read again: its row goes and comes back, staged as one overwrite of its reason.
+    config = RebuildConfig(landing=str(landing), lake=str(lake), dates=(date(2024, 3, 1),), run_id="rb")
+
+    def dies(*_):  # the rebuild dies once its events are swapped, before its quarantine is made current
+        raise SystemExit("killed")
+
+    monkeypatch.setattr(rebuild, "publish_staged", dies)
+    with pytest.raises(SystemExit):
+        rebuild.run(config, lambda: spark)
+    monkeypatch.undo()
+    assert Lake(lake).rebuild_journal("rb").exists(), "the journal says what is left to do"
+    assert table(lake).current_snapshot().summary.get("wap.id") is None, "readers do not see the staged snapshot yet"
+
+    ingest(spark, landing, lake)  # the next run finishes it before it reads anything
+    assert not Lake(lake).rebuild_journal("rb").exists()
+    assert table(lake).current_snapshot().summary.get("wap.id") == "rb"
+    assert quarantine_rows(spark, lake) == before and duckdb_rows(lake) == events
+
+    assert rebuild.main(["--lake", str(lake), "--rollback", "rb"]) == 0
+    assert table(lake).current_snapshot().summary.get("cloudtrail.rollback") == "rb"
+    assert quarantine_rows(spark, lake) == before, "the reasons as they stood before the rebuild, the later rows kept"
+
+
+def test_a_moved_lake_registers_its_quarantine_where_it_is_and_goes_on(spark, landing, lake, tmp_path):
+    two_quarantined(landing)
+    ingest(spark, landing, lake)
+    before = quarantine_rows(spark, lake)
+    moved = tmp_path / "elsewhere" / "lake"
+    moved.parent.mkdir()
+    shutil.move(lake, moved)
+    entry = registered(Lake.at(moved))
+    assert entry is not None and entry.moved_from is not None, "its metadata names the old path"
+    assert quarantine_rows(spark, moved) == before, "read where it is, before any command registers it"
+
+    deliver(landing, [event("", DAY + timedelta(days=1))], DAY + timedelta(days=1, hours=1))
+    ingest(spark, landing, moved)
+    assert registered(Lake.at(moved)).moved_from is None
+    committed = last_commit(Lake(moved).checkpoint).batch_id
+    assert table(moved).location().startswith(str(moved)) and table(moved).properties["cloudtrail.ingest-batch"] == str(committed)
+    assert sorted(r for _, r in quarantine_rows(spark, moved)) == ["corrupt_gzip", "missing_event_id", "missing_event_id"]
