@@ -4,6 +4,8 @@ events are swapped, a rollback in one snapshot, a moved lake's table registered 
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from datetime import date, timedelta
 from pathlib import Path
 
@@ -43,6 +45,10 @@ def test_each_batch_is_one_snapshot_naming_the_stream_and_the_batch_and_files_ar
     assert not Lake(lake).quarantine.exists(), "no quarantine folder beside the events"
     # pyiceberg reads it as Spark's catalog does, the reason in every file and in the partition.
     assert sorted(quarantine.scan().to_arrow().column("reason").to_pylist()) == ["corrupt_gzip", "missing_event_id"]
+    # A run with nothing new reads the batch the table holds without pyiceberg, and so without pyarrow.
+    probe = ("import sys; from jobs.lake import Lake; from jobs.iceberg.quarantine_files import quarantine_batch; "
+             f"print(quarantine_batch(Lake.at({str(lake)!r})), sorted({{'pyiceberg', 'pyarrow'}} & set(sys.modules)))")  # fmt: skip
+    assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split() == ["1", "[]"]
 
 
 def test_a_rebuild_stages_its_quarantine_until_its_events_are_swapped_and_a_rollback_undoes_it(spark, landing, lake, monkeypatch):

@@ -8,6 +8,7 @@ which may be gone or may be another lake by now. jobs/iceberg/quarantine.py regi
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,7 +104,10 @@ def quarantine_batch(lake: Lake) -> int | None:
     """The newest ingest batch the quarantine holds (None: none): the table's, or its folder's while an earlier release's
     is there to move in."""
     entry = registered(lake)
-    value = None if entry is None else static_table(lake, entry).properties.get(INGEST_BATCH)
+    # The table's metadata file (JSON, Iceberg's spec) holds its properties: read as it is, a run with nothing new
+    # imports no pyiceberg (and, through it, no pyarrow).
+    metadata = json.loads(Path(local_path(entry.mapped(entry.metadata_location, lake))).read_text()) if entry else {}
+    value = metadata.get("properties", {}).get(INGEST_BATCH)
     if value is None and lake.quarantine.is_dir():
         return sink_batch(lake.quarantine)
     return None if value is None else int(value)
