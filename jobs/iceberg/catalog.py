@@ -191,8 +191,12 @@ def claim(table: Any, lake: Lake) -> Any:
         with table.transaction() as tx:
             tx.set_properties({OWNER: lake.location})
     elif owner != lake.location:
-        raise OwnedByAnotherLake(
-            f"{'.'.join(table.name())} belongs to the lake at {owner}, not to this one ({lake.location}): refused; "
-            f"to hand it to this lake, set its table property {OWNER} to {lake.location}, or drop it"
-        )
+        raise owned_by_another(".".join(table.name()), owner, lake)
     return table
+
+
+def owned_by_another(name: str, owner: str, lake: Lake) -> OwnedByAnotherLake:
+    return OwnedByAnotherLake(
+        f"{name} belongs to the lake at {owner}, not to this one ({lake.location}): refused; "
+        f"to hand it to this lake, set its table property {OWNER} to {lake.location}, or drop it"
+    )

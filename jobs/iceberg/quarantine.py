@@ -31,7 +31,7 @@ from pyspark.sql import functions as F
 
 from jobs import cli
 from jobs.files import read_record, under
-from jobs.iceberg.catalog import NAMESPACE, OWNER, TABLE_PROPERTIES, claim, existing_table, open_catalog
+from jobs.iceberg.catalog import NAMESPACE, OWNER, TABLE_PROPERTIES, owned_by_another
 from jobs.iceberg.quarantine_files import (
     INGEST_BATCH,
     Registered,
@@ -71,37 +71,57 @@ class QuarantineTable:
 
     def __init__(self, spark: SparkSession, lake: Lake) -> None:
         self.spark, self.lake = spark, lake
-        self.name = f"{use_catalog(spark, lake, None)}.{NAMESPACE}.{QUARANTINE}"
+        catalog = use_catalog(spark, lake, None)
+        self.name = f"{catalog}.{NAMESPACE}.{QUARANTINE}"
         self.location = quarantine_location(lake)
+        # Iceberg's own catalog behind Spark's: opened, created and claimed with no Spark job and no pyiceberg.
+        lake.iceberg_warehouse.mkdir(parents=True, exist_ok=True)  # where the embedded catalog's file goes, and the table
+        self.catalog = spark._jsparkSession.sessionState().catalogManager().catalog(catalog).icebergCatalog()
+        iceberg = classic_jvm(spark).org.apache.iceberg
+        self.identifier = iceberg.catalog.TableIdentifier.parse(f"{NAMESPACE}.{QUARANTINE}")
+        self.registering = iceberg.catalog.TableIdentifier.parse(f"{NAMESPACE}.{REGISTERING}")
         entry = registered(lake)
         if entry is not None and entry.moved_from is not None:
             self._registered_here(entry)
-        catalog = open_catalog(lake, None)
-        table = existing_table(catalog, f"{NAMESPACE}.{QUARANTINE}")
-        if table is None and existing_table(catalog, f"{NAMESPACE}.{REGISTERING}") is not None:
-            catalog.rename_table(f"{NAMESPACE}.{REGISTERING}", f"{NAMESPACE}.{QUARANTINE}")  # a registration's last step
-        elif table is None:
-            self._create(self.name)
-        else:
-            claim(table, lake)
+        with calling(self.name, "opening the table"):
+            if not self.catalog.tableExists(self.identifier) and self.catalog.tableExists(self.registering):
+                self.catalog.renameTable(self.registering, self.identifier)  # a registration's last step
+            elif not self.catalog.tableExists(self.identifier):
+                self._create(self.identifier)
+            else:
+                self._claim()
         if lake.quarantine.is_dir():
             self._moved_in()
 
-    def _create(self, name: str) -> None:
-        writer = self.spark.createDataFrame([], QUARANTINE_SCHEMA).writeTo(name).partitionedBy(F.col(REASON))
-        for key, value in (PROPERTIES | {OWNER: self.lake.location, "location": self.location}).items():
-            writer = writer.tableProperty(key, value)
-        with calling(self.name, "creating the table"):
-            writer.create()
+    def _create(self, identifier: Any) -> None:
+        """The table, in one commit: its schema, partitioned by reason, at the lake's location, owned by the lake."""
         jvm = classic_jvm(self.spark)
-        table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(self.spark._jsparkSession, name)
+        iceberg, namespace = jvm.org.apache.iceberg, identifier.namespace()
+        if not self.catalog.namespaceExists(namespace):
+            self.catalog.createNamespace(namespace)
+        schema = iceberg.spark.SparkSchemaUtil.convert(jvm.org.apache.spark.sql.types.DataType.fromJson(QUARANTINE_SCHEMA.json()))
+        properties = jvm.java.util.HashMap()
+        for key, value in (PROPERTIES | {OWNER: self.lake.location}).items():
+            properties.put(key, value)
+        spec = iceberg.PartitionSpec.builderFor(schema).identity(REASON).build()
+        created = self.catalog.newCreateTableTransaction(identifier, schema, spec, self.location, properties)
         # TableWriter's files carry no Iceberg field ids: every reader maps their columns by name.
-        mapping = jvm.org.apache.iceberg.mapping.NameMappingParser.toJson(jvm.org.apache.iceberg.mapping.MappingUtil.create(table.schema()))
-        table.updateProperties().set(NAME_MAPPING, mapping).commit()
+        mapping = iceberg.mapping.NameMappingParser.toJson(iceberg.mapping.MappingUtil.create(created.table().schema()))
+        created.updateProperties().set(NAME_MAPPING, mapping).commit()
+        created.commitTransaction()
+
+    def _claim(self) -> None:
+        """The table is this lake's (`cloudtrail.lake`), or the command is refused (jobs/iceberg/catalog.py)."""
+        table = self.java()
+        owner = table.properties().get(OWNER)
+        if owner is None:
+            table.updateProperties().set(OWNER, self.lake.location).commit()
+        elif owner != self.lake.location:
+            raise owned_by_another(self.name, str(owner), self.lake)
 
     def java(self) -> Any:
         """The table as Iceberg's Java API has it now."""
-        return classic_jvm(self.spark).org.apache.iceberg.spark.Spark3Util.loadIcebergTable(self.spark._jsparkSession, self.name)
+        return self.catalog.loadTable(self.identifier)
 
     @property
     def data_folder(self) -> str:
@@ -174,16 +194,14 @@ class QuarantineTable:
         table alone and gives it its name (`_opened`)."""
         old = static_table(self.lake, entry)
         files = [entry.mapped(task.file.file_path, self.lake) for task in old.scan().plan_files()] if old.current_snapshot() else []
-        catalog = open_catalog(self.lake, None)
-        if existing_table(catalog, f"{NAMESPACE}.{REGISTERING}") is not None:
-            catalog.drop_table(f"{NAMESPACE}.{REGISTERING}")  # an earlier try's: only its entry goes, its files are these
-        registering = self.name.removesuffix(QUARANTINE) + REGISTERING
-        self._create(registering)
         with calling(self.name, "registering the moved table"):
-            table = classic_jvm(self.spark).org.apache.iceberg.spark.Spark3Util.loadIcebergTable(self.spark._jsparkSession, registering)
+            if self.catalog.tableExists(self.registering):
+                self.catalog.dropTable(self.registering, False)  # an earlier try's: only its entry goes, its files are these
+            self._create(self.registering)
+            table = self.catalog.loadTable(self.registering)
             _commit(self.spark, table, files, [], {MOVED_IN: entry.moved_from or ""}, old.properties.get(INGEST_BATCH))
-        catalog.drop_table(f"{NAMESPACE}.{QUARANTINE}")  # only its entry: its files are the new table's
-        catalog.rename_table(f"{NAMESPACE}.{REGISTERING}", f"{NAMESPACE}.{QUARANTINE}")
+            self.catalog.dropTable(self.identifier, False)  # only its entry: its files are the new table's
+            self.catalog.renameTable(self.registering, self.identifier)
         log.warning("the lake moved from %s: its quarantine table is registered again at %s", entry.moved_from, self.location)
 
     def _moved_in(self) -> None:

@@ -38,11 +38,11 @@ SPARK_TABLE_PROPERTIES = {"write.wap.enabled": "true", "commit.retry.num-retries
 def spark_catalog(lake: Lake, name: str | None) -> tuple[str, dict[str, str]]:
     """The Spark catalog's name and its `spark.sql.catalog.<name>.*` settings (keys after the prefix) for the catalog
     named (pyiceberg's settings), or the embedded one inside the lake."""
-    from pyiceberg.utils.config import Config
-
     if not name:
         settings = embedded_settings(lake)
         return EMBEDDED, {"type": "jdbc", "uri": _jdbc(settings["uri"]), "warehouse": settings["warehouse"]}
+    from pyiceberg.utils.config import Config  # a named catalog's settings are pyiceberg's
+
     configured = {key: str(value) for key, value in (Config().get_catalog_config(name) or {}).items()}
     kind = configured.get("type", "rest")
     passed = {key: value for key, value in configured.items() if key.startswith(("s3.", "glue.", "rest.", "client."))}
