@@ -19,8 +19,6 @@ from jobs.upkeep import rebuild
 from jobs.upkeep.rebuild import RebuildConfig
 from tests.helpers import DAY, deliver, duckdb_rows, event, events_of, ingest, quarantine_rows
 
-pytestmark = pytest.mark.integration
-
 
 def table(lake: Path):
     return open_catalog(Lake.at(lake), None).load_table(f"{NAMESPACE}.quarantine")
