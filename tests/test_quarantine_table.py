@@ -13,6 +13,7 @@ import pytest
 
 from jobs.iceberg.catalog import NAMESPACE, open_catalog
 from jobs.iceberg.quarantine_files import registered
+from jobs.iceberg.spark_tables import staged_by
 from jobs.lake import Lake
 from jobs.spark.logs import last_commit
 from jobs.upkeep import rebuild
@@ -68,7 +69,7 @@ def test_a_rebuild_stages_its_quarantine_until_its_events_are_swapped_and_a_roll
 
     ingest(spark, landing, lake)  # the next run finishes it before it reads anything
     assert not Lake(lake).rebuild_journal("rb").exists()
-    assert table(lake).current_snapshot().summary.get("wap.id") == "rb"
+    assert staged_by(table(lake).current_snapshot().summary) == "rb", "the rebuild's staged snapshot, now current"
     assert quarantine_rows(spark, lake) == before and duckdb_rows(lake) == events
 
     assert rebuild.main(["--lake", str(lake), "--rollback", "rb"]) == 0

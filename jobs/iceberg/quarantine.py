@@ -39,7 +39,7 @@ from jobs.iceberg.quarantine_files import (
     registered,
     static_table,
 )
-from jobs.iceberg.spark_tables import WAP_ID, calling, use_catalog
+from jobs.iceberg.spark_tables import calling, staged_by, staged_overwrite, use_catalog
 from jobs.lake import QUARANTINE, REASON, Lake, partition_value
 from jobs.records.schema import QUARANTINE_SCHEMA
 from jobs.spark.logs import local_path, sink_batch, sink_log
@@ -151,16 +151,12 @@ class QuarantineTable:
             _commit(self.spark, self.java(), files, replaced, {QUERY: query_id, BATCH: str(batch_id)}, str(batch_id))
 
     def stage(self, rows: DataFrame, reasons: list[str], tag: str) -> int:
-        """The `reasons` partitions replaced by `rows`, as a snapshot staged by `tag` (`write.wap.enabled`) that readers see
-        only once `publish_staged` makes it current, after the rebuild's event partitions are swapped; its id."""
-        self.spark.conf.set(WAP_ID, tag)
-        try:
-            with calling(self.name, f"staging the reasons of {tag}"):
-                rows.select(*QUARANTINE_SCHEMA.fieldNames()).writeTo(self.name).overwrite(F.col(REASON).isin(sorted(reasons)))
-        finally:
-            self.spark.conf.unset(WAP_ID)
-        found = self.spark.table(f"{self.name}.snapshots").where(F.col("summary")["wap.id"] == tag).select("snapshot_id")
-        return int(found.orderBy(F.col("committed_at").desc()).collect()[0][0])
+        """The `reasons` partitions replaced by `rows`, as a snapshot staged by rebuild `tag` (jobs/iceberg/spark_tables.py,
+        as the derived tables stage theirs) that readers see only once `publish_staged` makes it current, after the
+        rebuild's event partitions are swapped; its id."""
+        replaced = F.col(REASON).isin(sorted(reasons))
+        rows = rows.select(*QUARANTINE_SCHEMA.fieldNames())
+        return staged_overwrite(self.name, rows, replaced, (REASON,), tag, self.lake, {}, create=False).snapshot_id
 
     def roll_back(self, tag: str) -> bool:
         """Undo what rebuild `tag` changed, in one snapshot (`cloudtrail.rollback`): the files it added and the table still
@@ -169,9 +165,10 @@ class QuarantineTable:
         summaries = [(snapshot, dict(snapshot.summary())) for snapshot in table.snapshots()]
         if any(summary.get(ROLLBACK) == tag for _, summary in summaries):
             return True  # rolled back already, by a run that stopped after
-        staged = [snapshot for snapshot, summary in summaries if summary.get("wap.id") == tag]
+        staged = [snapshot for snapshot, summary in summaries if staged_by(summary) == tag]
         current = table.currentSnapshot()
-        if not staged or current is None or not _is_ancestor(table, staged[-1].snapshotId(), current.snapshotId()):
+        snapshots = classic_jvm(self.spark).org.apache.iceberg.util.SnapshotUtil
+        if not staged or current is None or not snapshots.isAncestorOf(table, current.snapshotId(), staged[-1].snapshotId()):
             return False
         io, added, removed = table.io(), staged[-1].addedDataFiles(table.io()), staged[-1].removedDataFiles(table.io())
         back = list(removed)
@@ -227,17 +224,6 @@ class QuarantineTable:
         shutil.rmtree(aside, ignore_errors=True)
         os.replace(folder, aside)
         log.info("the quarantine folder's rows are in the Iceberg table %s; the folder moved to %s", self.name, aside)
-
-
-def _is_ancestor(table: Any, snapshot_id: int, of: int) -> bool:
-    """Whether `snapshot_id` is snapshot `of` or one of its ancestors (Iceberg's Java API)."""
-    found: int | None = of
-    while found is not None:
-        if found == snapshot_id:
-            return True
-        parent = table.snapshot(found).parentId()
-        found = None if parent is None else int(parent)
-    return False
 
 
 def _commit(spark: SparkSession, table: Any, files: list[str], replaced: list[str], summary: dict[str, str], batch: str | None) -> None:

@@ -80,11 +80,7 @@ def publish_staged(lake: Lake, then: dict[str, Any]) -> None:
     if table is None or table.snapshot_by_id(snapshot) is None:
         log.warning("a rebuild's staged quarantine (snapshot %d) is gone (the lake moved since): its reasons keep their rows", snapshot)
         return
-    current = table.current_snapshot()
-    ancestors = set()
-    found = current
-    while found is not None:
-        ancestors.add(found.snapshot_id)
-        found = table.snapshot_by_id(found.parent_snapshot_id) if found.parent_snapshot_id is not None else None
-    if snapshot not in ancestors:
+    from pyiceberg.table.snapshots import ancestors_of
+
+    if snapshot not in {found.snapshot_id for found in ancestors_of(table.current_snapshot(), table.metadata)}:
         table.manage_snapshots().set_current_snapshot(snapshot).commit()

@@ -30,6 +30,8 @@ from jobs.spark.sinks import classic_jvm
 
 SPARK_CATALOG = "org.apache.iceberg.spark.SparkCatalog"
 WAP_ID = "spark.wap.id"
+# Where a staged snapshot's summary names the id it was staged under.
+WAP_ID_SUMMARY = "wap.id"
 # What a table Spark writes is created with, besides catalog.TABLE_PROPERTIES: its runs stage their snapshots, and a
 # commit another one overtook (a publish's expiry) is retried, which for a whole-date overwrite changes nothing.
 SPARK_TABLE_PROPERTIES = {"write.wap.enabled": "true", "commit.retry.num-retries": "4", "write.distribution-mode": "hash"}
@@ -162,8 +164,14 @@ def staged_overwrite(
             rows.writeTo(table).option("merge-schema", "true").overwrite(replaced)
     finally:
         spark.conf.unset(WAP_ID)
-    found = spark.table(f"{table}.snapshots").where(F.col("summary")["wap.id"] == wap_id).select("snapshot_id").collect()
+    found = spark.table(f"{table}.snapshots").where(F.col("summary")[WAP_ID_SUMMARY] == wap_id).select("snapshot_id").collect()
     return Staged(table, found[0][0])
+
+
+def staged_by(summary: dict[str, str]) -> str | None:
+    """The run that staged a snapshot (`staged_overwrite`), from its summary; None for a snapshot none staged."""
+    wap_id = summary.get(WAP_ID_SUMMARY)
+    return wap_id.rsplit(".", 1)[0] if wap_id else None
 
 
 def spark_name(catalog: str, table: str, namespace: str = NAMESPACE) -> str:

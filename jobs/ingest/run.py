@@ -24,7 +24,7 @@ from pyspark.sql import SparkSession
 
 from jobs import cli, duck, options
 from jobs.iceberg.quarantine import QuarantineTable
-from jobs.iceberg.quarantine_files import quarantine_batch, quarantine_data_files, quarantine_location
+from jobs.iceberg.quarantine_files import quarantine_batch, quarantine_location, quarantine_source
 from jobs.iceberg.quarantine_repair import publish_staged
 from jobs.ingest import deliveries, stream
 from jobs.ingest.config import IngestConfig
@@ -84,7 +84,7 @@ def plan_run(config: IngestConfig, checkpoint: CheckpointSnapshot, notified: lis
 
 def replay_entries(config: IngestConfig) -> list[Entry]:
     """The landing files (or records of them) the quarantine holds for the run's replay."""
-    source = duck.files(quarantine_data_files(config.lake))
+    source = quarantine_source(config.lake)
     if source is None or config.replay is None:
         return []
     rows = duck.connect().execute(f"select source_file, {REASON}, record_index from {source}").fetchall()
