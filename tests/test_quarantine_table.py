@@ -15,10 +15,10 @@ from jobs.iceberg.catalog import NAMESPACE, open_catalog
 from jobs.iceberg.quarantine_files import registered
 from jobs.iceberg.spark_tables import staged_by
 from jobs.lake import Lake
-from jobs.spark.logs import last_commit
+from jobs.spark.logs import last_commit, sink_batch
 from jobs.upkeep import rebuild
 from jobs.upkeep.rebuild import RebuildConfig
-from tests.helpers import DAY, deliver, duckdb_rows, event, events_of, ingest, quarantine_rows
+from tests.helpers import DAY, command, deliver, duckdb_rows, event, events_of, ingest, quarantine_rows, succeeded
 
 
 def table(lake: Path):
@@ -94,3 +94,36 @@ def test_a_moved_lake_registers_its_quarantine_where_it_is_and_goes_on(spark, la
     committed = last_commit(Lake(moved).checkpoint).batch_id
     assert table(moved).location().startswith(str(moved)) and table(moved).properties["cloudtrail.ingest-batch"] == str(committed)
     assert sorted(r for _, r in quarantine_rows(spark, moved)) == ["corrupt_gzip", "missing_event_id", "missing_event_id"]
+
+
+def test_a_batch_killed_after_its_quarantine_commit_commits_nothing_twice_and_every_command_goes_on_in_a_copy(
+    spark, landing, lake, tmp_path
+):
+    """Each command in its own process, as an operator runs it: the ingest killed between the quarantine's commit and
+    the events', the lake then copied to another path, where the ingest, a rebuild and its rollback run; the tables
+    equal the landing files' records throughout."""
+    two_quarantined(landing)
+    job = ["--landing", str(landing), "--lake", str(lake), "--settle", "0 seconds"]
+    fault = [sys.executable, "-m", "tests.fault_runner", "between_outputs", "0", "--", *job]
+    killed = subprocess.run(fault, start_new_session=True, capture_output=True, text=True, timeout=600)
+    assert killed.returncode == -9, killed.stderr[-3000:]
+    assert table(lake).properties["cloudtrail.ingest-batch"] == "0" and sink_batch(Lake(lake).events) is None
+
+    copy = tmp_path / "copy" / "lake"
+    shutil.copytree(lake, copy, symlinks=True)
+    events = sorted([*((f"a-{i}", "2024-03-01") for i in range(3)), ("b-0", "2024-03-01")])
+    reasons = ["corrupt_gzip", "missing_event_id"]
+
+    def exact() -> None:
+        assert duckdb_rows(copy) == events
+        assert sorted(reason for _, reason in quarantine_rows(spark, copy)) == reasons, "each quarantined record once"
+
+    succeeded(command("jobs.cloudtrail_ingest", "--landing", landing, "--lake", copy, "--settle", "0 seconds"))
+    exact()
+    assert registered(Lake.at(copy)).moved_from is None, "registered where the copy is"
+    succeeded(command("jobs.rebuild", "--landing", landing, "--lake", copy, "--from-date", "2024-03-01", "--to-date", "2024-03-01",
+                      "--run-id", "rb"))  # fmt: skip
+    exact()
+    succeeded(command("jobs.rebuild", "--lake", copy, "--rollback", "rb"))
+    exact()
+    assert table(copy).current_snapshot().summary.get("cloudtrail.rollback") == "rb"
