@@ -6,23 +6,11 @@ from pathlib import Path
 from typing import Any
 
 
-def parquet(folders: list[Path]) -> str | None:
-    """A DuckDB table function over the Parquet files of these partition folders; None when there are none."""
-    globs = [f"{folder}/*.parquet" for folder in folders if any(folder.glob("*.parquet"))]
-    return f"read_parquet({globs!r}, hive_partitioning = true, union_by_name = true)" if globs else None
-
-
 def files(paths: list[Path]) -> str | None:
     """A DuckDB table function over these Parquet files, a partition column in the path (`reason=R/`) or in the file; None
     when there are none."""
     listed = [str(path) for path in paths]
     return f"read_parquet({listed!r}, hive_partitioning = true, union_by_name = true)" if listed else None
-
-
-def partitions(table: Path, newest: int | None = None) -> str | None:
-    """A DuckDB table function over a table's partitions (its newest `newest` of them); None when it has no data files."""
-    folders = sorted(p for p in table.glob("*=*") if p.is_dir())
-    return parquet(folders[-newest:] if newest else folders)
 
 
 def connect() -> Any:

@@ -330,12 +330,6 @@ def in_table(data_file: Path) -> Path:
     return Path(*data_file.parts[-2:])
 
 
-def partition_leaves(table: Path, name: str) -> list[Path]:
-    """Table `name`'s innermost partition folders under `table` (a level per partition column), relative to it."""
-    pattern = "/".join(f"{column}=*" for column in PARTITION_COLUMNS[name])
-    return sorted(folder.relative_to(table) for folder in table.glob(pattern) if folder.is_dir()) if table.is_dir() else []
-
-
 def partition_folders(table: Path) -> list[Path]:
     """A table's partition folders, in order of their values' text."""
     return sorted(folder for folder in table.glob(f"{PARTITION_COLUMN[table.name]}=*") if folder.is_dir())

@@ -3,6 +3,7 @@ by a real API server with the plugin, rendered in headless Chromium, and refused
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -31,6 +32,7 @@ from jobs.reporting.report import DerivedReport, RunReport
 from jobs.status import lake_status as status
 from jobs.status import quarantined
 from jobs.tables import partitions
+from jobs.tables.events import events_source
 from tests.conftest import own_airflow_home
 from tests.helpers import DAY, deliver, event, events_of, ingest, put_raw
 from tools.airflow_api import Api, Server, api_server, sign_in
@@ -124,7 +126,8 @@ def test_the_read_model_answers_the_operators_questions(known: KnownLake):
 
 
 def searched(known, query: str):
-    return ledger_search.search_ledger(known.lake, known.landing, query, quarantine_source(known.lake))
+    events = functools.partial(events_source, known.lake)
+    return ledger_search.search_ledger(known.lake, known.landing, query, events, quarantine_source(known.lake))
 
 
 def test_the_file_ledger_says_what_became_of_each_file(known: KnownLake):

@@ -17,6 +17,7 @@ from jobs.iceberg.quarantine_files import quarantine_source
 from jobs.lake import DERIVED, EVENT_DATE, REASON, Lake
 from jobs.reporting.report import failure_line, read_reports, verdict_of
 from jobs.status.lake_status import derived_rows
+from jobs.tables.events import events_source
 
 
 def latest(folder: Path) -> dict | None:
@@ -25,11 +26,10 @@ def latest(folder: Path) -> dict | None:
 
 
 def summarize(lake: Lake) -> str:
-    events = lake.events
-    table = f"read_parquet('{events}/*/*.parquet', hive_partitioning = true)"
+    table = events_source(lake)
     db = duckdb.connect()
-    lines = [f"events table: {events}  (Hive partitions {EVENT_DATE}=YYYY-MM-DD)"]
-    if not any(events.glob("*/*.parquet")):
+    lines = [f"events table: {lake.events}  (Hive partitions {EVENT_DATE}=YYYY-MM-DD)"]
+    if table is None:
         lines.append("  no rows yet")
     else:
         total, dates = db.execute(f"select count(*), count(distinct {EVENT_DATE}) from {table}").fetchone() or (0, 0)

@@ -35,15 +35,14 @@ from jobs import cli, options
 from jobs.derived.state import built_dates, record_built
 from jobs.iceberg.catalog import TABLE_NAMES, existing_table, open_catalog
 from jobs.iceberg.spark_tables import Staged, spark_name, staged_overwrite, use_catalog, writable
-from jobs.lake import EVENT_DATE, PARTITION_COLUMNS, Derived, Lake, partition, partition_folders, partition_value
+from jobs.lake import EVENT_DATE, PARTITION_COLUMNS, Derived, Lake
 from jobs.lock import LakeLock
 from jobs.quality import validate_events
 from jobs.records.schema import EVENTS_SCHEMA
 from jobs.reporting.report import DerivedReport, now_iso
 from jobs.spark.session import JobSession
 from jobs.tables import partitions
-from jobs.tables.events import events_of_dates
-from jobs.tables.partitions import fingerprint
+from jobs.tables.events import date_fingerprint, event_dates, events_of_dates
 from jobs.tables.sweep import sweep_lake
 
 log = logging.getLogger("derived")
@@ -121,14 +120,14 @@ def recipe_of(modules: Iterable[ModuleType], data: Iterable[str] = ()) -> str:
 
 def built_stamp(lake: Lake, day: str, recipe: str) -> str:
     """What a date's derived rows are built from: its events partition's fingerprint and the recipe."""
-    return f"{fingerprint(partition(lake.events, day))} {recipe}"
+    return f"{date_fingerprint(lake, day)} {recipe}"
 
 
 def changed_dates(lake: Lake, derived: Derived, recipe: str, anew: bool = False) -> list[str]:
     """The event dates whose events partition or recipe is not the one their derived rows were built from; `anew`: every
     date of the events table."""
     built = {} if anew else built_dates(lake, derived)
-    dates = {partition_value(folder) for folder in partition_folders(lake.events)} | set(built)
+    dates = set(event_dates(lake)) | set(built)
     return sorted(day for day in dates if day not in built or built_stamp(lake, day, recipe) != built[day].stamp)
 
 

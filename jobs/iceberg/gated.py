@@ -12,10 +12,10 @@ import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jobs.lake import DERIVED, EVENTS, Lake, partition_leaves
+from jobs.lake import DERIVED, EVENT_DATE, Lake
 from jobs.quality import gate
 from jobs.reporting.report import read_reports, verdict_of
-from jobs.tables.partitions import fingerprint
+from jobs.tables.events import date_files, date_fingerprint, event_dates
 
 
 @dataclass(frozen=True)
@@ -59,10 +59,6 @@ def _local(path: Path, partition: str) -> LocalFile:
     return LocalFile(path, partition, stat.st_size, stat.st_mtime_ns)
 
 
-def _parquet(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.glob("*.parquet") if not p.name.startswith(("_", ".")))
-
-
 def _failed_gates(lake: Lake) -> dict[str, str]:
     """Per event date, the newest events gate that failed on it, unless a newer one passed or skipped it."""
     seen: dict[str, str] = {}
@@ -77,14 +73,14 @@ def _failed_gates(lake: Lake) -> dict[str, str]:
 def events_published(lake: Lake) -> Published:
     """The events table's dates whose files are the ones their gate passed; the others held back, with why."""
     found, index, failed = Published(), gate.validated(lake), _failed_gates(lake)
-    for folder in partition_leaves(lake.events, EVENTS):
-        day, live = folder.name.split("=", 1)[1], lake.events / folder
-        found.prints[folder.as_posix()] = current = fingerprint(live)
+    for day in event_dates(lake):
+        folder = f"{EVENT_DATE}={day}"
+        found.prints[folder] = current = date_fingerprint(lake, day)
         passed = index.get(day, {}).get("fingerprint")
         if passed == current:
-            found.files[folder.as_posix()] = [_local(p, folder.as_posix()) for p in _parquet(live)]
+            found.files[folder] = [_local(p, folder) for p in date_files(lake, day) if p.suffix == ".parquet"]
         else:
-            found.kept.add(folder.as_posix())
+            found.kept.add(folder)
             found.held_back[day] = failed.get(day) or (
                 "changed since its gate passed; the next gate checks it" if passed else "no gate has passed it yet"
             )

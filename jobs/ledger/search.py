@@ -8,15 +8,19 @@ import gzip
 import json
 import os
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, timedelta
 from pathlib import Path
 
 from jobs import duck
-from jobs.lake import REASON, Lake, partition
+from jobs.lake import REASON, Lake
 from jobs.landing.layout import day_folders, delivery_date, log_files_in
 from jobs.ledger.store import late_files, read_manifest
 from jobs.spark.logs import last_commit, local_path, read_source_log, source_file, source_offset
+
+# The events' rows of some event dates as a DuckDB table function, None when they hold none.
+EventsSource = Callable[[list[date]], str | None]
 
 # Hits a ledger search shows (each one costs a look into the tables and the file itself).
 LEDGER_HITS = 20
@@ -74,9 +78,10 @@ def _records_in(path: str) -> int | None:
     return len(records) if isinstance(records, list) else None
 
 
-def search_ledger(lake: Lake, landing: Path, query: str, quarantine: str | None) -> list[LedgerHit]:
+def search_ledger(lake: Lake, landing: Path, query: str, events: EventsSource, quarantine: str | None) -> list[LedgerHit]:
     """Landing files whose path holds `query` (or, for a YYYY-MM-DD query, that were delivered that day), with what became of
-    each; `quarantine` is the quarantine's rows as a DuckDB table function (jobs/iceberg/quarantine_files.py)."""
+    each; `events` gives the events' rows of some dates as a DuckDB table function (jobs/tables/events.py), `quarantine`
+    is the quarantine's rows as one (jobs/iceberg/quarantine_files.py)."""
     query = query.strip()
     try:
         day: date | None = date.fromisoformat(query)
@@ -94,7 +99,7 @@ def search_ledger(lake: Lake, landing: Path, query: str, quarantine: str | None)
     ] if day is not None or query else []  # fmt: skip
     paths = sorted({p for p in [*taken, *in_landing] if (day is not None and delivery_date(p) == day) or (day is None and query in p)})
     paths = paths[:LEDGER_HITS]
-    written, quarantined, runs, details = _table_rows(lake, paths, quarantine)
+    written, quarantined, runs, details = _table_rows(lake, paths, events, quarantine)
     hits = []
     for path in paths:
         size, source_batch = taken.get(path, (None, None))
@@ -125,7 +130,7 @@ def search_ledger(lake: Lake, landing: Path, query: str, quarantine: str | None)
 
 
 def _table_rows(
-    lake: Lake, paths: list[str], held: str | None
+    lake: Lake, paths: list[str], events_of: EventsSource, held: str | None
 ) -> tuple[dict[str, int], dict[str, dict[str, int]], dict[str, set[str]], dict[str, list[str]]]:
     """Rows of these files in the events table and the quarantine (`held`, a DuckDB table function), and the runs that
     wrote them.
@@ -142,7 +147,7 @@ def _table_rows(
     days = {d - timedelta(days=back) for d in (delivery_date(p) for p in paths) if d is not None for back in range(3)}
     named = [source_file(path) for path in paths]
     days |= {d for d, files in late_files(lake.late_files).items() if files & set(named)}
-    events = duck.parquet([partition(lake.events, d) for d in sorted(days)])
+    events = events_of(sorted(days))
     if events is not None:
         query = f"select _source_file, _ingest_run_id, count(*) from {events} where _source_file in (select unnest(?)) group by 1, 2"
         for name, run, count in db.execute(query, [named]).fetchall():

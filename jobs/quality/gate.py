@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from jobs.files import read_record, under, write_record
-from jobs.lake import Lake, partition
+from jobs.lake import Lake
 from jobs.reporting.report import failure_line, read_report, skipped_gate_report, verdict_of, write_json
-from jobs.tables.partitions import fingerprint
+from jobs.tables.events import date_fingerprint
 
 
 class GateFailed(RuntimeError):
@@ -25,7 +25,7 @@ class GateFailed(RuntimeError):
 
 
 def fingerprints(lake: Lake, dates: list[str]) -> dict[str, str]:
-    return {day: fingerprint(partition(lake.events, day)) for day in dates}
+    return {day: date_fingerprint(lake, day) for day in dates}
 
 
 # _validated.json's format (jobs/files.py's `record_body`): 2 = {"dates": {date: {"fingerprint", "run_id"}}}; format 1

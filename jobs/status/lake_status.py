@@ -17,14 +17,14 @@ from typing import Any
 
 from jobs import duck
 from jobs.derived.state import built_dates
-from jobs.lake import EVENT_DATE, Derived, Lake, partition
+from jobs.lake import EVENT_DATE, Derived, Lake
 from jobs.landing.layout import day_folders, delivered_at, log_files_in, newest_deliveries, newest_of
 from jobs.ledger.search import manifests
 from jobs.ledger.store import verified_checkpoint
 from jobs.reporting.report import read_report, read_reports
 from jobs.reporting.tally import Tally
 from jobs.spark.logs import CheckpointError, last_commit, sink_log, state_folder
-from jobs.tables.partitions import data_files
+from jobs.tables.events import date_files, events_source
 
 # Keys, files and notifications the page names: the first (or newest) this many.
 SHOWN = 100
@@ -242,12 +242,12 @@ class DayRows:
 def daily_rows(lake: Lake, runs: Tally, days: int = 30) -> list[DayRows]:
     """Rows per event date in the table for its newest `days` dates, and the late events the runs wrote for each
     (`runs`: their tally, jobs/reporting/tally.py)."""
-    source = duck.partitions(lake.events, newest=days)
+    source = events_source(lake, newest=days)
     if source is None:
         return []
     counts = duck.connect().execute(f"select cast({EVENT_DATE} as varchar), count(*) from {source} group by 1 order by 1").fetchall()
     late: dict[str, int] = runs["late_per_event_date"]
-    return [DayRows(day, rows, late.get(day, 0), len(data_files(partition(lake.events, day)))) for day, rows in counts]
+    return [DayRows(day, rows, late.get(day, 0), len(date_files(lake, day))) for day, rows in counts]
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The lake's tables: the events' rows by date as the jobs read them (events), whole partitions swapped atomically
+"""The lake's tables: the events' dates, files and rows as the jobs read them (events), whole partitions swapped atomically
 (partitions), staged before their gate (staging), files no commit lists moved aside (sweep), the quarantine
 (quarantine), and which landing files rows came from (sources).
 """
@@ -13,9 +13,14 @@ __all__ = [
     "Staging",
     "batch_entries",
     "close",
+    "all_files",
     "data_files",
+    "date_files",
+    "date_fingerprint",
+    "event_dates",
     "entries_to_replay",
     "events_of_dates",
+    "events_source",
     "fingerprint",
     "ingest_written",
     "landing_files",

@@ -37,7 +37,7 @@ from pyspark.sql import functions as F
 
 from jobs import cli, options
 from jobs.iceberg.catalog import open_catalog
-from jobs.lake import EVENTS, Lake, partition, partition_folders, partition_value
+from jobs.lake import EVENTS, Lake, partition
 from jobs.ledger.store import verified_checkpoint
 from jobs.lock import LakeLock
 from jobs.quality import gate
@@ -45,6 +45,7 @@ from jobs.records import layout
 from jobs.records.schema import EVENTS_DATA_SCHEMA
 from jobs.spark.session import JobSession, spark_session
 from jobs.tables import partitions
+from jobs.tables.events import date_files, event_dates
 from jobs.tables.staging import Staging
 from jobs.tables.sweep import sweep_lake
 from jobs.upkeep import retention
@@ -124,11 +125,11 @@ def plan_compaction(config: CompactConfig, today: date) -> list[DateCompaction]:
     rows not laid out yet (a file the ingest wrote)."""
     closed_before = days_before(today, config.horizon)
     found = []
-    for folder in partition_folders(config.lake.events):
-        day = date.fromisoformat(partition_value(folder))
+    for found_day in event_dates(config.lake):
+        day = date.fromisoformat(found_day)
         if (config.dates is not None and day not in config.dates) or (config.dates is None and day >= closed_before):
             continue
-        files = tuple(partitions.data_files(folder))
+        files = tuple(date_files(config.lake, day))
         size = sum(path.stat().st_size for path in files)
         needed = max(1, math.ceil(size / config.target_bytes))
         if len(files) > needed or any(partitions.ingest_written(path) for path in files):

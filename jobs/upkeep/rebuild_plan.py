@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs import options
-from jobs.lake import EVENTS, Lake, partition
+from jobs.lake import EVENTS, Lake
 from jobs.landing.bucket import BucketLanding, s3_client
 from jobs.landing.layout import day_folders, delivery_date, log_files_in, relative
 from jobs.ledger.state import known_files, read_files
@@ -21,7 +21,7 @@ from jobs.ledger.store import Entry, late_files, verified_checkpoint
 from jobs.records.dedup import Dedup
 from jobs.spark.checkpoint import CheckpointSnapshot
 from jobs.spark.logs import CheckpointError, local_path, source_file
-from jobs.tables import partitions
+from jobs.tables.events import date_files
 from jobs.tables.sources import landing_files
 
 log = logging.getLogger("rebuild")
@@ -76,9 +76,9 @@ def unreadable_sources(plans: list[DateRebuild]) -> list[str]:
     return sorted({source_file(path) for p in plans for path in p.unreadable})
 
 
-def source_files(folder: Path) -> set[str]:
-    """The landing files (local paths) a partition folder's rows came from."""
-    return landing_files(EVENTS, partitions.data_files(folder))
+def source_files(lake: Lake, day: date) -> set[str]:
+    """The landing files (local paths) a date's rows came from."""
+    return landing_files(EVENTS, date_files(lake, day))
 
 
 def plan_rebuild(config: RebuildConfig) -> list[DateRebuild]:
@@ -100,7 +100,7 @@ def plan_rebuild(config: RebuildConfig) -> list[DateRebuild]:
     late = late_files(lake.late_files)
     plans = []
     for day in config.dates:
-        named = source_files(partition(lake.events, day))
+        named = source_files(lake, day)
         delivery_days = options.date_range(day, day + timedelta(days=horizon_days))
         delivered = {f.path for d in delivery_days for folder in folders.get(d, []) for f in log_files_in(folder)}
         wanted = {relative(path) for path in named | delivered | {local_path(path) for path in late.get(day, ())}}
@@ -117,7 +117,7 @@ def refetch(config: RebuildConfig, bucket: BucketLanding, checkpoint: Checkpoint
     wanted = {key for key in known_files(checkpoint, lake.manifests, sorted(days)) if delivery_date(key) in days}
     late = late_files(lake.late_files)
     for day in config.dates:
-        wanted |= {relative(path) for path in source_files(partition(lake.events, day)) | {local_path(p) for p in late.get(day, ())}}
+        wanted |= {relative(path) for path in source_files(lake, day) | {local_path(p) for p in late.get(day, ())}}
     missing = sorted(key for key in wanted if key.startswith("AWSLogs/") and not (cache / key).exists())
     if missing:
         fetched = bucket.fetch(s3_client(), [bucket.prefix + key for key in missing])

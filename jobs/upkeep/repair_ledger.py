@@ -15,13 +15,13 @@ import pyarrow.parquet as pq
 
 from jobs.files import write_whole
 from jobs.iceberg.quarantine_files import quarantine_data_files
-from jobs.lake import EVENTS, QUARANTINE, RETIRED, Lake
+from jobs.lake import QUARANTINE, RETIRED, Lake
 from jobs.landing.layout import day_folders, log_files_in, relative
 from jobs.ledger.store import Entry, RetiredIndex, missing_manifests, read_manifests, sha256_of
 from jobs.spark.checkpoint import CheckpointSnapshot
 from jobs.spark.logs import CheckpointError
+from jobs.tables.events import all_files
 from jobs.tables.sources import landing_files
-from jobs.tables.sweep import table_files
 
 log = logging.getLogger("cloudtrail_repair")
 
@@ -91,6 +91,6 @@ def event_ids(path: str) -> list[str]:
 def table_event_ids(lake: Lake, wanted: set[str]) -> set[str]:
     """Which of `wanted` the events table holds (one column read, file by file)."""
     held: set[str] = set()
-    for path in table_files(lake.table(EVENTS)):
+    for path in all_files(lake):
         held.update(i for i in pq.read_table(path, columns=["eventID"]).column("eventID").to_pylist() if i in wanted)
     return held

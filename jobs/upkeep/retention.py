@@ -18,7 +18,8 @@ from datetime import date, datetime
 from typing import Any
 
 from jobs.iceberg.catalog import NAMESPACE, TABLE_NAMES, existing_table
-from jobs.lake import DERIVED, EVENT_DAY, EVENTS, PARTITION_COLUMNS, Lake, event_day, partition_leaves, partition_value
+from jobs.lake import DERIVED, EVENT_DAY, EVENTS, PARTITION_COLUMNS, Lake, event_day
+from jobs.tables.events import event_dates
 from jobs.tables.staging import Staging
 
 log = logging.getLogger("retention")
@@ -43,7 +44,7 @@ def derived_tables(catalog: Any, namespace: str = NAMESPACE) -> dict[str, Any]:
 def expired_dates(lake: Lake, tables: dict[str, Any], before: date) -> list[date]:
     """The event dates any dated table holds (the events' folders, the derived `tables`' partitions) that are older
     than `before`."""
-    found = {date.fromisoformat(partition_value(leaf)) for leaf in partition_leaves(lake.events, EVENTS)}
+    found = {date.fromisoformat(day) for day in event_dates(lake)}
     for name, table in tables.items():
         column = PARTITION_COLUMNS[name][-1]
         if table.current_snapshot() is not None:

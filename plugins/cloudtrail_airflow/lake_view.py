@@ -43,6 +43,7 @@ from jobs.reporting.report import read_report
 from jobs.spark.logs import CheckpointError
 from jobs.status import lake_status as status
 from jobs.status import quarantined
+from jobs.tables.events import events_source
 
 app = FastAPI(title="CloudTrail lake", dependencies=[Depends(requires_access_dag("GET", param_dag_id=INGEST_DAG_ID))])
 
@@ -148,7 +149,7 @@ def _ledger(query: str, hits: list[ledger_search.LedgerHit]) -> str:
 
 
 def _search(lake: Lake, landing: Path, file: str) -> list[ledger_search.LedgerHit]:
-    return ledger_search.search_ledger(lake, landing, file, quarantine_source(lake)) if file else []
+    return ledger_search.search_ledger(lake, landing, file, functools.partial(events_source, lake), quarantine_source(lake)) if file else []
 
 
 def _quarantine(found: quarantined.Quarantined) -> str:
