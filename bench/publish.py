@@ -35,9 +35,10 @@ from typing import Any
 import boto3
 
 from bench.benchmark import SAMPLES, WORK, measure, product_command, zone
-from jobs.iceberg import catalog, publish
+from jobs.iceberg import catalog
 from jobs.lake import EVENT_DATE, Lake, partition, partition_folders
 from jobs.landing.layout import delivery_path
+from jobs.publishing import command as publish
 from jobs.quality import gate
 from jobs.tables.partitions import data_files
 from tests.aws import ENVIRONMENT, glue_catalog, start_server

@@ -13,7 +13,7 @@ jobs write through the lake's catalog (`CLOUDTRAIL_CATALOG`), each run's dates g
 | `activity` | `spark-submit jobs/activity.py`: event dates whose events changed (or `from_date`..`to_date`), recomputed, gated, published |
 | `ocsf` | `spark-submit jobs/ocsf.py`: the same dates of the OCSF table |
 | `announce` | updates the `cloudtrail_derived` Asset |
-| `publish` | `jobs/iceberg/publish.py`: the events' gated dates into their Iceberg table; every table's old snapshots expired |
+| `publish` | `jobs/publishing/command.py`: the events' gated dates into their Iceberg table; every table's old snapshots expired |
 
 One task per derived job, in the order `jobs/lake.py`'s `DERIVED` lists them.
 

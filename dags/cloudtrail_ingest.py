@@ -14,7 +14,7 @@ partitioned Parquet table, then checks the table before anyone downstream uses i
 | `choose_gate` | the ingest's gate passed: announce and publish (failed: the run fails); nothing changed: publish only, a report says why |
 | `dq_gate` | `spark-submit jobs/validate_events.py`: GX suites on the run's dates, when the ingest did not gate them |
 | `announce` | updates the `cloudtrail_events` Asset, so derived DAGs can schedule on it |
-| `publish` | `jobs/iceberg/publish.py`: the dates whose gate passed into the Iceberg catalog (a snapshot a table); those held back named |
+| `publish` | `jobs/publishing/command.py`: the dates whose gate passed into the Iceberg catalog (a snapshot a table); held-back named |
 
 The ingest sweeps crashed attempts' files aside before and after its batches, and starts no
 Spark when nothing is new. One run at a time (`max_active_runs=1`); the tasks that write the

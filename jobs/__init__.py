@@ -9,9 +9,12 @@ The house, bottom up: a module imports only from its own package or from the one
     reporting/    every report the lake keeps, the run summaries and the tally
     spark/        Spark: the session, its logs and state, the sinks, the ingest checkpoint
     ledger/       the file ledger: which landing files a run takes, its records on disk, the digests' reconciliation
-    tables/       the lake's tables: partitions swapped whole, staging, the sweep, the quarantine, rows' sources
+    iceberg/      Apache Iceberg through a catalog: its settings, Spark's catalog, the embedded catalog read without
+                  Spark, conformed columns, expiry and orphans
+    tables/       the lake's tables: the events as the jobs read them, the quarantine (an Iceberg table of record),
+                  partitions swapped whole, staging, the sweep, rows' sources
     quality/      the data-quality gates (Great Expectations)
-    iceberg/      the lake's Apache Iceberg tables through a catalog: written by Spark, or published from the lake
+    publishing/   the events' gated files published as an Iceberg table; the catalog's tables kept small
     ingest/       the ingest job
     upkeep/       rebuild, repair, rescale, compaction, the quarantine's replay
     derived/      tables derived from the events table date by date: activity, findings, OCSF
@@ -38,9 +41,10 @@ PACKAGES = (
     "reporting",
     "spark",
     "ledger",
+    "iceberg",
     "tables",
     "quality",
-    "iceberg",
+    "publishing",
     "ingest",
     "upkeep",
     "derived",

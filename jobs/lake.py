@@ -4,7 +4,7 @@ Every path under the lake root is named here and nowhere else (README, "Under th
 
     events/event_date=D/                             the ingest's events table (its commit log in _spark_metadata/)
     quarantine/reason=R/                             an earlier release's quarantine, until its rows move into the
-                                                     Iceberg table (jobs/iceberg/quarantine.py)
+                                                     Iceberg table (jobs/tables/quarantine_table.py)
     _checkpoints/ingest/ (manifests/, late_files/, retired/, restamped.jsonl, reconciled/, last_success.json)
     _checkpoints/<job>.json, publish.json, rebuilds/<run>.json, ingest.lock, rescale/
     _staging/<run>/<table>/, _swept/<table>/<time>/, _replaced/<table>/<tag>/   hidden from every reader
@@ -232,7 +232,7 @@ class Lake:
     @property
     def replacements(self) -> Path:
         """What an earlier release's batch would move aside once its quarantine output was committed, one file per
-        batch (jobs/iceberg/quarantine.py reads what one left)."""
+        batch (jobs/tables/quarantine_table.py reads what one left)."""
         return self.checkpoint / "replacements"
 
     @property

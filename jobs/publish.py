@@ -1,6 +1,6 @@
-"""`python -m jobs.publish`: the gated tables published through an Iceberg catalog; usage and options in jobs/iceberg/publish.py."""
+"""`python -m jobs.publish`: the gated tables published through an Iceberg catalog; usage and options in jobs/publishing/command.py."""
 
-from jobs.iceberg.publish import main
+from jobs.publishing.command import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -21,7 +21,6 @@ import duckdb
 from pyspark.sql import functions as F
 
 from jobs import COMMANDS
-from jobs.iceberg.quarantine_files import quarantine_source
 from jobs.ingest.command import parse_args
 from jobs.ingest.run import run
 from jobs.lake import Lake
@@ -32,6 +31,7 @@ from jobs.spark.logs import batch_files, local_path, sink_log, sink_log_files
 from jobs.spark.session import stop_state_stores
 from jobs.spark.sinks import IGNORE_SINK_LOG
 from jobs.tables.quarantine import Replay
+from jobs.tables.quarantine_files import quarantine_source
 from tools.generate_landing import write_delivery
 
 DAY = datetime(2024, 3, 1, tzinfo=UTC)

@@ -16,7 +16,6 @@ import pytest
 from pyspark.errors.utils import is_debugging_enabled
 from pyspark.sql import functions as F
 
-from jobs.iceberg.quarantine_files import quarantine_source
 from jobs.ingest.command import main, parse_args
 from jobs.ingest.run import run
 from jobs.lake import Lake
@@ -24,6 +23,7 @@ from jobs.lock import LakeBusyError, LakeLock
 from jobs.spark import session
 from jobs.spark.logs import CheckpointError, batch_time
 from jobs.spark.session import JobSession, class_archive
+from jobs.tables.quarantine_files import quarantine_source
 from tests.helpers import (
     DAY,
     committed_batches,

@@ -19,11 +19,11 @@ import pytest
 from jobs import duck
 from jobs.derived import ocsf
 from jobs.derived.derivation import DerivedConfig
-from jobs.iceberg import publish
 from jobs.iceberg.catalog import open_catalog
 from jobs.investigations import catalogue, command
 from jobs.lake import Lake
 from jobs.landing.layout import delivery_path
+from jobs.publishing import command as publish
 from jobs.quality import validate_events
 from jobs.records import layout
 from jobs.upkeep.compact import CompactConfig

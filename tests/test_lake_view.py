@@ -21,7 +21,6 @@ import pytest
 
 from jobs.derived import ocsf
 from jobs.derived.derivation import DerivedConfig
-from jobs.iceberg.quarantine_files import quarantine_source
 from jobs.lake import DERIVED, Lake, partition
 from jobs.landing.layout import delivery_path
 from jobs.ledger import search as ledger_search
@@ -33,6 +32,7 @@ from jobs.status import lake_status as status
 from jobs.status import quarantined
 from jobs.tables import partitions
 from jobs.tables.events import events_source
+from jobs.tables.quarantine_files import quarantine_source
 from tests.conftest import own_airflow_home
 from tests.helpers import DAY, deliver, event, events_of, ingest, put_raw
 from tools.airflow_api import Api, Server, api_server, sign_in
@@ -263,7 +263,7 @@ def test_the_lake_page_in_the_airflow_ui(server: Server, known: KnownLake, tmp_p
 
 
 def test_the_published_tables_show_their_snapshot_the_dates_held_back_and_the_last_error_escaped(server: Server, known: KnownLake):
-    from jobs.iceberg import publish
+    from jobs.publishing import command as publish
 
     # The known lake's only date failed its gate: held back from the events table; the OCSF table, its job's own, is.
     report = publish.publish_tables(publish.parse_args(["--lake", str(known.lake.root), "--run-id", "page-publish"]))

@@ -13,7 +13,6 @@ import duckdb
 import pytest
 
 from jobs.iceberg.catalog import NAMESPACE, open_catalog
-from jobs.iceberg.quarantine_files import quarantine_source
 from jobs.lake import Lake
 from jobs.landing.layout import Older, aws_logs, day_folders, delivery_date, delivery_path
 from jobs.ledger import planner as ledger
@@ -23,6 +22,7 @@ from jobs.ledger.store import read_manifests
 from jobs.records.dedup import Dedup
 from jobs.spark.checkpoint import CheckpointSnapshot
 from jobs.spark.logs import CheckpointError, local_path, read_source_log
+from jobs.tables.quarantine_files import quarantine_source
 from tests.helpers import DAY, deliver, duckdb_rows, events_of, ingest
 from tools.generate_landing import write_delivery
 

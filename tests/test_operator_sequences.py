@@ -28,10 +28,10 @@ from hypothesis import HealthCheck, seed, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
-from jobs.iceberg import publish
 from jobs.iceberg.catalog import open_catalog
 from jobs.ingest.command import main as ingest_main
 from jobs.lake import Lake
+from jobs.publishing import command as publish
 from jobs.quality import validate_events
 from jobs.spark.session import stop_state_stores
 from jobs.upkeep import compact, rebuild, repair, rescale
@@ -223,7 +223,7 @@ class OperatorSequences(RuleBasedStateMachine):
                 shutil.copytree(saved, table, symlinks=True)
         self._mend(self._ingest())
 
-    # What readers elsewhere see: the Iceberg tables (jobs/iceberg/publish.py).
+    # What readers elsewhere see: the Iceberg tables (jobs/publishing/command.py).
 
     def _publish(self) -> int:
         return publish.main(["--lake", str(self.lake), "--orphan-grace", "0 seconds"])

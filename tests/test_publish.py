@@ -1,4 +1,4 @@
-"""The lake published as Iceberg tables (jobs/iceberg/publish.py): read back through pyiceberg, they equal the lake's
+"""The lake published as Iceberg tables (jobs/publishing/command.py): read back through pyiceberg, they equal the lake's
 committed, gated rows, through ingest, rebuild, compaction and the derived jobs; a partition filter plans only
 its partition's files; debris is never published; a failed gate holds its date back; a publish killed at any
 point is completed by the next one; snapshots and unreferenced files are kept few."""
@@ -13,10 +13,11 @@ from pathlib import Path
 from jobs import options
 from jobs.derived import activity, ocsf
 from jobs.derived.derivation import DerivedConfig
-from jobs.iceberg import publish, upkeep
+from jobs.iceberg import upkeep
 from jobs.iceberg.catalog import open_catalog
 from jobs.iceberg.spark_tables import use_catalog
 from jobs.lake import Lake
+from jobs.publishing import command as publish
 from jobs.quality import validate_events
 from jobs.reporting.report import gate_report, write_json
 from jobs.reporting.summary import publish_summary
@@ -452,7 +453,7 @@ def test_a_column_whose_type_differs_from_the_table_s_is_conformed_and_blocks_no
 
     from jobs.iceberg import catalog as iceberg_catalog
     from jobs.iceberg.columns import conformed
-    from jobs.iceberg.gated import events_published
+    from jobs.publishing.gated import events_published
 
     two_days(spark, landing, lake)
     layout = Lake.at(lake)

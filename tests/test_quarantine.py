@@ -10,10 +10,10 @@ from pathlib import Path
 import duckdb
 
 from jobs.iceberg.catalog import NAMESPACE, open_catalog
-from jobs.iceberg.quarantine_files import quarantine_source
 from jobs.lake import Lake
 from jobs.landing.layout import delivery_path
 from jobs.tables.quarantine import Replay
+from jobs.tables.quarantine_files import quarantine_source
 from jobs.upkeep import replay_quarantine
 from tests.helpers import DAY, duckdb_rows, event, events_of, ingest
 

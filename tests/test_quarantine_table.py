@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from jobs.iceberg.catalog import NAMESPACE, open_catalog
-from jobs.iceberg.quarantine_files import registered
+from jobs.iceberg.embedded import registered
 from jobs.iceberg.spark_tables import staged_by
-from jobs.lake import Lake
+from jobs.lake import QUARANTINE, Lake
 from jobs.spark.logs import last_commit, sink_batch
 from jobs.upkeep import rebuild
 from jobs.upkeep.rebuild import RebuildConfig
@@ -45,7 +45,7 @@ def test_each_batch_is_one_snapshot_naming_the_stream_and_the_batch_and_files_ar
     # pyiceberg reads it as Spark's catalog does, the reason in every file and in the partition.
     assert sorted(quarantine.scan().to_arrow().column("reason").to_pylist()) == ["corrupt_gzip", "missing_event_id"]
     # A run with nothing new reads the batch the table holds without pyiceberg, and so without pyarrow.
-    probe = ("import sys; from jobs.lake import Lake; from jobs.iceberg.quarantine_files import quarantine_batch; "
+    probe = ("import sys; from jobs.lake import Lake; from jobs.tables.quarantine_files import quarantine_batch; "
              f"print(quarantine_batch(Lake.at({str(lake)!r})), sorted({{'pyiceberg', 'pyarrow'}} & set(sys.modules)))")  # fmt: skip
     assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split() == ["1", "[]"]
 
@@ -84,13 +84,13 @@ def test_a_moved_lake_registers_its_quarantine_where_it_is_and_goes_on(spark, la
     moved = tmp_path / "elsewhere" / "lake"
     moved.parent.mkdir()
     shutil.move(lake, moved)
-    entry = registered(Lake.at(moved))
+    entry = registered(Lake.at(moved), QUARANTINE)
     assert entry is not None and entry.moved_from is not None, "its metadata names the old path"
     assert quarantine_rows(spark, moved) == before, "read where it is, before any command registers it"
 
     deliver(landing, [event("", DAY + timedelta(days=1))], DAY + timedelta(days=1, hours=1))
     ingest(spark, landing, moved)
-    assert registered(Lake.at(moved)).moved_from is None
+    assert registered(Lake.at(moved), QUARANTINE).moved_from is None
     committed = last_commit(Lake(moved).checkpoint).batch_id
     assert table(moved).location().startswith(str(moved)) and table(moved).properties["cloudtrail.ingest-batch"] == str(committed)
     assert sorted(r for _, r in quarantine_rows(spark, moved)) == ["corrupt_gzip", "missing_event_id", "missing_event_id"]
@@ -120,7 +120,7 @@ def test_a_batch_killed_after_its_quarantine_commit_commits_nothing_twice_and_ev
 
     succeeded(command("jobs.cloudtrail_ingest", "--landing", landing, "--lake", copy, "--settle", "0 seconds"))
     exact()
-    assert registered(Lake.at(copy)).moved_from is None, "registered where the copy is"
+    assert registered(Lake.at(copy), QUARANTINE).moved_from is None, "registered where the copy is"
     succeeded(command("jobs.rebuild", "--landing", landing, "--lake", copy, "--from-date", "2024-03-01", "--to-date", "2024-03-01",
                       "--run-id", "rb"))  # fmt: skip
     exact()

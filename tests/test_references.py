@@ -106,7 +106,7 @@ def test_every_function_or_name_the_prose_of_jobs_names_exists():
     assert unknown == [], unknown
 
 
-# A file of the project as README or design.md names it: a path (jobs/iceberg/publish.py) or a module's file name.
+# A file of the project as README or design.md names it: a path (jobs/publishing/command.py) or a module's file name.
 NAMED_FILE = re.compile(r"(?<![\w./])((?:\w[\w-]*/)*\w[\w-]*\.(?:py|java)|(?:\w[\w-]*/)+[\w-]+\.sql)\b")
 
 

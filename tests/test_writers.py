@@ -30,7 +30,7 @@ SPARK_WRITES = {
     r"_checkpoints/ingest/((offsets|commits)/\*|sources/\*/\*|state/.*|metadata|\.metadata\.crc)": "Spark: jobs/ingest/stream.py's query",
     # pyiceberg writes the embedded catalog (SQLite) and the tables' metadata and data files from C and Arrow; Iceberg's
     # Spark runtime the derived tables' (jobs/iceberg/spark_tables.py).
-    r"iceberg/.*": "pyiceberg: jobs/iceberg/publish.py's catalog; Spark: jobs/iceberg/spark_tables.py",
+    r"iceberg/.*": "pyiceberg: jobs/publishing/command.py's catalog; Spark: jobs/iceberg/spark_tables.py",
 }
 
 written: dict[str, set[str]] = defaultdict(set)  # absolute path -> writer modules

@@ -13,11 +13,11 @@ from typing import Any
 import duckdb
 
 from jobs.iceberg.catalog import NAMESPACE
-from jobs.iceberg.quarantine_files import quarantine_source
 from jobs.lake import DERIVED, EVENT_DATE, REASON, Lake
 from jobs.reporting.report import failure_line, read_reports, verdict_of
 from jobs.status.lake_status import derived_rows
 from jobs.tables.events import events_source
+from jobs.tables.quarantine_files import quarantine_source
 
 
 def latest(folder: Path) -> dict | None:
@@ -102,7 +102,7 @@ def activity_highlights(catalog: Any | None) -> list[str]:
 
 
 def published(lake: Lake, catalog_name: str | None, catalog: Any | None) -> list[str]:
-    """The Iceberg tables as a reader elsewhere reads them: through the catalog, with pyiceberg (jobs/iceberg/publish.py)."""
+    """The Iceberg tables as a reader elsewhere reads them: through the catalog, with pyiceberg (jobs/publishing/command.py)."""
     from jobs.iceberg.catalog import NAMESPACE, TABLE_NAMES
 
     if catalog is None:

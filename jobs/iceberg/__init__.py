@@ -1,6 +1,6 @@
-"""The lake's Iceberg tables through a catalog: the quarantine, a table of record the ingest commits to (quarantine,
-read without Spark by quarantine_files), those Spark writes itself (the derived tables), and the events table published
-from the lake's committed, gated files (publish)."""
+"""Apache Iceberg as the lake uses it: the catalog and its settings (catalog), Spark's catalog and the tables Spark
+writes itself (spark_tables), the lake's embedded catalog read without Spark (embedded, moved_io), columns conformed to
+a table's types (columns), snapshots expired and orphans removed (upkeep)."""
 
 from jobs import exported
 
@@ -9,24 +9,31 @@ __all__ = [
     "CatalogUnusable",
     "EMBEDDED",
     "NAMESPACE",
-    "QuarantineRollback",
-    "QuarantineTable",
-    "STAGED",
-    "TABLE_NAMES",
+    "OWNER",
+    "Registered",
     "Staged",
+    "TABLE_NAMES",
+    "TABLE_PROPERTIES",
+    "calling",
+    "claim",
+    "cleaned",
+    "cleaning_due",
+    "conformed",
+    "current_files",
+    "delete_orphans",
     "existing_table",
+    "expire",
     "open_catalog",
-    "publish_staged",
-    "publish_tables",
-    "quarantine_batch",
-    "quarantine_data_files",
-    "quarantine_location",
-    "quarantine_source",
+    "open_table",
+    "owned_by_another",
     "reader_settings",
     "registered",
     "spark_name",
+    "staged_by",
     "staged_overwrite",
+    "static_table",
     "use_catalog",
+    "with_partition_columns",
     "writable",
 ]
 

@@ -79,7 +79,7 @@ def _rehome(catalog: Any, lake: Lake, namespace: str) -> None:
     metadata holds absolute paths): they are dropped from this catalog (the old lake's files untouched) and published
     again from the lake's files by this publish; their snapshot history starts again. So are tables an earlier release
     put beside the lake, under its path percent-encoded (`embedded_settings`). The quarantine, a table of record, is
-    registered again where it is instead (jobs/iceberg/quarantine.py)."""
+    registered again where it is instead (jobs/tables/quarantine_table.py)."""
     home = f"{lake.iceberg_warehouse}/"
     for identifier in catalog.list_tables(namespace):
         if identifier[-1].startswith(QUARANTINE):

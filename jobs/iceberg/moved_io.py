@@ -1,11 +1,11 @@
 """pyiceberg's file IO with one root mapped to another: a moved lake's Iceberg metadata, which names its files under
-the lake's old path, read where the lake is now (jobs/iceberg/quarantine_files.py names it by `py-io-impl`)."""
+the lake's old path, read where the lake is now (jobs/iceberg/embedded.py names it by `py-io-impl`)."""
 
 from __future__ import annotations
 
 from pyiceberg.io.pyarrow import PyArrowFile, PyArrowFileIO
 
-from jobs.iceberg.quarantine_files import MOVED_FROM, MOVED_TO, moved
+from jobs.iceberg.embedded import MOVED_FROM, MOVED_TO, moved
 
 
 class MovedFileIO(PyArrowFileIO):

@@ -1,7 +1,7 @@
 """The streaming query's foreachBatch body: one batch into both tables in one Spark job, its figures counted on
 the way (jobs/spark/sinks.write_tables), then each table's commit, exactly once per batch id: the quarantine's Iceberg
 snapshot (with the rows it keeps from the files holding rows its reads replace, which the snapshot removes:
-jobs/iceberg/quarantine.py), then the events' sink log."""
+jobs/tables/quarantine_table.py), then the events' sink log."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from jobs.iceberg.quarantine import QuarantineTable
 from jobs.ingest.config import IngestConfig
 from jobs.lake import EVENT_DATE, EVENTS, QUARANTINE
 from jobs.landing.layout import place
@@ -22,6 +21,7 @@ from jobs.reporting.report import BatchStats, RunReport
 from jobs.spark.logs import batch_time, local_path, stream_id
 from jobs.spark.sinks import ParquetSink, write_tables
 from jobs.tables.quarantine import batch_entries, replaced_rows
+from jobs.tables.quarantine_table import QuarantineTable
 
 EPOCH = date(1970, 1, 1)  # an event date as the write counts it: days since
 

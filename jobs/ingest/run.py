@@ -23,9 +23,6 @@ from datetime import UTC, datetime
 from pyspark.sql import SparkSession
 
 from jobs import cli, duck, options
-from jobs.iceberg.quarantine import QuarantineTable
-from jobs.iceberg.quarantine_files import quarantine_batch, quarantine_location, quarantine_source
-from jobs.iceberg.quarantine_repair import publish_staged
 from jobs.ingest import deliveries, stream
 from jobs.ingest.config import IngestConfig
 from jobs.lake import EVENTS, REASON
@@ -37,6 +34,9 @@ from jobs.spark.checkpoint import CheckpointSnapshot, open_for_ingest, record_su
 from jobs.spark.logs import last_commit, local_path
 from jobs.tables import partitions
 from jobs.tables.quarantine import entries_to_replay
+from jobs.tables.quarantine_files import quarantine_batch, quarantine_location, quarantine_source
+from jobs.tables.quarantine_repair import publish_staged
+from jobs.tables.quarantine_table import QuarantineTable
 from jobs.tables.sweep import sweep_lake
 
 log = logging.getLogger("cloudtrail_ingest")

@@ -17,7 +17,6 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
-from jobs.iceberg.quarantine import QuarantineTable
 from jobs.ingest.batch_writer import BatchWriter
 from jobs.ingest.config import IngestConfig
 from jobs.ledger.store import MANIFEST_DDL
@@ -26,6 +25,7 @@ from jobs.records.rows import mark_late
 from jobs.records.transforms import read_records
 from jobs.reporting.report import RunReport, apply_progress, log_batch
 from jobs.spark.session import STREAM_CONF, spark_session
+from jobs.tables.quarantine_table import QuarantineTable
 
 log = logging.getLogger("cloudtrail_ingest")
 

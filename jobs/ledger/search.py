@@ -81,7 +81,7 @@ def _records_in(path: str) -> int | None:
 def search_ledger(lake: Lake, landing: Path, query: str, events: EventsSource, quarantine: str | None) -> list[LedgerHit]:
     """Landing files whose path holds `query` (or, for a YYYY-MM-DD query, that were delivered that day), with what became of
     each; `events` gives the events' rows of some dates as a DuckDB table function (jobs/tables/events.py), `quarantine`
-    is the quarantine's rows as one (jobs/iceberg/quarantine_files.py)."""
+    is the quarantine's rows as one (jobs/tables/quarantine_files.py)."""
     query = query.strip()
     try:
         day: date | None = date.fromisoformat(query)

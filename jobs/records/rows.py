@@ -62,7 +62,7 @@ def split_quarantine(rows: DataFrame) -> DataFrame:
 
 
 # A table's columns in its files: the events' all but their partition column, which the folder holds; the quarantine's
-# all of them, its reason too (an Iceberg table of record, read by DuckDB without its partitions: jobs/iceberg/quarantine.py).
+# all of them, its reason too (an Iceberg table of record, read by DuckDB without its partitions: jobs/tables/quarantine_table.py).
 EVENTS_DATA = EVENTS_DATA_SCHEMA.fieldNames()
 QUARANTINE_DATA = QUARANTINE_SCHEMA.fieldNames()
 

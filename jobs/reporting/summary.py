@@ -104,7 +104,7 @@ def derived_summary(lake: Lake, run_id: str) -> list[str] | None:
 
 
 def publish_summary(report: dict[str, Any] | None) -> list[str]:
-    """What one publish to the Iceberg catalog did (jobs/iceberg/publish.py's report): per table its snapshot, the files it
+    """What one publish to the Iceberg catalog did (jobs/publishing/command.py's report): per table its snapshot, the files it
     added and removed, and each date held back with why."""
     if report is None:
         return ["  publish          not run"]

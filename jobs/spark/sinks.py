@@ -3,7 +3,7 @@ Spark's own file sink log.
 
 One query has two outputs (events and quarantine), so the query ends in foreachBatch. Both tables' files are written
 in one Spark job (`write_tables`: cloudtrail.TableWriter, jobs/java/); the quarantine's are committed to its Iceberg
-table (jobs/iceberg/quarantine.py), the events' listed in `events/_spark_metadata/<batchId>` by the log of Spark's
+table (jobs/tables/quarantine_table.py), the events' listed in `events/_spark_metadata/<batchId>` by the log of Spark's
 FileStreamSink, the class `writeStream.format("parquet")` uses, with its rule: a batch id already in the log is not
 written again, so a batch replayed after a crash is never written twice.
 

@@ -289,7 +289,7 @@ def _size(folder: Path) -> tuple[int, int]:
 
 @dataclass(frozen=True)
 class Publication:
-    """One Iceberg table as the newest publish left it (jobs/iceberg/publish.py's report), and the newest error a publish of it
+    """One Iceberg table as the newest publish left it (jobs/publishing/command.py's report), and the newest error a publish of it
     met, with its run."""
 
     table: str

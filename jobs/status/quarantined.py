@@ -7,9 +7,9 @@ import json
 from dataclasses import dataclass
 
 from jobs import duck
-from jobs.iceberg.quarantine_files import quarantine_source
 from jobs.lake import REASON, Lake
 from jobs.spark.logs import local_path
+from jobs.tables.quarantine_files import quarantine_source
 
 # Text of a quarantined record shown on the page; the table holds all of it.
 SAMPLE_CHARS = 200

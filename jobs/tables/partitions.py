@@ -141,7 +141,7 @@ def _swap_one(swap: Swap, run_id: str) -> None:
 
 def replace(lake: Lake, run_id: str, swaps: list[Swap], then: dict[str, Any] | None = None) -> None:
     """Swap every staged partition in (each atomically), keeping the old versions aside. `then`: what is left to do
-    once they are (a rebuild's quarantine, jobs/iceberg/quarantine.py), written in the journal, which stays until the
+    once they are (a rebuild's quarantine, jobs/tables/quarantine_table.py), written in the journal, which stays until the
     caller has done it (`close`); a run that dies first leaves it to the next one's `recover`."""
     _commit(lake, run_id, swaps, then)
     for swap in swaps:

@@ -3,7 +3,7 @@
 A file read again (it changed after it was read, or a replay asked for it) replaces the quarantine rows of its earlier
 reads: all of them, or, for a replay of quarantined records, those at the replayed positions. Which rows a batch's
 reads replace, and which files a replay reads, are decided here; the table itself, and the one snapshot in which a
-batch adds its rows and removes the files holding replaced ones, are jobs/iceberg/quarantine.py's.
+batch adds its rows and removes the files holding replaced ones, are jobs/tables/quarantine_table.py's.
 """
 
 from __future__ import annotations
@@ -77,5 +77,5 @@ def batch_entries(lake: Lake, batch_id: int) -> list[Entry]:
 
 
 # The replacement record an earlier release wrote per batch (jobs/files.py's `record_body`): 2 = {"files": [...]}; 1 the
-# list. A lake it wrote may still hold one (jobs/iceberg/quarantine.py reads it when it moves the folder in).
+# list. A lake it wrote may still hold one (jobs/tables/quarantine_table.py reads it when it moves the folder in).
 RECORD_FORMAT = 2

@@ -17,7 +17,7 @@ eventID is kept once. The quarantine rows of the files read are rebuilt with the
 The new partitions pass the critical quality suite before anything is swapped; then each
 replaces the live one atomically (jobs/tables/partitions.py) and the old one stays under
 <lake>/_replaced/events/<tag>/ for --keep-replaced; the quarantine's reasons that change are one Iceberg
-snapshot, staged before the swap and made current after it (jobs/iceberg/quarantine.py). The tag is the run id
+snapshot, staged before the swap and made current after it (jobs/tables/quarantine_table.py). The tag is the run id
 (with a suffix when the same run rebuilds again); --rollback TAG puts the old partitions and reasons back. Runs under the lake
 lock, waiting for it (--lock-wait). --dry-run lists per date the files and bytes it would
 read and an estimate of the time, and writes nothing.
@@ -46,9 +46,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs import cli, options
-from jobs.iceberg.quarantine import STAGED, QuarantineTable
-from jobs.iceberg.quarantine_files import registered
-from jobs.iceberg.quarantine_repair import publish_staged
+from jobs.iceberg.embedded import registered
 from jobs.lake import EVENT_DATE, EVENTS, QUARANTINE, REASON, Lake
 from jobs.landing.bucket import BucketLanding, is_bucket
 from jobs.ledger.store import MANIFEST_DDL, Entry
@@ -64,6 +62,8 @@ from jobs.spark.logs import local_path
 from jobs.spark.session import spark_session
 from jobs.tables import partitions
 from jobs.tables.events import events_of_dates
+from jobs.tables.quarantine_repair import publish_staged
+from jobs.tables.quarantine_table import STAGED, QuarantineTable
 from jobs.tables.staging import Staging
 from jobs.upkeep.rebuild_plan import DateRebuild, RebuildConfig, dry_run_summary, plan_rebuild, unreadable_sources
 
@@ -262,7 +262,7 @@ def rebuild(config: RebuildConfig, spark: SparkSession, plans: list[DateRebuild]
     # The quarantine's change is staged first and made current once the events are swapped: the swap's journal says so.
     then = {STAGED: quarantine_table.stage(staged_quarantine, sorted(reasons), tag)} if passed and staged_quarantine is not None else None
     swapped = staging.publish(passed, {EVENTS: dates}, then)
-    if swapped:  # the partitions swapped in are the files this gate passed: what a publish may take (jobs/iceberg/publish.py)
+    if swapped:  # the partitions swapped in are the files this gate passed: what a publish may take (jobs/publishing/command.py)
         if then:
             publish_staged(lake, then)
             partitions.close(lake, tag)
@@ -311,7 +311,7 @@ def rollback(config: RebuildConfig) -> int:
     with LakeLock(lake, "a rollback", wait_seconds=config.lock_wait):
         partitions.recover(lake, functools.partial(publish_staged, lake))
         restored = partitions.rollback(lake, tag, [lake.events])
-        if registered(lake) is not None and QuarantineTable(spark_session("cloudtrail_rebuild"), lake).roll_back(tag):
+        if registered(lake, QUARANTINE) is not None and QuarantineTable(spark_session("cloudtrail_rebuild"), lake).roll_back(tag):
             restored.append(f"{QUARANTINE} (the reasons it replaced)")
     log.info("rolled back %d partitions to their versions before %s: %s", len(restored), tag, restored)
     return cli.OK

@@ -44,8 +44,6 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from jobs import cli
-from jobs.iceberg.quarantine_files import quarantine_batch
-from jobs.iceberg.quarantine_repair import QuarantineRollback
 from jobs.lake import EVENTS, QUARANTINE, Lake, in_table
 from jobs.landing.layout import relative
 from jobs.ledger.store import read_manifest
@@ -55,6 +53,8 @@ from jobs.spark.checkpoint import forget_batch
 from jobs.spark.logs import CheckpointError, last_commit, planned_batch_id, read_source_log, sink_batch, source_offset
 from jobs.spark.session import spark_session
 from jobs.spark.state import WRITTEN_BY_BATCH, SinkRollback, missing_for_rollback, rollback_checkpoint, sink_rollback
+from jobs.tables.quarantine_files import quarantine_batch
+from jobs.tables.quarantine_repair import QuarantineRollback
 from jobs.tables.sources import RUN_COLUMN, landing_files
 from jobs.tables.sweep import table_files
 from jobs.upkeep.repair_ledger import plan_ledger

@@ -14,13 +14,13 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from jobs.files import write_whole
-from jobs.iceberg.quarantine_files import quarantine_data_files
 from jobs.lake import QUARANTINE, RETIRED, Lake
 from jobs.landing.layout import day_folders, log_files_in, relative
 from jobs.ledger.store import Entry, RetiredIndex, missing_manifests, read_manifests, sha256_of
 from jobs.spark.checkpoint import CheckpointSnapshot
 from jobs.spark.logs import CheckpointError
 from jobs.tables.events import all_files
+from jobs.tables.quarantine_files import quarantine_data_files
 from jobs.tables.sources import landing_files
 
 log = logging.getLogger("cloudtrail_repair")

@@ -34,7 +34,6 @@ from fastapi.responses import HTMLResponse
 
 from cloudtrail_airflow import gate_view, pages
 from cloudtrail_airflow.settings import INGEST_DAG_ID, Settings, load_settings
-from jobs.iceberg.quarantine_files import quarantine_source
 from jobs.lake import DERIVED, Derived, Lake
 from jobs.ledger import search as ledger_search
 from jobs.reporting import summary as run_summary
@@ -44,6 +43,7 @@ from jobs.spark.logs import CheckpointError
 from jobs.status import lake_status as status
 from jobs.status import quarantined
 from jobs.tables.events import events_source
+from jobs.tables.quarantine_files import quarantine_source
 
 app = FastAPI(title="CloudTrail lake", dependencies=[Depends(requires_access_dag("GET", param_dag_id=INGEST_DAG_ID))])
 

@@ -47,12 +47,12 @@ def lake_job(settings: Settings, task_id: str, job: str, application_args: Any, 
 
 @task(task_id="publish", trigger_rule="none_failed_min_one_success")
 def publish_task(lake: str) -> dict[str, Any]:
-    """Publish the lake's committed, gated tables to the Iceberg catalog (jobs/iceberg/publish.py; the catalog from
+    """Publish the lake's committed, gated tables to the Iceberg catalog (jobs/publishing/command.py; the catalog from
     $CLOUDTRAIL_CATALOG and pyiceberg's settings, else the embedded one). Per table: its snapshot, the files added and
     removed, the dates held back and why (XCom); a table that could not be published fails the task, named."""
     from dataclasses import asdict
 
-    from jobs.iceberg import publish
+    from jobs.publishing import command as publish
     from jobs.reporting.summary import publish_summary
 
     report = publish.publish_tables(publish.parse_args(["--lake", lake, "--run-id", get_current_context()["run_id"]]))

@@ -15,7 +15,7 @@ Every writer holds the lake lock:
 A crashed batch's files, which no snapshot names, are no row of the table; the publish deletes them with the table's
 expired snapshots (jobs/iceberg/upkeep.py). A lake an earlier release wrote keeps its quarantine folder
 (<lake>/quarantine/) until the first command that opens the table moves its rows in; a lake moved to another path is
-registered anew where it is, its files in place (jobs/iceberg/quarantine_files.py reads it meanwhile).
+registered anew where it is, its files in place (jobs/tables/quarantine_files.py reads it meanwhile).
 """
 
 from __future__ import annotations
@@ -32,19 +32,14 @@ from pyspark.sql import functions as F
 from jobs import cli
 from jobs.files import read_record, under
 from jobs.iceberg.catalog import NAMESPACE, OWNER, TABLE_PROPERTIES, owned_by_another
-from jobs.iceberg.quarantine_files import (
-    INGEST_BATCH,
-    Registered,
-    quarantine_location,
-    registered,
-    static_table,
-)
+from jobs.iceberg.embedded import Registered, registered, static_table
 from jobs.iceberg.spark_tables import calling, staged_by, staged_overwrite, use_catalog
 from jobs.lake import QUARANTINE, REASON, Lake, partition_value
 from jobs.records.schema import QUARANTINE_SCHEMA
 from jobs.spark.logs import local_path, sink_batch, sink_log
 from jobs.spark.sinks import classic_jvm
 from jobs.tables.quarantine import RECORD_FORMAT
+from jobs.tables.quarantine_files import INGEST_BATCH, quarantine_location
 from jobs.tables.sweep import sweep_table
 
 log = logging.getLogger("quarantine")
@@ -80,7 +75,7 @@ class QuarantineTable:
         iceberg = classic_jvm(spark).org.apache.iceberg
         self.identifier = iceberg.catalog.TableIdentifier.parse(f"{NAMESPACE}.{QUARANTINE}")
         self.registering = iceberg.catalog.TableIdentifier.parse(f"{NAMESPACE}.{REGISTERING}")
-        entry = registered(lake)
+        entry = registered(lake, QUARANTINE)
         if entry is not None and entry.moved_from is not None:
             self._registered_here(entry)
         with calling(self.name, "opening the table"):

@@ -1,5 +1,5 @@
 """The quarantine's changes that need no Spark session of their own: a repair's rollback to a batch, and the staged
-snapshot a rebuild that died after its swap left to be made current (jobs/iceberg/quarantine.py owns the table)."""
+snapshot a rebuild that died after its swap left to be made current (jobs/tables/quarantine_table.py owns the table)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,12 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from jobs.iceberg.catalog import NAMESPACE, open_catalog
-from jobs.iceberg.quarantine import ROLLBACK, STAGED, QuarantineTable
-from jobs.iceberg.quarantine_files import INGEST_BATCH, quarantine_batch, quarantine_data_files, registered
+from jobs.iceberg.embedded import registered
 from jobs.lake import QUARANTINE, Lake
 from jobs.spark.logs import CheckpointError, local_path
 from jobs.spark.state import WRITTEN_BY_BATCH
+from jobs.tables.quarantine_files import INGEST_BATCH, quarantine_batch, quarantine_data_files
+from jobs.tables.quarantine_table import ROLLBACK, STAGED, QuarantineTable
 
 log = logging.getLogger("quarantine")
 
@@ -34,7 +35,7 @@ class QuarantineRollback:
         """None when the table holds no batch after `through`. A file naming no batch (a rebuild's, a moved-in
         folder's) that holds rows of the later batches' `runs` cannot be cut: CheckpointError."""
         held = quarantine_batch(lake)
-        if held is None or held <= through or registered(lake) is None:
+        if held is None or held <= through or registered(lake, QUARANTINE) is None:
             return None
         import pyarrow.parquet as pq
 
@@ -57,7 +58,7 @@ class QuarantineRollback:
 
     def apply(self, spark: Callable[[], SparkSession]) -> None:
         """The rollback, in one snapshot; a moved lake's table is registered where it is first (with `spark`'s session)."""
-        entry = registered(self.lake)
+        entry = registered(self.lake, QUARANTINE)
         if entry is not None and entry.moved_from is not None:
             QuarantineTable(spark(), self.lake)
         table = open_catalog(self.lake, None).load_table(f"{NAMESPACE}.{QUARANTINE}")
@@ -75,7 +76,7 @@ def publish_staged(lake: Lake, then: dict[str, Any]) -> None:
     """Make a rebuild's staged quarantine snapshot the table's current one (what its swap journal left to do:
     jobs/tables/partitions.py); nothing when it is already. No other commit can come between (the lake lock)."""
     snapshot = int(then[STAGED])
-    entry = registered(lake)
+    entry = registered(lake, QUARANTINE)
     table = open_catalog(lake, None).load_table(f"{NAMESPACE}.{QUARANTINE}") if entry and not entry.moved_from else None
     if table is None or table.snapshot_by_id(snapshot) is None:
         log.warning("a rebuild's staged quarantine (snapshot %d) is gone (the lake moved since): its reasons keep their rows", snapshot)

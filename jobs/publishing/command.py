@@ -14,7 +14,7 @@ The catalog is pyiceberg's (`.pyiceberg.yaml`, `PYICEBERG_CATALOG__<NAME>__<PROP
 $CLOUDTRAIL_CATALOG: Glue for Athena, a REST catalog, SQL. Without a name: the embedded default, a SQLite catalog
 and a warehouse folder inside the lake (<lake>/iceberg/).
 
-Which local files the events table publishes, per partition, is jobs/iceberg/gated.py's: a date's files when they are
+Which local files the events table publishes, per partition, is jobs/publishing/gated.py's: a date's files when they are
 the very files its gate passed, a date changed since held back with why; debris never.
 
 Each file is copied once into the table's location, the partition columns written into it (the lake keeps them
@@ -47,9 +47,9 @@ from jobs import cli, options
 from jobs.iceberg import upkeep
 from jobs.iceberg.catalog import NAMESPACE, TABLE_NAMES, CatalogUnusable, claim, current_files, existing_table, open_catalog, open_table
 from jobs.iceberg.columns import conformed, with_partition_columns
-from jobs.iceberg.gated import LocalFile, Published, derived_held_back, events_published
-from jobs.iceberg.quarantine_files import registered
+from jobs.iceberg.embedded import registered
 from jobs.lake import EVENTS, PARTITION_COLUMNS, QUARANTINE, Lake
+from jobs.publishing.gated import LocalFile, Published, derived_held_back, events_published
 from jobs.records import layout
 from jobs.reporting.report import now_iso, write_json
 from jobs.reporting.summary import publish_summary
@@ -241,10 +241,10 @@ def kept_table(catalog: Any, config: PublishConfig, name: str, now: datetime) ->
 
 
 def kept_quarantine(config: PublishConfig, now: datetime) -> TableOutcome:
-    """The quarantine, a table of record in the lake's embedded catalog (jobs/iceberg/quarantine.py), kept small like the
+    """The quarantine, a table of record in the lake's embedded catalog (jobs/tables/quarantine_table.py), kept small like the
     others; left alone while it waits to be registered at a lake's new path by the next ingest."""
     outcome = TableOutcome(QUARANTINE)
-    entry = registered(config.lake)
+    entry = registered(config.lake, QUARANTINE)
     if entry is None or entry.moved_from is not None:
         return outcome
     table = existing_table(open_catalog(config.lake, None), f"{NAMESPACE}.{QUARANTINE}")
