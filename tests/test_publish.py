@@ -25,7 +25,7 @@ from jobs.upkeep import rebuild
 from jobs.upkeep.compact import CompactConfig
 from jobs.upkeep.compact import run as compact_run
 from tests.aws import glue_catalog
-from tests.helpers import DAY, command, deliver, duckdb_rows, events_of, ingest, put_raw, succeeded
+from tests.helpers import DAY, command, deliver, duckdb_rows, events_of, ingest, put_raw, quarantine_rows, succeeded
 
 NS = "cloudtrail"
 
@@ -338,9 +338,12 @@ def test_a_catalog_that_is_not_configured_is_refused_in_one_line(tmp_path):
 def test_an_in_flight_commit_s_files_outlive_any_orphan_grace(spark, landing, lake):
     """A file written into a table's location for a commit not made yet is no orphan until the floor has passed,
     whatever grace is asked for: with a grace of seconds it was deleted, and the commit that followed left the table
-    unreadable."""
+    unreadable. The quarantine's files, which the ingest commits by `file:` URI, are the table's, not orphans."""
     two_days(spark, landing, lake)
-    assert published(lake, "first").status == "succeeded"
+    put_raw(landing, b"not json", DAY + timedelta(hours=5))
+    ingest(spark, landing, lake)
+    held = quarantine_rows(spark, lake)
+    assert held and published(lake, "first").status == "succeeded"
     table = catalog(lake).load_table(f"{NS}.events")
     committed = next((Path(table.location().removeprefix("file://")) / "data").rglob("*.parquet"))
     in_flight = committed.with_name("in-flight.parquet")
@@ -352,6 +355,8 @@ def test_an_in_flight_commit_s_files_outlive_any_orphan_grace(spark, landing, la
     report = published(lake, "third", datetime.now(tz=UTC) + upkeep.ORPHAN_FLOOR + timedelta(days=1), orphan_grace=timedelta(0))
     assert not in_flight.exists() and report.tables[0].orphans_deleted >= 1, "past the floor, an orphan goes"
     assert iceberg_rows(lake) == duckdb_rows(lake)
+    quarantine = catalog(lake).load_table(f"{NS}.quarantine").scan().to_arrow()  # its metadata and files all there
+    assert quarantine.num_rows == len(held) and quarantine_rows(spark, lake) == held, "the quarantine's files were no orphans"
 
 
 def test_a_second_lake_pointed_at_the_first_lake_s_tables_is_refused_in_one_line(spark, landing, lake, tmp_path, monkeypatch):

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs.files import read_record, under, write_record
+from jobs.spark.logs import local_path
 
 log = logging.getLogger("iceberg")
 
@@ -89,4 +90,8 @@ def delete_orphans(table: Any, before: datetime, now: datetime) -> int:
 
 
 def _without_scheme(path: str) -> str:
-    return path.split("://", 1)[1] if "://" in path else path
+    """A referenced path as the file system lists it: a local file's (`file:/a`, `file:///a`, `/a`) as a plain path,
+    an object's as `bucket/key`."""
+    if path.startswith("file:") or "://" not in path:
+        return local_path(path)
+    return path.split("://", 1)[1]
