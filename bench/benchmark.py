@@ -41,8 +41,10 @@ import duckdb
 import psutil
 
 from bench.metadata_growth import deliver_one, size_kb
-from jobs.lake import EVENT_DATE, Lake, partition_folders
-from jobs.spark.logs import sink_log
+from jobs.iceberg.embedded import registered
+from jobs.lake import EVENT_DATE, EVENTS, Lake
+from jobs.spark.logs import local_path
+from jobs.tables.events import date_files, event_dates, events_source
 from tools.generate_landing import generate, like, real_records
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -293,11 +295,13 @@ def incremental_vs_fresh(scratch: Path, history_files: int, repeats: int) -> dic
 
 
 def daily_sizes(scratch: Path, days: int, day_seconds: float) -> dict:
-    """Checkpoint and log sizes after 2 and after `days` simulated daily runs (one process each).
+    """Checkpoint and table metadata sizes after 2 and after `days` simulated daily runs (one process each).
 
-    Each day delivers 24 hourly files (arrival times a day apart, so the 2-day
-    de-duplication horizon moves) and is given `day_seconds` of wall clock, because the
-    tables' log retention is wall-clock time: retention is set to two such days.
+    Each day delivers 24 hourly files (arrival times a day apart, so the 2-day de-duplication horizon moves), is
+    published as the DAG publishes after each run, and is given `day_seconds` of wall clock, because the publish's
+    snapshot expiry is wall-clock time: it is set to two such days. The events table's metadata is its current
+    metadata file, which every commit writes and every reader reads (older ones: 10 kept; manifests nothing
+    references: deleted by the publish a day after, which days of seconds never reach).
     """
     rng = random.Random(9)
     landing, lake = scratch / "daily-landing", scratch / "daily-lake"
@@ -305,20 +309,25 @@ def daily_sizes(scratch: Path, days: int, day_seconds: float) -> dict:
     layout = Lake.at(lake)
     parts = {"state": [layout.checkpoint / "state"], "sources": [layout.checkpoint / "sources", layout.manifests],
              "offsets+commits": [layout.checkpoint / "offsets", layout.checkpoint / "commits"],
-             "events/_spark_metadata": [sink_log(layout.events)]}  # fmt: skip
+             "events metadata": []}  # fmt: skip
     sizes: dict[int, dict[str, float]] = {}
     for day in range(1, days + 1):
         began = time.monotonic()
         for hour in range(24):
             deliver_one(landing, rng, start + timedelta(days=day - 1, hours=hour, minutes=30), f"d{day}h{hour}", records=200)
-        run_product(landing, lake, "--table-log-retention", f"{int(2 * day_seconds)} seconds")
+        run_product(landing, lake)
+        expiry = ["--expire-after", f"{int(2 * day_seconds)} seconds"]
+        subprocess.run([sys.executable, "-m", "jobs.publish", "--lake", str(lake), *expiry], check=True, capture_output=True)
         sizes[day] = {name: sum(size_kb(folder)[0] for folder in folders) for name, folders in parts.items()}
+        entry = registered(layout, EVENTS)
+        assert entry is not None, "the ingest created the events table"
+        sizes[day]["events metadata"] = Path(local_path(entry.metadata_location)).stat().st_size / 1024
         time.sleep(max(0.0, day_seconds - (time.monotonic() - began)))
     shutil.rmtree(landing)
     shutil.rmtree(lake)
 
     def state_and_log(day: int) -> float:
-        return sizes[day]["state"] + sizes[day]["events/_spark_metadata"]
+        return sizes[day]["state"] + sizes[day]["events metadata"]
 
     settled = min(10, days)  # the steady state: the state holds one horizon of eventIDs (docs/design.md) from day 2 or 3 on
     return {"days": days, "day_seconds": day_seconds, "after_settled": sizes[settled], "settled_day": settled,
@@ -328,7 +337,7 @@ def daily_sizes(scratch: Path, days: int, day_seconds: float) -> dict:
 
 
 def analyst_queries(landing: Path, lake: Path, repeats: int) -> list[dict]:
-    table = f"read_parquet('{Lake.at(lake).events}/*/*.parquet', hive_partitioning = true)"
+    table = events_source(Lake.at(lake))
     raw = (f"(SELECT unnest(Records, recursive := true) FROM read_json('{landing}/AWSLogs/*/CloudTrail/*/*/*/*/*.json.gz', "
            f"columns = {{Records: 'STRUCT(eventTime VARCHAR, eventSource VARCHAR, errorCode VARCHAR, userIdentity STRUCT(arn VARCHAR))[]'}}))")  # fmt: skip
     db = duckdb.connect()
@@ -363,10 +372,10 @@ def analyst_queries(landing: Path, lake: Path, repeats: int) -> list[dict]:
 
 
 def files_per_partition(lake: Path) -> dict:
-    folders = partition_folders(Lake.at(lake).events)
-    sizes = [p.stat().st_size for folder in folders for p in folder.glob("*.parquet")]
-    partitions = len(folders)
-    return {"files": len(sizes), "partitions": partitions, "median_file_mb": statistics.median(sizes) / 1e6 if sizes else 0}
+    layout = Lake.at(lake)
+    dates = event_dates(layout)
+    sizes = [path.stat().st_size for day in dates for path in date_files(layout, day)]
+    return {"files": len(sizes), "partitions": len(dates), "median_file_mb": statistics.median(sizes) / 1e6 if sizes else 0}
 
 
 def bar_chart_svg(rows: list[dict]) -> str:
@@ -541,9 +550,9 @@ def render(results: dict, repeats: int) -> str:
     if daily:
         lines.append(
             f"- Checkpoint and log sizes after {daily['days']} simulated daily runs against after {daily['settled_day']}: "
-            f"**{daily['ratio']:.2f}x** in total, state + events/_spark_metadata **{daily['state_and_log_ratio']:.2f}x** "
+            f"**{daily['ratio']:.2f}x** in total, state + events metadata file **{daily['state_and_log_ratio']:.2f}x** "
             f"(KB after {daily['settled_day']}: {fmt_sizes(daily['after_settled'])}; after {daily['days']}: {fmt_sizes(daily['after_last'])}); "
-            f"state + events/_spark_metadata KB day by day: {daily['state_and_log_kb_per_day']}."
+            f"state + events metadata file KB day by day: {daily['state_and_log_kb_per_day']}."
         )
     lines += [
         f"- Output layout at the largest size: {results['layout_last_size']['files']} files in {results['layout_last_size']['partitions']} "

@@ -24,6 +24,8 @@ import duckdb
 
 from bench.benchmark import SAMPLES
 from jobs.investigations import catalogue
+from jobs.lake import Lake
+from jobs.tables.events import all_files, events_source
 from tools.generate_landing import generate, like, real_records
 from tools.investigated import maker, population
 from tools.raw_cloudtrail import log_files, with_raw_events
@@ -127,13 +129,12 @@ def main(argv: list[str] | None = None) -> int:
                 done = subprocess.run(command, check=True, capture_output=True, text=True)
                 writes[variant].append(json.loads(done.stdout.splitlines()[-1]))
         files = log_files(landing)
-        views = {
-            variant: f"read_parquet('{root}/{variant}-{queried}/events/*/*.parquet', hive_partitioning = true)" for variant in VARIANTS
-        }
+        lakes = {variant: Lake.at(root / f"{variant}-{queried}") for variant in VARIANTS}
+        views = {variant: str(events_source(lake)) for variant, lake in lakes.items()}
         results: dict[str, Any] = {"records": args.records, "days": args.days, "seed": args.seed, "writes": writes, "queries": {},
                                    "sort": args.sort, "row_group_mb": args.row_group_mb}  # fmt: skip
         for variant in VARIANTS:
-            results[f"{variant}_bytes"] = sum(p.stat().st_size for p in (root / f"{variant}-{queried}" / "events").rglob("*.parquet"))
+            results[f"{variant}_bytes"] = sum(path.stat().st_size for path in all_files(lakes[variant]))
         results["json_bytes"] = sum(p.stat().st_size for p in files)
         for found in catalogue.queries():
             if found.tables != ("events",):

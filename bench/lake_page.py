@@ -4,7 +4,7 @@
     python -m bench.lake_page --smoke          (a week: proves the harness)
     python -m bench.lake_page --accounts 1000 --bucket-days 30   (the S3 landing's case; these are the defaults)
 
-The lake, built without Spark: one account in 17 regions, one ingest run and one gate a day
+The lake, built without Spark but for one commit of the events table: one account in 17 regions, one ingest run and one gate a day
 (`--days` run reports and gate reports, each with its batches, places and event dates), an
 events partition a day (the newest 3 at a real day's size, 244,800 rows, the rest 1,000
 rows: the page counts rows from Parquet footers, and reads rows only of the dates a ledger
@@ -38,11 +38,13 @@ import duckdb
 
 from jobs.derived.state import record_built
 from jobs.files import write_whole
-from jobs.lake import OCSF, OCSF_API_ACTIVITY, Lake, partition
+from jobs.lake import EVENT_DATE, OCSF, OCSF_API_ACTIVITY, Lake, partition
 from jobs.landing.layout import delivery_path
 from jobs.ledger.store import Entry
 from jobs.reporting import tally
 from jobs.reporting.report import BatchStats, RunReport, write_json
+from jobs.spark.logs import local_path
+from jobs.tables.events import events_location
 
 ROOT = Path(__file__).resolve().parents[1]
 REGIONS = [f"{area}-{n}" for area in ("us-east", "us-west", "eu-west", "eu-central", "ap-south", "ap-northeast") for n in (1, 2, 3)][:17]
@@ -55,6 +57,24 @@ PAGE_TARGET_MS = 2000  # an S3 landing's page at 1,000 accounts x 17 regions x 3
 
 def results_path(smoke: bool) -> Path:
     return ROOT / ("bench-work/lake_page.json" if smoke else "bench/lake_page.json")
+
+
+def events_folder(lake: Lake, day: date) -> Path:
+    """Where a date's files go in the events table's data folder (`committed` makes them the table's)."""
+    return Path(local_path(events_location(lake))) / "data" / f"{EVENT_DATE}={day}"
+
+
+def committed(lake: Lake) -> None:
+    """Every file written under the events table's data folder committed to it in one snapshot of its branch
+    `ingest`, as the lake's writers commit (Spark: one JVM for the whole year)."""
+    from jobs.spark.session import spark_session
+    from jobs.tables.events_table import EventsTable
+
+    events = EventsTable(spark_session("bench_lake_page"), lake)
+    events.open()
+    data = Path(local_path(events.data_folder))
+    files = sorted(str(path) for path in data.glob(f"{EVENT_DATE}=*/*.parquet"))
+    events.replace_dates(sorted({Path(path).parent.name.split("=", 1)[1] for path in files}), files, {"bench": "a year of dates"})
 
 
 def build(root: Path, days: int, full_days: int) -> tuple[Lake, Path, date]:
@@ -85,7 +105,7 @@ def build(root: Path, days: int, full_days: int) -> tuple[Lake, Path, date]:
                 "verdict": "failed" if back % 50 == 0 else "passed", "failed_critical": [], "warnings": []}  # fmt: skip
         lake.gate_report(run_id).parent.mkdir(parents=True, exist_ok=True)
         lake.gate_report(run_id).write_text(json.dumps(gate))
-        folder = partition(lake.events, day)
+        folder = events_folder(lake, day)
         folder.mkdir(parents=True)
         rows = FULL_DAY_ROWS if back < full_days else 1_000
         db.execute(
@@ -122,6 +142,7 @@ def build(root: Path, days: int, full_days: int) -> tuple[Lake, Path, date]:
             path = delivery_path(landing, ACCOUNT, region, datetime(day.year, day.month, day.day, tzinfo=UTC), "old")
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(b"")
+    committed(lake)
     return lake, landing, last
 
 
@@ -140,7 +161,7 @@ def build_bucket(root: Path, accounts: int, days: int) -> tuple[Lake, date]:
     tallied: dict[str, Any] = {"places": {}, "late_per_event_date": {}}
     for back in reversed(range(days)):
         day = last - timedelta(days=back)
-        folder_day = partition(lake.events, day)
+        folder_day = events_folder(lake, day)
         folder_day.mkdir(parents=True)
         db.execute(f"copy (select timestamp '{day}' + to_seconds(i % 86400) as eventTime from range(1000) t(i)) "
                    f"to '{folder_day}/part-0.parquet' (format parquet)")  # fmt: skip
@@ -178,6 +199,7 @@ def build_bucket(root: Path, accounts: int, days: int) -> tuple[Lake, date]:
         taken_ms = int(delivered.timestamp() * 1000)
         entries = [Entry(str(delivery_path(lake.landing_cache, a, r, delivered, "x")), 0, taken_ms, taken_ms) for a, r in places]
         (lake.manifests / f"{taken_ms * 1_000_000}-00000.jsonl").write_text("".join(entry.line() + "\n" for entry in entries))
+    committed(lake)
     return lake, last
 
 

@@ -1,12 +1,12 @@
-"""Checkpoint and commit-log sizes over many batches: what stays bounded, what grows.
+"""Checkpoint and table metadata sizes over many batches: what stays bounded, what grows.
 
-    python -m bench.metadata_growth [--runs 4] [--files-per-run 100] [--table-log-retention "1 minute"]
+    python -m bench.metadata_growth [--runs 4] [--files-per-run 100] [--expire-after "1 minute"]
         [--source-retention "2 days"]
 
 Each run ingests `--files-per-run` new files, one file per batch, each file delivered an
-hour after the previous one (so the arrival watermark moves and state can expire); sizes are
-printed after every run. The tables' log retention is wall-clock time, so it is scaled down
-here (a run of 100 batches takes about two minutes) to let entries age out during the
+hour after the previous one (so the arrival watermark moves and state can expire), then publishes as the DAG does;
+sizes are printed after every run. The publish's snapshot expiry is wall-clock time, so it is scaled down
+here (a run of 100 batches takes about two minutes) to let snapshots expire during the
 measurement. The source log's retention is in delivery days; 100 hourly files span about 4,
 so it is scaled down from 7 days to 2 for the retired folders to show within a few runs.
 """
@@ -23,7 +23,8 @@ from pathlib import Path
 
 from jobs.lake import Lake
 from jobs.landing.layout import delivery_path
-from jobs.spark.logs import batch_files, sink_log
+from jobs.spark.logs import local_path
+from jobs.tables.events import events_batch, events_location
 from tools.generate_landing import make_record, write_delivery
 
 
@@ -34,7 +35,7 @@ def parts(lake: Lake) -> dict[str, Path]:
         "checkpoint sources/ (read manifests)": lake.checkpoint / "sources",
         "checkpoint manifests/ (file ledger)": lake.manifests,
         "checkpoint state/ (dedup)": lake.checkpoint / "state",
-        "events/_spark_metadata": sink_log(lake.events),
+        "events table metadata/": Path(local_path(events_location(lake))) / "metadata",
     }
 
 
@@ -53,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=4)
     parser.add_argument("--files-per-run", type=int, default=100)
-    parser.add_argument("--table-log-retention", default="1 minute")
+    parser.add_argument("--expire-after", default="1 minute")
     parser.add_argument("--source-retention", default="2 days")
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="growth-"))
@@ -67,9 +68,12 @@ def main(argv: list[str] | None = None) -> int:
             deliver_one(landing, rng, delivered, f"f{run}x{index}", records=50)
         subprocess.run([sys.executable, "-m", "jobs.cloudtrail_ingest", "--landing", str(landing), "--lake", str(lake),
                         "--max-files-per-trigger", "1", "--dedup-horizon", "1 day",
-                        "--table-log-retention", args.table_log_retention, "--source-retention", args.source_retention, "--settle", "0 seconds"],
+                        "--source-retention", args.source_retention, "--settle", "0 seconds"],
                        check=True, capture_output=True)  # fmt: skip
-        batches = max((batch for batch, _ in batch_files(sink_log(Lake.at(lake).events))), default=-1) + 1
+        subprocess.run([sys.executable, "-m", "jobs.publish", "--lake", str(lake), "--expire-after", args.expire_after],
+                       check=True, capture_output=True)  # fmt: skip
+        newest = events_batch(Lake.at(lake))
+        batches = 0 if newest is None else newest + 1
         cells = [f"{kb:8.0f} KB in {n:>3} files" for kb, n in (size_kb(folder) for folder in parts(Lake.at(lake)).values())]
         print(f"{batches:>8} | " + " | ".join(cells), flush=True)
     return 0

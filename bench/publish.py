@@ -8,7 +8,7 @@
    and every request the publish made to S3 and Glue (counted at the server), by kind.
 2. A backfill: the benchmark's zone of `--backfill-records` records in files of 1,000 (1,000 files at 1M), ingested
    with its gate, then published: seconds each, the files and MB copied.
-3. Pruning: `--days` event dates of the events table published (the backfill's files copied into each date), then a
+3. Pruning: `--days` event dates of the events table published (a backfill's file copied into each date), then a
    one-day filter planned through pyiceberg: the files planned against the files the table holds.
 4. Metadata over `--runs` publishes (each a new date: one file added, one snapshot): the table's metadata (files
    and bytes) and snapshots after them, then after a publish a week and a day later (expiry, orphans deleted).
@@ -36,11 +36,12 @@ import boto3
 
 from bench.benchmark import SAMPLES, WORK, measure, product_command, zone
 from jobs.iceberg import catalog
-from jobs.lake import EVENT_DATE, Lake, partition, partition_folders
+from jobs.lake import EVENT_DATE, Lake
 from jobs.landing.layout import delivery_path
 from jobs.publishing import command as publish
 from jobs.quality import gate
-from jobs.tables.partitions import data_files
+from jobs.spark.logs import local_path
+from jobs.tables.events import date_files, event_dates
 from tests.aws import ENVIRONMENT, glue_catalog, start_server
 from tools.generate_landing import like, real_records, write_delivery
 
@@ -124,15 +125,23 @@ def backfill(records: int, scratch: Path) -> dict[str, Any]:
 
 
 def synthetic_dates(lake: Lake, source: Path, first: date, days: int, files_per_day: int) -> list[str]:
-    """Event dates of the events table made of copies of one real file, each recorded as its gate passed it."""
-    made = []
+    """Event dates of the events table made of copies of one real file, committed in one snapshot of its branch
+    `ingest` (Spark, as the lake's writers commit) and recorded as their gate passed them."""
+    from jobs.spark.session import spark_session
+    from jobs.tables.events_table import EventsTable
+
+    events = EventsTable(spark_session("bench_publish"), lake)
+    events.open()
+    made, files = [], []
     for n in range(days):
         day = (first + timedelta(days=n)).isoformat()
-        folder = partition(lake.events, day)
+        folder = Path(local_path(events.data_folder)) / "bench" / f"{EVENT_DATE}={day}"
         folder.mkdir(parents=True, exist_ok=True)
         for k in range(files_per_day):
-            shutil.copy2(source, folder / f"part-{k:05d}-{uuid.uuid4()}.c000.zstd.parquet")
+            files.append(str(folder / f"part-{k:05d}-{uuid.uuid4()}.c000.zstd.parquet"))
+            shutil.copy2(source, files[-1])
         made.append(day)
+    events.replace_dates(made, files, {"bench": "synthetic dates"})
     gate.record_validated(lake, gate.fingerprints(lake, made), "bench")
     return made
 
@@ -209,7 +218,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         one = one_file_runs(calls, args.repeats, scratch)
         filled = backfill(args.backfill_records, scratch)
-        source = max(data_files(partition_folders(Lake.at(filled["lake"]).events)[0]), key=lambda p: p.stat().st_size)
+        backfilled = Lake.at(filled["lake"])
+        source = max(date_files(backfilled, event_dates(backfilled)[0]), key=lambda p: p.stat().st_size)
         planned = pruning(source, args.days, scratch)
         grown = metadata_over_runs(source, args.runs, scratch)
     finally:

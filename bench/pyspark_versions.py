@@ -1,4 +1,5 @@
-"""This checkout's pyspark against another checkout's (issue #32: pyspark 4.2 against 4.3), in the same sitting.
+"""This checkout against another checkout, in the same sitting: another pyspark (issue #32: pyspark 4.2 against 4.3),
+or another commit (git worktree add --detach DIR <commit>, with its .venv and build/).
 
     make test-next-pyspark                                   # prepares build/pyspark-4.3.0: this commit on pyspark 4.3.0
     python -m bench.pyspark_versions build/pyspark-4.3.0 [--sizes 200000,1000000] [--rounds 3]
@@ -75,12 +76,12 @@ def table(results: dict[int, dict[tuple[str, Path], list[float]]], checkouts: li
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("other", type=Path, help="another checkout with its own .venv and build/ (make test-next-pyspark)")
+    parser.add_argument("other", type=Path, help="another checkout with its own .venv and build/ (make test-next-pyspark, a worktree)")
     parser.add_argument("--sizes", default="200000,1000000")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args(argv)
     checkouts = [ROOT, args.other.resolve()]
-    names = {checkout: f"pyspark {version(checkout)}" for checkout in checkouts}
+    names = {checkout: f"{checkout.name}, pyspark {version(checkout)}" for checkout in checkouts}
     WORK.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(dir=WORK) as scratch:
         results = {int(size): compare(checkouts, int(size), args.rounds, Path(scratch)) for size in args.sizes.split(",")}

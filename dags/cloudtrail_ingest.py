@@ -16,8 +16,8 @@ partitioned Parquet table, then checks the table before anyone downstream uses i
 | `announce` | updates the `cloudtrail_events` Asset, so derived DAGs can schedule on it |
 | `publish` | `jobs/publishing/command.py`: the dates whose gate passed into the Iceberg catalog (a snapshot a table); held-back named |
 
-The ingest sweeps crashed attempts' files aside before and after its batches, and starts no
-Spark when nothing is new. One run at a time (`max_active_runs=1`); the tasks that write the
+The ingest commits each batch to the tables of record (a crashed attempt's files are no rows
+of them), and starts no Spark when nothing is new. One run at a time (`max_active_runs=1`); the tasks that write the
 lake (`ingest`, `rebuild`) take the one slot of the `cloudtrail_lake` pool, so a scheduled run
 waits for a backfill's writer instead of failing on the lake lock (kept for other writers).
 A run with `replay_quarantine` checked also reads the quarantined files and records of

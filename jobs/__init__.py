@@ -52,7 +52,7 @@ PACKAGES = (
     "investigations",
 )
 # The commands a user or a DAG runs: jobs/<command>.py, each a door into its package.
-COMMANDS = ("cloudtrail_ingest", "replay_quarantine", "validate_events", "sweep", "rebuild", "repair", "rescale", "compact",
+COMMANDS = ("cloudtrail_ingest", "replay_quarantine", "validate_events", "rebuild", "repair", "rescale", "compact",
             "activity", "ocsf", "publish", "investigate")  # fmt: skip
 # A command's entry points, the same names in each command's module: reached there, not listed in `__all__`.
 ENTRY_POINTS = ("main", "parse_args", "run")

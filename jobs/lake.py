@@ -313,18 +313,6 @@ def event_day(day: object) -> str:
     return str(day).replace("-", "")
 
 
-def partition_paths(name: str, value: object, *roots: Path) -> list[Path]:
-    """The folders, relative to a table's root, that hold partition `value` of table `name` (an event date, or a
-    quarantine reason) in its innermost partition column: one for a table with one partition column; else every
-    folder of the outer columns holding it, found under any of `roots` (the live table, a staged copy)."""
-    *outer, inner = PARTITION_COLUMNS[name]
-    leaf = f"{inner}={event_day(value) if inner == EVENT_DAY else value}"
-    if not outer:
-        return [Path(leaf)]
-    pattern = "/".join([*(f"{column}=*" for column in outer), leaf])
-    return sorted({folder.relative_to(root) for root in roots for folder in root.glob(pattern) if folder.is_dir()})
-
-
 def in_table(data_file: Path) -> Path:
     """A data file's place inside its table, wherever the lake is: its partition folder and name (one partition column each)."""
     return Path(*data_file.parts[-2:])

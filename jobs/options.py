@@ -30,7 +30,6 @@ LOCAL_FILE_SYSTEM = {
     "spark.hadoop.fs.AbstractFileSystem.file.impl": "cloudtrail.LocalFileSystem$Context",
 }
 MAX_FILE_AGE = "3650d"
-TABLE_LOG_RETENTION = "2 days"
 SOURCE_RETENTION = "7 days"
 # How often a run lists every delivery folder, not only the retained ones and new folders: a file added to an
 # older day folder is found by the next such listing (Auto Loader's backfill interval plays this part).

@@ -165,9 +165,9 @@ S3_TEST_EVENT = json.dumps({"Service": "Amazon S3", "Event": "s3:TestEvent", "Bu
 def committed_ids(lake: Path) -> set[str]:
     """The eventIDs of the events table's committed files (its sink log's), read with DuckDB: what a query sees."""
     from jobs.lake import Lake
-    from tests.helpers import committed_files
+    from jobs.tables.events import all_files
 
-    existing = [str(path) for path in committed_files(Lake(lake).events) if path.exists()]
+    existing = [str(path) for path in all_files(Lake(lake))]
     if not existing:
         return set()
     return {row[0] for row in duckdb.connect().execute("select eventID from read_parquet(?)", [existing]).fetchall()}

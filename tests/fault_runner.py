@@ -4,7 +4,7 @@
 
 PHASE is where, in the N-th batch this process runs (0-based), the kill lands:
   reading           the batch is planned (offsets logged), its files are being read
-  writing_data      the events sink has written data files, none committed to the log
+  writing_data      the batch has written data files into the events table's folder, none committed
   between_outputs   quarantine is committed, events not yet
   committing_state  both outputs are committed, Spark's commit log for the batch is not
   random:SECONDS    after that many seconds, wherever the run is
@@ -25,27 +25,30 @@ from pathlib import Path
 
 from jobs.ingest import command as cli
 from jobs.ingest.batch_writer import BatchWriter
+from jobs.lake import EVENTS, Lake
 from jobs.landing.bucket import BucketLanding
 from jobs.landing.sqs import Received
-from jobs.spark.sinks import ParquetSink
+from jobs.spark.logs import local_path
+from jobs.tables.events import INGEST
+from jobs.tables.events_table import EventsTable
+from jobs.tables.record_files import record_files
 
 
 def die() -> None:
     os.killpg(os.getpgid(0), signal.SIGKILL)
 
 
-def kill_when_uncommitted_data_appears(table: Path) -> None:
-    """Poll for a data file the log does not list yet, and kill at once."""
+def kill_when_uncommitted_data_appears(lake: Lake, folder: Path) -> None:
+    """Poll for a data file in the events table's data folder that no commit names yet, and kill at once."""
 
-    def listed() -> set[str]:
-        log = table / "_spark_metadata"
-        return {line for entry in log.glob("[0-9]*") for line in entry.read_text().splitlines()}
+    def committed() -> set[str]:
+        return {str(path) for paths in record_files(lake, EVENTS, INGEST).values() for path in paths}
 
     def watch() -> None:
-        known = {str(p) for p in table.glob("event_date=*/*.parquet")}
+        known = {str(p) for p in folder.glob("event_date=*/*.parquet")} | committed()
         while True:
-            for path in table.glob("event_date=*/*.parquet"):
-                if str(path) not in known and not any(path.name in line for line in listed()):
+            for path in folder.glob("event_date=*/*.parquet"):
+                if str(path) not in known:
                     die()
             time.sleep(0.002)
 
@@ -63,7 +66,7 @@ def main() -> int:
         return _kill_in_deliveries(phase, target, job_args)
     calls = {"batches": 0}
     original_call = BatchWriter.__call__
-    original_commit = ParquetSink.commit
+    original_commit = EventsTable.commit_batch
 
     def call(self, rows, batch_id):  # type: ignore[no-untyped-def]
         index = calls["batches"]
@@ -72,19 +75,18 @@ def main() -> int:
             rows.count()  # read the batch's files, then die before anything is written
             die()
         if index == target and phase == "writing_data":
-            kill_when_uncommitted_data_appears(Path(self.events.path))
+            kill_when_uncommitted_data_appears(self.lake, Path(local_path(self.events.data_folder)))
         original_call(self, rows, batch_id)
         if index == target and phase == "committing_state":
             die()
 
-    def commit(self, batch_id, files):  # type: ignore[no-untyped-def]
-        is_events = self.path.endswith("/events")
-        if calls["batches"] - 1 == target and phase == "between_outputs" and is_events:
+    def commit(self, query_id, batch_id, files, replaced):  # type: ignore[no-untyped-def]
+        if calls["batches"] - 1 == target and phase == "between_outputs":  # the quarantine's commit is made
             die()
-        original_commit(self, batch_id, files)
+        original_commit(self, query_id, batch_id, files, replaced)
 
     BatchWriter.__call__ = call  # type: ignore[method-assign]
-    ParquetSink.commit = commit  # type: ignore[method-assign]
+    EventsTable.commit_batch = commit  # type: ignore[method-assign]
     return cli.main(job_args)
 
 

@@ -11,8 +11,6 @@ import re
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -29,7 +27,6 @@ from jobs.records.schema import EVENTS_SCHEMA
 from jobs.reporting.report import RunReport
 from jobs.spark.logs import batch_files, local_path, sink_log, sink_log_files
 from jobs.spark.session import stop_state_stores
-from jobs.spark.sinks import IGNORE_SINK_LOG
 from jobs.tables.quarantine import Replay
 from jobs.tables.quarantine_files import quarantine_source
 from tools.generate_landing import write_delivery
@@ -40,14 +37,17 @@ DAY = datetime(2024, 3, 1, tzinfo=UTC)
 # A directory reader in a loop, printing each count it reads of a partition folder (argv[1]): what a reader sees during a swap.
 COUNT_LOOP = """
 import sys, duckdb
+from jobs.lake import Lake
+from jobs.tables.events import events_source
 db = duckdb.connect()
 db.execute("SET enable_progress_bar = false")  # its bar goes to stdout, between the counts
 db.execute("SET threads = 1")  # one core in a tight loop is reader enough; the other is the writer's
+lake, day = Lake.at(sys.argv[1]), sys.argv[2]
 while True:
     try:
-        rows = db.execute(f"select count(*) from read_parquet('{sys.argv[1]}/*.parquet')").fetchone()[0]
+        rows = db.execute(f"select count(*) from {events_source(lake, [day])}").fetchone()[0]
         print(f"count {rows}", flush=True)
-    except duckdb.Error as exc:
+    except Exception as exc:  # a file the table's metadata named, gone before it was read
         print("error", type(exc).__name__, flush=True)
 """
 
@@ -173,33 +173,35 @@ def events_of(n: int, start: datetime, prefix: str) -> list[dict[str, Any]]:
     return [event(f"{prefix}-{i}", start + timedelta(minutes=i)) for i in range(n)]
 
 
-@contextmanager
-def through_commit_log(spark) -> Iterator[None]:
-    """Spark reads a sink's output through its _spark_metadata log (the session default here is the directory)."""
-    spark.conf.set(IGNORE_SINK_LOG, "false")
-    try:
-        yield
-    finally:
-        spark.conf.set(IGNORE_SINK_LOG, "true")
-
-
 def table_rows(spark, lake: Path) -> list[tuple[str, str]]:
-    """(eventID, event_date) of every row the commit log lists (complete while within its retention)."""
-    events = Lake(lake).events
-    if not any(events.glob("*/*.parquet")):
+    """(eventID, event_date) of every row the events table of record holds (its `ingest` branch), read by Spark through
+    the lake's Iceberg catalog."""
+    from jobs.tables.events import event_dates, events_of_dates
+
+    rows = events_of_dates(spark, Lake(lake), event_dates(Lake(lake)))
+    if rows is None:
         return []
-    with through_commit_log(spark):
-        rows = spark.read.parquet(str(events)).select("eventID", "event_date").collect()
-    return sorted((r.eventID, str(r.event_date)) for r in rows)
+    return sorted((r.eventID, str(r.event_date)) for r in rows.select("eventID", "event_date").collect())
+
+
+def put_events(frame, lake: Path, tag: str = "test") -> None:
+    """Rows (EVENTS_SCHEMA) put into the events table of record by hand, their dates replaced whole, as a rebuild
+    commits: what a test builds a table from."""
+    from jobs.tables.events_table import EventsTable
+
+    table = EventsTable(frame.sparkSession, Lake(lake))
+    _, files = table.stage(frame, tag)
+    table.replace_dates({str(row[0]) for row in frame.select("event_date").distinct().collect()}, files, {})
 
 
 def duckdb_rows(lake: Path) -> list[tuple[str, str]]:
-    """The same, read the way a directory reader (DuckDB, Athena, Trino) reads it."""
-    events = Lake(lake).events
-    if not any(events.glob("*/*.parquet")):
+    """The same, read from the table's files without Spark (DuckDB over the files its metadata names)."""
+    from jobs.tables.events import events_source
+
+    source = events_source(Lake(lake))
+    if source is None:
         return []
-    query = f"select eventID, cast(event_date as varchar) from read_parquet('{events}/*/*.parquet', hive_partitioning = true)"
-    return sorted(duckdb.connect().execute(query).fetchall())
+    return sorted(duckdb.connect().execute(f"select eventID, cast(event_date as varchar) from {source}").fetchall())
 
 
 def iceberg_table(lake: Path, name: str) -> Any:

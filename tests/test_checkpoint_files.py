@@ -12,9 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from jobs.iceberg.embedded import registered, static_table
 from jobs.ingest.command import main
 from jobs.lake import Lake
-from jobs.spark.logs import batch_files, sink_log
+from jobs.spark.logs import batch_files, local_path
+from jobs.tables.events import events_location
+from jobs.tables.events_table import EventsTable
 from jobs.upkeep import compact, rebuild, repair, rescale
 from tests.helpers import DAY, command, deliver, duckdb_rows, events_of, ingest, refusal, succeeded
 
@@ -31,11 +34,11 @@ FILES = {
     "offsets": lambda lake: newest(lake.checkpoint / "offsets"),
     "source log": lambda lake: newest(lake.checkpoint / "sources" / "0"),
     "stream metadata": lambda lake: lake.checkpoint / "metadata",
-    "sink log": lambda lake: newest(sink_log(lake.events)),
+    "events metadata": lambda lake: Path(local_path(registered(lake, "events").mapped(registered(lake, "events").metadata_location, lake))),
 }
 # What the ingest does then: "goes on" (exactly), or refuses ("refused"), and for a commit the mend its line names.
 GOES_ON = {("commit", "deleted"), ("commit", "deleted, its .crc kept"), ("source log", "version line only")}
-GOES_ON |= {("sink log", "version line only")} | {("stream metadata", shape) for shape in SHAPES}
+GOES_ON |= {("stream metadata", shape) for shape in SHAPES}
 
 
 def damage(path: Path, shape: str) -> None:
@@ -85,32 +88,39 @@ def test_a_damaged_log_file_is_refused_in_one_line_or_the_run_goes_on_exactly(bu
         return
     errors = [record.getMessage() for record in caplog.records if record.levelno >= logging.ERROR and record.name == "cloudtrail"]
     assert code == 2 and len(errors) == 1 and "Refusing to start" in errors[0], errors
-    named = Lake(lake).events if name == "sink log" else path.parent  # the file, or the table its log is of
+    named = path if name == "events metadata" else path.parent  # the file, or the log it is of
     assert str(named) in errors[0] and "\n" not in errors[0]
-    assert duckdb_rows(lake) == duckdb_rows(base), "the table as it was"
+    if name == "events metadata":  # unreadable until restored: nothing committed over it
+        assert registered(Lake(lake), "events").metadata_location == registered(Lake(base), "events").metadata_location
+    else:
+        assert duckdb_rows(lake) == duckdb_rows(base), "the table as it was"
     if name == "commit":  # the mend the line names: the batch runs again and writes nothing twice
         assert "delete it (and its .crc)" in errors[0]
         path.unlink()
         assert main(argv) == 0 and duckdb_rows(lake) == oracle
 
 
-def older_table(base: Path, lake: Path) -> Path:
-    """The lake with its events table put back from a backup older than the checkpoint (its log up to batch 0)."""
+def older_table(spark, base: Path, lake: Path) -> str:
+    """A copy of the lake with its events table put back as it stood after batch 0 (as a restore of its catalog from an
+    older backup leaves it)."""
     shutil.copytree(base, lake, symlinks=True)
-    events = Lake(lake).events
-    for batch_id, path in batch_files(sink_log(events)):
-        if batch_id > 0:
-            path.unlink()
-    return events
+    entry = registered(Lake(lake), "events")
+    old = static_table(Lake(lake), entry)
+    first = next(s for s in old.snapshots() if s.summary.get("cloudtrail.batch") == "0")
+    files = [entry.mapped(task.file.file_path, Lake(lake)) for task in old.scan(snapshot_id=first.snapshot_id).plan_files()]
+    table = EventsTable(spark, Lake(lake))  # registered where the copy is
+    held = [str(data_file.location()) for data_file in table.current(table.java())]
+    table.commit(table.java(), files, held, {}, "0")
+    return events_location(Lake(lake))
 
 
-def test_a_table_older_than_the_checkpoint_is_refused_then_repaired(built, tmp_path):
+def test_a_table_older_than_the_checkpoint_is_refused_then_repaired(spark, built, tmp_path):
     """Its newest batches' rows are missing, and no run would read their files again (today's ingest said "nothing
     new" and jobs.repair "nothing to repair", exit 0). The repair puts the checkpoint back to the table's batch: the
     next ingest reads the later batches' files again, once, and the table equals the oracle."""
     landing, base, oracle = built
     lake = tmp_path / "lake"
-    events = older_table(base, lake)
+    events = older_table(spark, base, lake)
     line = refusal(command("jobs.cloudtrail_ingest", "--landing", landing, "--lake", lake))
     assert f"the table {events} has committed batches up to 0" in line and "older than the checkpoint" in line
     assert repair.main(["--lake", str(lake), "--landing", str(landing), "--dry-run"]) == 0
@@ -125,7 +135,7 @@ def test_a_table_older_than_the_state_the_checkpoint_keeps_is_refused_by_the_rep
     for n in range(5):  # five batches: the state keeps the last 3 versions
         deliver(landing, events_of(2, DAY + timedelta(hours=n), f"e{n}"), DAY + timedelta(hours=n + 1))
     ingest(spark, landing, lake, max_files_per_trigger=1)
-    older_table(lake, tmp_path / "restored")
+    older_table(spark, lake, tmp_path / "restored")
     line = refusal(command("jobs.repair", "--lake", tmp_path / "restored", "--landing", landing))
     assert "no longer keeps what going back to it needs" in line and "Nothing was changed" in line
 
@@ -140,15 +150,13 @@ WRITERS = {
 
 
 @pytest.mark.parametrize("writer", WRITERS)
-def test_every_command_that_writes_checks_the_tables_against_the_checkpoint_first(built, tmp_path, caplog, writer):
+def test_every_command_that_writes_checks_the_tables_against_the_checkpoint_first(spark, built, tmp_path, caplog, writer):
     landing, base, _ = built
     lake = tmp_path / "lake"
-    older_table(base, lake)
+    older_table(spark, base, lake)
 
     def tables_and_checkpoint() -> list[str]:  # a report and the lock file may come
-        return sorted(
-            str(path.relative_to(lake)) for folder in ("events", "quarantine", "_checkpoints/ingest") for path in (lake / folder).rglob("*")
-        )
+        return sorted(str(path.relative_to(lake)) for folder in ("iceberg", "_checkpoints/ingest") for path in (lake / folder).rglob("*"))
 
     before = tables_and_checkpoint()
     with caplog.at_level(logging.ERROR):

@@ -220,7 +220,7 @@ def test_runtime_checks_in_jobs_raise_errors_not_asserts():
 # Each command that needs a lake, with what else it needs: all but the ingest and a rebuild from the landing, which make
 # one, and the replay (an ingest run). A rebuild's rollback needs one.
 ON_A_LAKE = {
-    "validate_events": ["--run-id", "r"], "sweep": [], "rebuild": ["--rollback", "tag"],
+    "validate_events": ["--run-id", "r"], "rebuild": ["--rollback", "tag"],
     "repair": ["--landing", "x"], "rescale": ["--state-partitions", "2"], "compact": [], "activity": [], "ocsf": [],
     "publish": [], "investigate": ["iam_changes", "--from-date", "2024-01-01", "--to-date", "2024-01-01"],
 }  # fmt: skip

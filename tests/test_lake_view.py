@@ -21,7 +21,7 @@ import pytest
 
 from jobs.derived import ocsf
 from jobs.derived.derivation import DerivedConfig
-from jobs.lake import DERIVED, Lake, partition
+from jobs.lake import DERIVED, Lake
 from jobs.landing.layout import delivery_path
 from jobs.ledger import search as ledger_search
 from jobs.quality import validate_events
@@ -30,8 +30,7 @@ from jobs.reporting import tally
 from jobs.reporting.report import DerivedReport, RunReport
 from jobs.status import lake_status as status
 from jobs.status import quarantined
-from jobs.tables import partitions
-from jobs.tables.events import events_source
+from jobs.tables.events import date_files, events_source
 from jobs.tables.quarantine_files import quarantine_source
 from tests.conftest import own_airflow_home
 from tests.helpers import DAY, deliver, event, events_of, ingest, put_raw
@@ -108,7 +107,7 @@ def test_the_read_model_answers_the_operators_questions(known: KnownLake):
     assert later["111122223333", "us-east-1"].stale, "nothing delivered nor written for over 2 hours: the place went quiet"
 
     assert status.backlog(lake, known.landing) == status.Backlog(1, known.waiting.stat().st_size, str(known.waiting))
-    files = len(partitions.data_files(partition(lake.events, "2024-03-01")))
+    files = len(date_files(lake, "2024-03-01"))
     assert files > 0 and status.daily_rows(lake, runs) == [status.DayRows("2024-03-01", 30, 0, files)]
 
     (gate,) = run_summary.gate_verdicts(status.gate_runs(lake))
@@ -122,7 +121,7 @@ def test_the_read_model_answers_the_operators_questions(known: KnownLake):
     health = status.checkpoint_health(lake)
     assert health.committed_batch == 1, "the data batch, then the one that moved the watermark"
     assert health.watermark is not None and health.watermark.isoformat() == known.report.watermark_after
-    assert health.state_bytes > 0 and health.source_log_files >= 1 and health.sink_log_bytes["events"] > 0 and health.manifests == 1
+    assert health.state_bytes > 0 and health.source_log_files >= 1 and health.manifests == 1
 
 
 def searched(known, query: str):

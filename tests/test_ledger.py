@@ -22,6 +22,7 @@ from jobs.ledger.store import read_manifests
 from jobs.records.dedup import Dedup
 from jobs.spark.checkpoint import CheckpointSnapshot
 from jobs.spark.logs import CheckpointError, local_path, read_source_log
+from jobs.tables.events import events_source
 from jobs.tables.quarantine_files import quarantine_source
 from tests.helpers import DAY, deliver, duckdb_rows, events_of, ingest
 from tools.generate_landing import write_delivery
@@ -226,7 +227,7 @@ def test_file_names_are_data(spark, landing, lake):
     report = ingest(spark, landing, lake)
     assert report.status == "succeeded" and report.totals()["files_read"] == len(ODD_NAMES) + 1
     assert duckdb_rows(lake) == sorted(expected)
-    sources = duckdb.connect().execute(f"select distinct _source_file from read_parquet('{Lake(lake).events}/*/*.parquet')").fetchall()
+    sources = duckdb.connect().execute(f"select distinct _source_file from {events_source(Lake(lake))}").fetchall()
     assert {source for (source,) in sources} == {f"file:{path}" for path in landing.rglob("*.json.gz")}
     quarantined = duckdb.connect().execute(f"select source_file, reason from {quarantine_source(Lake(lake))}").fetchall()
     assert quarantined == [(f"file:{broken}", "not_json")]

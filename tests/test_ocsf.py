@@ -8,7 +8,6 @@ import dataclasses
 import json
 import logging
 import re
-import shutil
 from collections import Counter
 from datetime import datetime, timedelta
 from functools import cache
@@ -24,9 +23,11 @@ from jobs.derived import ocsf
 from jobs.derived.derivation import DerivedConfig
 from jobs.derived.ocsf_mapping import activity_id, api_activity, source
 from jobs.iceberg.catalog import open_catalog
-from jobs.lake import OCSF, Lake, partition
+from jobs.lake import OCSF, Lake
 from jobs.records.schema import EVENTS_SCHEMA
 from jobs.status.lake_status import derived_rows
+from jobs.tables.events import event_dates, events_of_dates
+from jobs.tables.events_table import EventsTable
 from tests.helpers import DAY, current_data_files, deliver, derived_sql, event, events_of, ingest, spark_table
 from tests.test_samples import deliver_samples
 from tools.summary import summarize
@@ -149,7 +150,7 @@ def test_every_real_sample_event_is_one_valid_api_activity_row_and_nothing_is_dr
     report = build(spark, lake, "samples")
     assert report.status == "succeeded" and report.gate == "passed", report
 
-    events = spark.read.schema(EVENTS_SCHEMA).parquet(str(lake / "events"))
+    events = events_of_dates(spark, Lake.at(lake), event_dates(Lake.at(lake)))
     rows = spark_table(spark, lake, "ocsf_api_activity")
     ids = sorted(r.eventID for r in events.select("eventID").distinct().collect())
     assert len(ids) > 3000 and sum(sum(days.values()) for days in report.rows.values()) == len(ids)
@@ -205,7 +206,7 @@ def test_the_table_follows_the_events_table_date_by_date(spark, landing, lake):
     assert len(uids(lake)) == 9
 
     # A date leaves the events table (retention): its partitions leave the OCSF table.
-    shutil.move(partition(Lake.at(lake).events, "2024-03-02"), lake / "gone")
+    EventsTable(spark, Lake.at(lake)).drop_dates(["2024-03-02"], {})
     assert build(spark, lake, "o4").dates == ["2024-03-02"]
     days = {values["eventDay"] for values in current_data_files(lake, "ocsf_api_activity").values()}
     assert days == {"20240301"} and len(uids(lake)) == 6

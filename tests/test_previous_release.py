@@ -52,7 +52,6 @@ def test_every_command_of_this_release_runs_on_a_lake_the_previous_one_wrote(spa
         ("repair", *lake_args, *landing_args),
         ("rescale", *lake_args, "--state-partitions", "3"),
         ("replay_quarantine", *landing_args, *lake_args, "--settle", "0 seconds"),
-        ("sweep", *lake_args),
         ("activity", *lake_args, "--run-id", "derived-again"),
         ("publish", *lake_args, "--run-id", "last"),
         ("investigate", "calls_by_region_api", "--from-date", "2024-03-01", "--to-date", "2024-03-04", *lake_args),

@@ -21,6 +21,7 @@ from jobs.publishing import command as publish
 from jobs.quality import validate_events
 from jobs.reporting.report import gate_report, write_json
 from jobs.reporting.summary import publish_summary
+from jobs.tables.events import all_files, date_files
 from jobs.upkeep import rebuild
 from jobs.upkeep.compact import CompactConfig
 from jobs.upkeep.compact import run as compact_run
@@ -50,10 +51,9 @@ def planned_files(lake: Path, table: str, row_filter: str) -> list[str]:
     return sorted(task.file.file_path for task in scan.plan_files())
 
 
-def lake_files(lake: Path, folder: str) -> list[Path]:
-    return sorted(
-        p for p in (lake / folder).rglob("*.parquet") if not any(part.startswith(("_", ".")) for part in p.relative_to(lake).parts)
-    )
+def lake_files(lake: Path, day: str | None = None) -> list[Path]:
+    """The events table of record's data files (of one date)."""
+    return sorted(date_files(Lake.at(lake), day) if day else all_files(Lake.at(lake)))
 
 
 def gated(spark, lake: Path, run_id: str | None, *days: date, threshold: float = options.QUARANTINE_THRESHOLD) -> str:
@@ -88,7 +88,7 @@ def test_the_four_tables_equal_the_lake_and_a_date_filter_plans_only_its_files(s
     assert iceberg_rows(lake, row_filter=f"event_date = '{day}'") == [r for r in duckdb_rows(lake) if r[1] == day]
     planned = planned_files(lake, "events", f"event_date = '{day}'")
     assert planned and all(f"/event_date={day}/" in path for path in planned)
-    assert len(planned) == len(lake_files(lake, f"events/event_date={day}"))
+    assert len(planned) == len(lake_files(lake, day))
 
     hourly = iceberg_rows(lake, "activity_hourly", columns=("window_start", "principal", "events", "event_date"))
     assert sum(int(events) for _, _, events, _ in hourly) == len(duckdb_rows(lake)) != 0, "the activity job's own table"
@@ -103,7 +103,12 @@ def test_the_four_tables_equal_the_lake_and_a_date_filter_plans_only_its_files(s
 
 
 def snapshots(lake: Path, table: str = "events") -> list:
-    return list(catalog(lake).load_table(f"{NS}.{table}").snapshots())
+    """The snapshots readers of the catalog have seen: the main branch's, oldest first."""
+    from pyiceberg.table.snapshots import ancestors_of
+
+    loaded = catalog(lake).load_table(f"{NS}.{table}")
+    current = loaded.current_snapshot()
+    return list(reversed(list(ancestors_of(current, loaded.metadata)))) if current else []
 
 
 def test_a_late_file_a_compaction_and_a_rebuild_are_one_snapshot_each_and_debris_never_goes(spark, landing, lake):
@@ -115,19 +120,17 @@ def test_a_late_file_a_compaction_and_a_rebuild_are_one_snapshot_each_and_debris
     committed = duckdb_rows(lake)
     assert iceberg_rows(lake) == committed and len(snapshots(lake)) == 1
 
-    # Debris: a file no commit lists in a partition, and files under _staging, _replaced, _swept.
-    day = layout.events / "event_date=2024-03-01"
-    for folder in (day, layout.staging_root / "x" / "events" / day.name, layout.replaced_tables("events") / "x" / day.name,
-                   layout.root / "_swept" / "events" / "x" / day.name):  # fmt: skip
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "part-99999-debris.c000.zstd.parquet").write_bytes((next(day.glob("*.parquet"))).read_bytes())
+    # Debris: a file no commit names, in the table's data folder (a crashed batch's): no reader's row, nothing held back.
+    committed_file = lake_files(lake, "2024-03-01")[0]
+    debris = committed_file.with_name("part-99999-debris.c000.zstd.parquet")
+    debris.write_bytes(committed_file.read_bytes())
     report = published(lake, "p2")
-    assert iceberg_rows(lake) == committed != duckdb_rows(lake), "the planted files are not published"
-    assert "changed since its gate passed" in report.tables[0].held_back["2024-03-01"] and len(snapshots(lake)) == 1
-    (day / "part-99999-debris.c000.zstd.parquet").unlink()
+    assert iceberg_rows(lake) == committed == duckdb_rows(lake), "a file no commit names is no row"
+    assert report.tables[0].held_back == {} and len(snapshots(lake)) == 1
+    debris.unlink()
 
     # Compaction: the old files out and the new one in, in one snapshot.
-    written = len(lake_files(lake, "events"))
+    written = len(lake_files(lake))
     assert compact_run(CompactConfig(layout, "c1", dates=(DAY.date(),))) == 0
     report = published(lake, "p3")
     events = report.tables[0]
@@ -141,7 +144,7 @@ def test_a_late_file_a_compaction_and_a_rebuild_are_one_snapshot_each_and_debris
     assert published(lake, "p4").tables[0].removed == 1 and len(snapshots(lake)) == 3
     assert iceberg_rows(lake) == duckdb_rows(lake)
     files = catalog(lake).load_table(f"{NS}.events").inspect.files()
-    assert files.num_rows == len(lake_files(lake, "events")), "one Iceberg data file per committed local file"
+    assert files.num_rows == len(lake_files(lake)), "one Iceberg data file per committed local file"
 
 
 def test_a_failed_gate_holds_its_date_back_until_a_gate_passes_it(spark, landing, lake):
@@ -221,7 +224,7 @@ def test_glue_and_an_s3_warehouse_on_moto_take_the_same_tables_and_expiry_keeps_
 def every_table_equals_the_lake(lake: Path) -> None:
     """The published events table holds one Iceberg data file per committed local file, and the events the lake holds."""
     assert iceberg_rows(lake) == duckdb_rows(lake)
-    assert catalog(lake).load_table(f"{NS}.events").inspect.files().num_rows == len(lake_files(lake, "events"))
+    assert catalog(lake).load_table(f"{NS}.events").inspect.files().num_rows == len(lake_files(lake))
 
 
 def test_a_publish_killed_anywhere_is_completed_by_the_next_and_takes_no_file_twice(spark, landing, lake, monkeypatch, tmp_path):
@@ -238,15 +241,15 @@ def test_a_publish_killed_anywhere_is_completed_by_the_next_and_takes_no_file_tw
     activity.run(DerivedConfig(str(lake), None, "a1"), lambda: spark)
     ocsf.run(DerivedConfig(str(lake), None, "o1"), lambda: spark)
 
-    # Dead after the copies were written and before the commit: nothing is published, the copies are orphans.
+    # Dead before the commit: nothing is published, and nothing was copied (the events are published where they are).
+    record = sorted(p.name for p in (lake / "iceberg" / "warehouse" / NS / "events").rglob("*.parquet"))
     with monkeypatch.context() as patched:
         patched.setattr(Transaction, "commit_transaction", lambda self: (_ for _ in ()).throw(RuntimeError("killed before the commit")))
         report = published(lake, "dead")
     errors = {t.table: t.error for t in report.tables}
     assert report.status == "failed" and "killed before the commit" in (errors.pop("events") or ""), errors
     assert set(errors.values()) == {None}, "the derived tables, their jobs' own, are only kept small"
-    copies = sorted(p.name for p in (lake / "iceberg" / "warehouse").rglob("*.parquet"))
-    assert copies, "the copies were written"
+    assert sorted(p.name for p in (lake / "iceberg" / "warehouse" / NS / "events").rglob("*.parquet")) == record, "no copy"
 
     seed = random.randrange(1 << 30)
     rng = random.Random(seed)
@@ -265,11 +268,13 @@ def test_a_publish_killed_anywhere_is_completed_by_the_next_and_takes_no_file_tw
     again = json.loads(Lake.at(lake).publish_report("last").read_text())
     assert {t["table"]: t["local_commit"] for t in again["tables"]}["events"] is not None
 
-    # The lake copied to another path, its embedded catalog with it: the command publishes there, from its own files,
-    # the events the landing files hold (the catalog of the lake it came from untouched). The path holds a space: its
-    # tables' files were written beside the lake, in a folder named with the `%20` of the path's URI.
+    # The lake copied to another path, its embedded catalog with it: its next ingest registers the events table where
+    # it is, and the command publishes there, from its own files, the events the landing files hold (the catalog of the
+    # lake it came from untouched). The path holds a space: an earlier release wrote tables' files beside the lake, in
+    # a folder named with the `%20` of the path's URI.
     copy = tmp_path / "else where" / "lake"
     shutil.copytree(lake, copy)
+    ingest(spark, landing, copy)
     succeeded(command("jobs.publish", "--lake", copy, "--run-id", "moved"))
     delivered = sorted([*((f"a-{i}", "2024-03-01") for i in range(40)), *((f"b-{i}", "2024-03-02") for i in range(25))])
     assert iceberg_rows(copy) == delivered == iceberg_rows(lake)
@@ -310,21 +315,23 @@ def test_a_derived_date_whose_rows_fail_their_gate_keeps_its_published_version_a
 
 
 def test_a_publish_that_another_overtakes_computes_its_difference_again(spark, landing, lake, monkeypatch):
+    from jobs.publishing import in_place
+
     two_days(spark, landing, lake)
-    copies = publish._copies
+    files = in_place._files
     overtaken = []
 
-    def overtaken_once(files, target):  # while this publish copies, another one commits the same files first
+    def overtaken_once(table, snapshot_id):  # while this publish reads the table, another one commits the same files
         if not overtaken:
             overtaken.append(True)
             published(lake, "other")
-        return copies(files, target)
+        return files(table, snapshot_id)
 
-    monkeypatch.setattr(publish, "_copies", overtaken_once)
+    monkeypatch.setattr(in_place, "_files", overtaken_once)
     report = published(lake, "first")
     assert report.status == "succeeded" and overtaken and report.tables[0].added == 0, "the other publish added them"
     assert iceberg_rows(lake) == duckdb_rows(lake)
-    assert catalog(lake).load_table(f"{NS}.events").inspect.files().num_rows == len(lake_files(lake, "events")), "no file twice"
+    assert catalog(lake).load_table(f"{NS}.events").inspect.files().num_rows == len(lake_files(lake)), "no file twice"
 
 
 def test_a_catalog_that_is_not_configured_is_refused_in_one_line(tmp_path):
@@ -449,29 +456,38 @@ def test_make_status_gives_the_pyiceberg_settings_that_read_the_embedded_catalog
     assert rows.returncode == 0 and int(rows.stdout) == len(duckdb_rows(lake)), rows.stderr[-2000:]
 
 
-def test_a_column_whose_type_differs_from_the_table_s_is_conformed_and_blocks_nothing(spark, landing, lake):
-    """The events table took `readOnly` as text (an earlier release's files): later files, whose `readOnly` is a flag,
-    publish into it as text, where every later publish of the events failed on the type change; a value that cannot
-    take the table's type is kept in `_rescued`."""
+def test_a_column_whose_type_differs_from_the_table_s_is_conformed_and_blocks_nothing(spark, landing, lake, tmp_path, monkeypatch):
+    """Another catalog's events table took `readOnly` as text (an earlier release's files): later files, whose `readOnly`
+    is a flag, publish into it as text, where every later publish of the events failed on the type change; a value that
+    cannot take the table's type is kept in `_rescued`."""
     import pyarrow as pa
     import pyarrow.parquet as pq
+    from pyiceberg.catalog import load_catalog
 
     from jobs.iceberg import catalog as iceberg_catalog
     from jobs.iceberg.columns import conformed
     from jobs.publishing.gated import events_published
 
+    settings = {"type": "sql", "uri": f"sqlite:///{tmp_path}/other.db", "warehouse": (tmp_path / "warehouse").as_uri()}
+    for key, value in settings.items():
+        monkeypatch.setenv(f"PYICEBERG_CATALOG__OTHER__{key.upper()}", value)
+    (tmp_path / "warehouse").mkdir()
     two_days(spark, landing, lake)
     layout = Lake.at(lake)
     first = next(iter(events_published(layout).files.values()))[0]
     schema = publish.published_schema(first)
     as_text = schema.set(schema.get_field_index("readOnly"), pa.field("readOnly", pa.string()))
-    embedded = catalog(lake)
-    iceberg_catalog.open_table(embedded, f"{NS}.events", ("event_date",), [as_text], None, layout)
-    report = published(lake, "typed")
-    assert report.status == "succeeded" and report.tables[0].added >= 1, report.tables[0].error
-    table = embedded.load_table(f"{NS}.events")
+    other = load_catalog("other", **settings)
+    other.create_namespace(NS)
+    iceberg_catalog.open_table(other, f"{NS}.events", ("event_date",), [as_text], None, layout)
+    succeeded(command("jobs.publish", "--lake", lake, "--catalog", "other", "--run-id", "typed"))
+    report = json.loads(layout.publish_report("typed").read_text())
+    assert report["tables"][0]["added"] >= 1, report["tables"][0]["error"]
+    table = other.load_table(f"{NS}.events")
     assert str(table.schema().find_field("readOnly").field_type) == "string"
-    assert iceberg_rows(lake) == duckdb_rows(lake)
+    assert sorted(
+        (r["eventID"], str(r["event_date"])) for r in table.scan(selected_fields=("eventID", "event_date")).to_arrow().to_pylist()
+    ) == duckdb_rows(lake)
     flags = {r["readOnly"] for r in table.scan(selected_fields=("readOnly",)).to_arrow().to_pylist()}
     lake_flags = {str(v).lower() if v is not None else None for v in pq.read_table(first.path, columns=["readOnly"]).column(0).to_pylist()}
     assert flags >= lake_flags - {None}, (flags, lake_flags)
@@ -495,3 +511,17 @@ def test_spark_reads_and_writes_the_published_tables_through_iceberg_s_own_catal
     spark.sql(f"CREATE TABLE {name}.{NS}.spark_written (id STRING) USING iceberg")
     spark.sql(f"INSERT INTO {name}.{NS}.spark_written VALUES ('a'), ('b')")
     assert catalog(lake).load_table(f"{NS}.spark_written").scan().to_arrow().num_rows == 2
+
+
+def test_a_lake_quiet_for_longer_than_the_expiry_keeps_the_head_its_writers_commit_to(spark, landing, lake):
+    """Main's publishes are newer than the branch `ingest`'s head, which every expiry keeps: a quiet lake publishes on."""
+    two_days(spark, landing, lake)
+    assert published(lake, "p1").status == "succeeded"
+    report = published(lake, "p2", datetime.now(tz=UTC) + timedelta(days=30))
+    assert report.status == "succeeded", publish_summary(dataclasses.asdict(report))
+    table = catalog(lake).load_table(f"{NS}.events")
+    assert table.metadata.snapshot_by_name("ingest") is not None and len(table.metadata.snapshots) == 2
+    assert iceberg_rows(lake) == duckdb_rows(lake)
+    deliver(landing, events_of(2, DAY + timedelta(hours=5), "q"), DAY + timedelta(hours=6))
+    assert gated(spark, lake, ingest(spark, landing, lake).run_id, DAY.date()) == "passed"
+    assert published(lake, "p3").status == "succeeded" and iceberg_rows(lake) == duckdb_rows(lake)

@@ -16,6 +16,7 @@ from jobs.iceberg.embedded import registered
 from jobs.iceberg.spark_tables import staged_by
 from jobs.lake import QUARANTINE, Lake
 from jobs.spark.logs import last_commit, sink_batch
+from jobs.tables.events import unfinished_rebuild
 from jobs.upkeep import rebuild
 from jobs.upkeep.rebuild import RebuildConfig
 from tests.helpers import DAY, command, deliver, duckdb_rows, event, events_of, ingest, quarantine_rows, succeeded
@@ -57,18 +58,17 @@ def test_a_rebuild_stages_its_quarantine_until_its_events_are_swapped_and_a_roll
     # The quarantined record's file is read again: its row goes and comes back, staged as one overwrite of its reason.
     config = RebuildConfig(landing=str(landing), lake=str(lake), dates=(date(2024, 3, 1),), run_id="rb")
 
-    def dies(*_):  # the rebuild dies once its events are swapped, before its quarantine is made current
+    def dies(*_):  # the rebuild dies once its events are committed, before its quarantine is made current
         raise SystemExit("killed")
 
     monkeypatch.setattr(rebuild, "publish_staged", dies)
     with pytest.raises(SystemExit):
         rebuild.run(config, lambda: spark)
     monkeypatch.undo()
-    assert Lake(lake).rebuild_journal("rb").exists(), "the journal says what is left to do"
+    assert unfinished_rebuild(Lake(lake)) is not None, "the events' commit names what is left to do"
     assert table(lake).current_snapshot().summary.get("wap.id") is None, "readers do not see the staged snapshot yet"
 
     ingest(spark, landing, lake)  # the next run finishes it before it reads anything
-    assert not Lake(lake).rebuild_journal("rb").exists()
     assert staged_by(table(lake).current_snapshot().summary) == "rb", "the rebuild's staged snapshot, now current"
     assert quarantine_rows(spark, lake) == before and duckdb_rows(lake) == events
 

@@ -14,13 +14,30 @@ from pathlib import Path
 
 import pytest
 
+from jobs.files import write_record
 from jobs.lake import Lake
 from jobs.landing.layout import delivery_path
 from jobs.quality import validate_events
 from jobs.tables import partitions
+from jobs.tables.events import all_files, date_files, events_location
+from jobs.tables.events_table import EventsTable
 from jobs.upkeep import rebuild
 from jobs.upkeep.rebuild import RebuildConfig
-from tests.helpers import COUNT_LOOP, DAY, command, counts_seen, deliver, duckdb_rows, event, events_of, ingest, quarantine_rows, refusal
+from tests.conftest import ROOT
+from tests.helpers import (
+    COUNT_LOOP,
+    DAY,
+    command,
+    counts_seen,
+    deliver,
+    duckdb_rows,
+    event,
+    events_of,
+    ingest,
+    quarantine_rows,
+    refusal,
+    table_rows,
+)
 from tools.generate_landing import write_delivery
 
 DATES = (date(2024, 3, 1), date(2024, 3, 2), date(2024, 3, 3))
@@ -29,9 +46,8 @@ DATES = (date(2024, 3, 1), date(2024, 3, 2), date(2024, 3, 3))
 # A directory reader counting one partition's rows in a loop. A query whose listing predates a
 # swap can find a listed file gone when it opens it: it fails (and a reader retries), it never counts.
 def spark_rows(spark, lake: Path) -> list[tuple[str, str]]:
-    """The table as Spark reads its folder (every session of the lake ignores the sink log)."""
-    rows = spark.read.parquet(str(Lake(lake).events)).select("eventID", "event_date").collect()
-    return sorted((r.eventID, str(r.event_date)) for r in rows)
+    """The table as Spark reads it, through the lake's Iceberg catalog."""
+    return table_rows(spark, lake)
 
 
 def config(landing: Path, lake: Path, **options) -> RebuildConfig:
@@ -53,13 +69,15 @@ def deliver_three_days(landing: Path) -> None:
     deliver(landing, [event("", DAY + timedelta(hours=8))], DAY + timedelta(hours=9))
 
 
-def damage(lake: Path) -> None:
-    """One partition deleted, one with a Parquet file removed, one with a Parquet file copied in."""
-    events = Lake(lake).events
-    shutil.rmtree(events / "event_date=2024-03-01")
-    min(partitions.data_files(events / "event_date=2024-03-02")).unlink()
-    third = min(partitions.data_files(events / "event_date=2024-03-03"))
-    shutil.copyfile(third, third.with_name(f"copy-{third.name}"))
+def damage(spark, lake: Path) -> None:
+    """Commits that damage the table as a bug would: one date's rows gone, one date's file gone, one file twice."""
+    table, layout = EventsTable(spark, Lake(lake)), Lake(lake)
+    table.replace_dates(["2024-03-01"], [], {})
+    table.commit(table.java(), [], [str(min(date_files(layout, "2024-03-02")))], {}, None)
+    third = min(date_files(layout, "2024-03-03"))
+    copied = third.with_name(f"copy-{third.name}")
+    shutil.copyfile(third, copied)
+    table.commit(table.java(), [str(copied)], [], {}, None)
 
 
 @pytest.fixture
@@ -77,19 +95,18 @@ def test_a_rebuild_reads_the_files_every_account_and_region_delivered(spark, lan
         write_delivery(delivery_path(landing, account, region, delivered, "x"), events_of(5, DAY + timedelta(hours=1), region), delivered)
     ingest(spark, landing, lake)
     written = duckdb_rows(lake)
-    shutil.rmtree(Lake(lake).events / "event_date=2024-03-01")  # lost: no row names its files any more
+    EventsTable(spark, Lake(lake)).replace_dates(["2024-03-01"], [], {})  # lost: no row names its files any more
     report = rebuild.run(RebuildConfig(str(landing), str(lake), (DAY.date(),), "two-places"), lambda: spark)
     assert report.status == "succeeded" and len(written) == 10 and duckdb_rows(lake) == written, "both places' events back"
 
 
 def test_a_rebuild_repairs_three_damaged_partitions_and_the_stream_goes_on(spark, landing, lake, ingested):
-    damage(lake)
+    damage(spark, lake)
     damaged = duckdb_rows(lake)
     assert damaged != ingested
-    second = Lake(lake).events / "event_date=2024-03-02"
     seen_by_reader = lake.parent / "reader.txt"
     with seen_by_reader.open("w") as out:
-        reader = subprocess.Popen([sys.executable, "-c", COUNT_LOOP, str(second)], stdout=out)
+        reader = subprocess.Popen([sys.executable, "-c", COUNT_LOOP, str(lake), "2024-03-02"], stdout=out, cwd=ROOT)
 
     report = rebuild.run(config(landing, lake), lambda: spark)
     time.sleep(1)
@@ -109,15 +126,13 @@ def test_a_rebuild_repairs_three_damaged_partitions_and_the_stream_goes_on(spark
         assert figures["rows_before"] == sum(1 for _, d in damaged if d == day)
         assert figures["rows_after"] == sum(1 for _, d in ingested if d == day)
     assert json.loads(Lake(lake).rebuild_report("backfill__test").read_text())["partitions"] == report.partitions
-    old = Lake(lake).replaced_by_run(Lake(lake).events, "backfill__test")
-    assert sorted(p.name for p in old.iterdir()) == ["event_date=2024-03-02", "event_date=2024-03-03"], "old versions kept aside"
 
     # the stream afterwards: new files once, nothing read twice, the sweep keeps the rebuilt files
     # (after the newest arrival so far, the late file's: the de-duplication horizon runs on arrival time)
     deliver(landing, events_of(6, DAY + timedelta(days=2, hours=20), "new"), DAY + timedelta(days=5, hours=1))
     deliver(landing, events_of(4, DAY + timedelta(hours=6), "late"), DAY + timedelta(days=5, hours=2))  # a copy
     after = ingest(spark, landing, lake)
-    assert after.totals()["files_read"] == 2 and after.swept_files == {"events": 0}
+    assert after.totals()["files_read"] == 2
     expected = sorted(ingested + [(f"new-{i}", "2024-03-03") for i in range(6)])
     assert duckdb_rows(lake) == expected
     assert spark_rows(spark, lake) == expected
@@ -161,28 +176,28 @@ def test_a_failing_gate_leaves_the_old_partitions(spark, landing, lake, ingested
         failing = {"name": name, "expectations": [{"type": "expect_table_row_count_to_equal", "kwargs": {"value": 0}}]}
         (suites / f"{name}.json").write_text(json.dumps(failing))
     monkeypatch.setattr(validate_events, "SUITES_DIR", suites)
-    damage(lake)
-    damaged = sorted(str(p) for p in Lake(lake).events.rglob("*.parquet"))
+    damage(spark, lake)
+    damaged = sorted(all_files(Lake(lake)))
 
     report = rebuild.run(config(landing, lake), lambda: spark)
 
     assert report.status == "gate_failed"
-    assert sorted(str(p) for p in Lake(lake).events.rglob("*.parquet")) == damaged, "nothing swapped"
-    assert not (lake / "_staging").exists() and not (lake / "_replaced").exists()
+    assert sorted(all_files(Lake(lake))) == damaged, "nothing committed"
+    staged = Path(events_location(Lake(lake))) / "data" / report.tag
+    assert not staged.exists() and not (lake / "_staging").exists(), "the staged files are gone"
     usage = subprocess.run([sys.executable, "-m", "jobs.rebuild", "--lake", str(lake), "--landing", "x"], capture_output=True, text=True)
     assert usage.returncode == 2 and "--from-date" in usage.stderr
 
 
 def test_a_rollback_puts_the_old_partitions_back(spark, landing, lake, ingested):
-    damage(lake)
+    damage(spark, lake)
     damaged = duckdb_rows(lake)
     rebuild.run(config(landing, lake), lambda: spark)
     assert duckdb_rows(lake) == ingested
-    events = Lake(lake).events
-    partitions.rollback(Lake(lake), "backfill__test", [events, Lake(lake).quarantine])
-    # the 2nd and 3rd as damaged; the 1st had no old version (it was deleted), so the rebuilt one stays
-    assert duckdb_rows(lake) == sorted(damaged + [r for r in ingested if r[1] == "2024-03-01"])
-    assert partitions.rollback(Lake(lake), "backfill__test", [events]) == [], "a second rollback changes nothing"
+    assert rebuild.main(["--lake", str(lake), "--rollback", "backfill__test"]) == 0
+    assert duckdb_rows(lake) == damaged, "the table as it stood before the rebuild, the lost date lost again"
+    assert rebuild.main(["--lake", str(lake), "--rollback", "backfill__test"]) == 0 and duckdb_rows(lake) == damaged, "once"
+    assert rebuild.main(["--lake", str(lake), "--rollback", "no-such-rebuild"]) == 2, "a tag no table holds: refused, not 'done'"
 
 
 def crash_after(step, calls: dict[str, int]):
@@ -197,8 +212,9 @@ def crash_after(step, calls: dict[str, int]):
     return wrapped
 
 
-def test_a_swap_stopped_at_any_step_is_finished_by_the_next_run(tmp_path, monkeypatch):
-    """Kill the swap after each of its file-system steps, in turn: every partition is old or new, whole, and recover() finishes."""
+def test_an_earlier_release_s_swap_stopped_at_any_step_is_finished_by_the_next_run(tmp_path, monkeypatch):
+    """An earlier release's rebuild journal (its partitions staged, the swap begun): kill the recovery after each of its
+    file-system steps, in turn; every partition is old or new, whole, and the next recover() finishes."""
     steps = 0
     while True:
         lake = Lake.at(tmp_path / f"lake{steps}")
@@ -211,13 +227,16 @@ def test_a_swap_stopped_at_any_step_is_finished_by_the_next_run(tmp_path, monkey
                     for n in range(count):
                         (folder / f"{folder.parent.parent.name}-{n}.parquet").write_text(str(count))
             if new:
-                partitions.write_marker(staged, "r")
-            swaps.append(partitions.Swap(str(live), str(staged) if new else None, str(lake.replaced_by_run(lake.events, "r") / live.name)))
+                files = [p.name for p in partitions.data_files(staged)]
+                write_record(staged / partitions.MARKER, partitions.MARKER_FORMAT, {"run_id": "r", "files": files})
+            aside = lake.replaced_by_run(lake.events, "r") / live.name
+            swaps.append({"live": str(live), "staged": str(staged) if new else None, "aside": str(aside)})
+        write_record(lake.rebuild_journal("r"), partitions.JOURNAL_FORMAT, {"run_id": "r", "swaps": swaps})
         calls = {"n": 0, "limit": steps}
         monkeypatch.setattr(partitions.os, "rename", crash_after(os.rename, calls))
         monkeypatch.setattr(partitions, "exchange", crash_after(partitions.exchange, calls))
         try:
-            partitions.replace(lake, "r", swaps)
+            partitions.recover(lake)
             finished = True
         except KeyboardInterrupt:
             finished = False
@@ -235,19 +254,19 @@ def test_a_swap_stopped_at_any_step_is_finished_by_the_next_run(tmp_path, monkey
 
 
 def test_a_rebuild_killed_while_writing_leaves_the_old_partitions_and_the_next_run_cleans_up(spark, landing, lake, ingested):
-    damage(lake)
+    damage(spark, lake)
     damaged = duckdb_rows(lake)
     command = [sys.executable, "-m", "jobs.rebuild", "--landing", str(landing), "--lake", str(lake), "--from-date", "2024-03-01"]
     job = subprocess.Popen([*command, "--to-date", "2024-03-03"], start_new_session=True, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
-    while not any((lake / "_staging").glob("*/events/_temporary")) and not any((lake / "_staging").glob("*/events/event_date=*")):
+    data = Path(events_location(Lake(lake))) / "data"
+    while not any(data.glob("*/_temporary")) and not any(data.glob("*/event_date=*")):
         assert job.poll() is None and time.monotonic() < deadline, "the rebuild ended before it wrote"
         time.sleep(0.05)
     os.killpg(job.pid, signal.SIGKILL)
     job.wait()
-    assert duckdb_rows(lake) == damaged, "the old partitions, whole"
+    assert duckdb_rows(lake) == damaged, "the old dates, whole: the killed rebuild's files are no rows"
     ingest(spark, landing, lake)
-    assert not (lake / "_staging").exists(), "the next run deleted the staging folder"
     assert rebuild.run(config(landing, lake), lambda: spark).status == "succeeded"
     assert duckdb_rows(lake) == ingested
 
@@ -257,7 +276,7 @@ def test_a_rebuild_on_a_lake_restored_to_another_path_reads_its_landing_files(sp
     dates' files, rebuilt a lost partition with 0 rows and kept a present one as if its files could not be read."""
     restored = tmp_path / "new-disk" / "lake"
     shutil.copytree(lake, restored, symlinks=True)
-    shutil.rmtree(Lake(restored).events / "event_date=2024-03-01")
+    EventsTable(spark, Lake(restored)).replace_dates(["2024-03-01"], [], {})
     report = rebuild.run(RebuildConfig(str(landing), str(restored), DATES, "restored"), lambda: spark)
     assert report.status == "succeeded" and duckdb_rows(restored) == ingested
     assert report.partitions["2024-03-01"]["rows_after"] == 44 and report.partitions["2024-03-01"]["files_read"] > 0
@@ -267,7 +286,7 @@ def test_a_rebuild_on_a_lake_restored_to_another_path_reads_its_landing_files(sp
 def test_a_rebuild_that_would_empty_a_date_that_held_rows_is_refused(spark, landing, lake, ingested, tmp_path):
     elsewhere = tmp_path / "another-zone"
     (elsewhere / "AWSLogs").mkdir(parents=True)
-    shutil.rmtree(Lake(lake).events / "event_date=2024-03-01")  # lost, and its files are not under --landing
+    EventsTable(spark, Lake(lake)).replace_dates(["2024-03-01"], [], {})  # lost, and its files are not under --landing
     present = duckdb_rows(lake)
     args = ["--landing", str(elsewhere), "--lake", str(lake), "--from-date", "2024-03-01", "--to-date", "2024-03-02"]
     line = refusal(command("jobs.rebuild", *args))

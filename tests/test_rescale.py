@@ -12,6 +12,7 @@ import pytest
 from jobs.lake import Lake
 from jobs.spark.logs import CheckpointError, state_folder
 from jobs.spark.state import state_partitions
+from jobs.tables.events import date_files
 from jobs.upkeep import compact, rescale
 from tests.helpers import DAY, command, deliver, duckdb_rows, events_of, ingest, run_cleanly, succeeded
 
@@ -86,7 +87,7 @@ def test_rescale_in_its_own_process_on_a_just_ingested_lake_twice_and_on_a_copy(
     deliver(landing, before[2:], DAY + timedelta(hours=1, minutes=5))
     ingest(spark, landing, lake, max_files_per_trigger=1)
     assert compact.main(["--lake", str(lake), "--closed-at", "2024-04-01"]) == 0
-    assert len(list((Lake(lake).events / f"event_date={DAY.date()}").glob("*.parquet"))) == 1, "compacted"
+    assert len(date_files(Lake(lake), DAY.date())) == 1, "compacted"
 
     succeeded(command("jobs.rescale", "--lake", lake, "--state-partitions", 5))
     run_cleanly(spark, caplog, "rescale", ["--lake", str(lake), "--state-partitions", "3"])

@@ -12,7 +12,6 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from jobs.ingest.batch_writer import batch_figures
-from jobs.lake import Lake
 from jobs.ledger.store import MANIFEST_DDL
 from jobs.records.decode import decode_files
 from jobs.records.dedup import Dedup, mark_dedup_key
@@ -238,10 +237,10 @@ def test_one_write_puts_each_row_in_one_table_and_counts_the_batch(spark, tmp_pa
     rows = normalized(
         spark, record("a"), record(None), record("b", event_time="2024-01-01T23:30:00Z"), record("f", event_time="2030-01-01T00:00:00Z")
     ).transform(mark_late, timedelta(hours=1))
-    lake = Lake(tmp_path)
     folder = str(tmp_path / "quarantine-data")
-    written = write_tables(table_rows(rows, ARRIVAL, timedelta(minutes=15)), lake, folder, 0, events=True, quarantine=True)
-    events = spark.read.parquet(str(lake.events)).select("eventID", F.col("event_date").cast("string"), "_ingest_time")
+    events_folder = str(tmp_path / "events-data")
+    written = write_tables(table_rows(rows, ARRIVAL, timedelta(minutes=15)), events_folder, folder, 0, events=True, quarantine=True)
+    events = spark.read.parquet(events_folder).select("eventID", F.col("event_date").cast("string"), "_ingest_time")
     assertDataFrameEqual(
         events,
         [
@@ -256,7 +255,7 @@ def test_one_write_puts_each_row_in_one_table_and_counts_the_batch(spark, tmp_pa
     assert figures.written == {"2024-01-01": 2, "2030-01-01": 1} and figures.quarantined == {"missing_event_id": 1}
     assert (figures.late, figures.late_per_date, figures.implausible) == (1, {"2024-01-01": 1}, 1)  # a: 14 h after; f: years ahead
     # A table that has the batch already gets no files; the batch is still counted.
-    again = write_tables(table_rows(rows, ARRIVAL, timedelta(minutes=15)), lake, folder, 0, events=False, quarantine=True)
+    again = write_tables(table_rows(rows, ARRIVAL, timedelta(minutes=15)), events_folder, folder, 0, events=False, quarantine=True)
     assert again.files["events"] == [] and len(again.files["quarantine"]) == 1
     assert batch_figures(again.groups).written == figures.written
 

@@ -16,7 +16,7 @@ from jobs.lake import Lake, partition
 from jobs.quality import validate_events
 from jobs.records.schema import EVENTS_SCHEMA
 from tests.conftest import ROOT
-from tests.helpers import DAY, command, deliver, events_of, ingest
+from tests.helpers import DAY, command, deliver, events_of, ingest, put_events
 
 RUN_ID = "scheduled__2024-03-01"
 
@@ -36,7 +36,7 @@ def good_row(index: int, **changes):
 
 def write_table(spark, lake: Path, rows: list[dict], reported: int | None = None, quarantined: int = 0) -> None:
     frame = spark.createDataFrame([tuple(r[name] for name in EVENTS_SCHEMA.fieldNames()) for r in rows], EVENTS_SCHEMA)
-    frame.write.partitionBy("event_date").parquet(str(lake / "events"))
+    put_events(frame, lake)
     path = Lake(lake).ingest_report(RUN_ID)
     path.parent.mkdir(parents=True, exist_ok=True)
     written = len(rows) if reported is None else reported
@@ -166,12 +166,12 @@ def test_the_gate_is_skipped_only_while_the_partitions_it_passed_are_unchanged(s
     assert gates.skip_reason(Lake(lake), quiet, ["2024-03-01", "2024-03-02"]) is None, "a date no gate has passed"
     assert gates.skip_reason(Lake(lake), RUN_ID, ["2024-03-01"]) is None, "a run that wrote rows"
 
-    folder = partition(Lake(lake).events, "2024-03-01")
-    copied = min(folder.glob("*.parquet"))
-    (folder / f"copy-{copied.name}").write_bytes(copied.read_bytes())
-    assert gates.skip_reason(Lake(lake), quiet, ["2024-03-01"]) is None, "a changed partition is checked again"
-    (folder / f"copy-{copied.name}").unlink()
-    assert gates.skip_reason(Lake(lake), quiet, ["2024-03-01"]), "back to the files the gate passed"
+    planted = partition(Lake(lake).events, "2024-03-01")  # a file no commit names is no change of the table
+    planted.mkdir(parents=True)
+    (planted / "planted.parquet").write_bytes(b"PAR1")
+    assert gates.skip_reason(Lake(lake), quiet, ["2024-03-01"]), "the table holds the files the gate passed"
+    write_table(spark, lake, [good_row(i) for i in range(6)])
+    assert gates.skip_reason(Lake(lake), quiet, ["2024-03-01"]) is None, "a date a commit changed is checked again"
 
 
 def test_the_suites_are_found_when_the_gate_is_imported_from_jobs_zip(jobs_zip, tmp_path):

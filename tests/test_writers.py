@@ -87,7 +87,6 @@ def test_every_file_of_a_lake_has_one_writer(spark, landing, lake, tmp_path):
             ("repair", *lake_args, *landing_args),
             ("rescale", *lake_args, "--state-partitions", "3"),
             ("replay_quarantine", *landing_args, *lake_args, "--settle", "0 seconds"),
-            ("sweep", *lake_args),
             ("publish", *lake_args),
             ("investigate", "iam_changes", "--from-date", "2024-03-01", "--to-date", "2024-03-03", *lake_args),
             ("cloudtrail_ingest", *landing_args, *lake_args, "--run-id", "second", "--settle", "0 seconds"),

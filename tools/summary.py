@@ -115,8 +115,8 @@ def published(lake: Lake, catalog_name: str | None, catalog: Any | None) -> list
             lines.append(f"  {identifier:<30} not published yet")
             continue
         lines.append(f"  {identifier:<30} snapshot {snapshot.snapshot_id}, {snapshot.summary.get('total-records')} rows")
-    if catalog.table_exists(f"{NAMESPACE}.events"):
-        events = catalog.load_table(f"{NAMESPACE}.events")
+    events = catalog.load_table(f"{NAMESPACE}.events") if catalog.table_exists(f"{NAMESPACE}.events") else None
+    if events is not None and events.current_snapshot() is not None:
         busiest = max(events.inspect.partitions().to_pylist(), key=lambda row: row["record_count"], default=None)
         if busiest:
             where = f"{EVENT_DATE} = '{busiest['partition'][EVENT_DATE]}'"

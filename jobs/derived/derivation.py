@@ -43,7 +43,6 @@ from jobs.reporting.report import DerivedReport, now_iso
 from jobs.spark.session import JobSession
 from jobs.tables import partitions
 from jobs.tables.events import date_fingerprint, event_dates, events_of_dates
-from jobs.tables.sweep import sweep_lake
 
 log = logging.getLogger("derived")
 
@@ -213,8 +212,6 @@ def refresh(derivation: Derivation, config: DerivedConfig, session: Callable[[],
         anew = built_anew(lake, derivation.derived, tables)
         if given is not None or changed_dates(lake, derivation.derived, recipe, anew):  # else Spark is not started
             spark = session()
-            sweep_lake(spark, lake)  # a crashed ingest's files are not part of the events table
-            # Listed again: the sweep may have moved a crashed ingest's files out of a partition, changing its fingerprint.
             dates = [str(day) for day in given] if given is not None else changed_dates(lake, derivation.derived, recipe, anew)
             report.dates = dates
             stamps = {day: built_stamp(lake, day, recipe) for day in dates}  # before reading

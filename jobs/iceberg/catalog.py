@@ -82,7 +82,7 @@ def _rehome(catalog: Any, lake: Lake, namespace: str) -> None:
     registered again where it is instead (jobs/tables/quarantine_table.py)."""
     home = f"{lake.iceberg_warehouse}/"
     for identifier in catalog.list_tables(namespace):
-        if identifier[-1].startswith(QUARANTINE):
+        if identifier[-1].startswith((QUARANTINE, EVENTS)):  # tables of record: registered again where they are
             continue
         try:
             location = catalog.load_table(identifier).location()

@@ -13,15 +13,16 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from jobs.ingest.config import IngestConfig
-from jobs.lake import EVENT_DATE, EVENTS, QUARANTINE
+from jobs.lake import EVENTS, QUARANTINE
 from jobs.landing.layout import place
 from jobs.ledger.store import record_late_files
 from jobs.records.rows import kept_rows, table_rows
 from jobs.reporting.report import BatchStats, RunReport
 from jobs.spark.logs import batch_time, local_path, stream_id
-from jobs.spark.sinks import ParquetSink, write_tables
+from jobs.spark.sinks import write_tables
 from jobs.tables.quarantine import batch_entries, replaced_rows
-from jobs.tables.quarantine_table import QuarantineTable
+from jobs.tables.record_table import RecordTable
+from jobs.tables.tables_of_record import RecordTables
 
 EPOCH = date(1970, 1, 1)  # an event date as the write counts it: days since
 
@@ -77,29 +78,32 @@ class BatchWriter:
     """foreachBatch body: both tables' files in one Spark job (the batch is computed once, not cached), then each
     table's commit, the quarantine's first; a table that has the batch already is not written again."""
 
-    def __init__(self, spark: SparkSession, config: IngestConfig, report: RunReport, quarantine: QuarantineTable) -> None:
+    def __init__(self, spark: SparkSession, config: IngestConfig, report: RunReport, tables: RecordTables) -> None:
         self.spark, self.lake, self.report = spark, config.lake, report
-        retention_ms = int(config.table_log_retention.total_seconds() * 1000)
-        self.events = ParquetSink(spark, str(config.lake.events), [EVENT_DATE], retention_ms)
-        self.quarantine = quarantine
+        self.events, self.quarantine = tables.events, tables.quarantine
         self.clock_skew = config.clock_skew
 
     def __call__(self, rows: DataFrame, batch_id: int) -> None:
-        held = self.quarantine.committed_batch()
-        events_done, quarantine_done = self.events.is_committed(batch_id), held is not None and held >= batch_id
+        events_done, quarantine_done = (self._has(table, batch_id) for table in (self.events, self.quarantine))
         replaced, kept = ([], None) if quarantine_done else self.replaced(batch_id)
         batch = table_rows(rows, batch_time(self.lake.checkpoint, batch_id), self.clock_skew)
         if kept is not None:
             batch = batch.unionByName(kept_rows(kept))
-        folder = self.quarantine.data_folder
-        written = write_tables(batch, self.lake, folder, batch_id, events=not events_done, quarantine=not quarantine_done)
+        folders = self.events.data_folder, self.quarantine.data_folder
+        written = write_tables(batch, *folders, batch_id, events=not events_done, quarantine=not quarantine_done)
         figures = batch_figures(written.groups)
+        query = stream_id(self.lake.checkpoint)
         if not quarantine_done:
-            self.quarantine.commit_batch(stream_id(self.lake.checkpoint), batch_id, written.files[QUARANTINE], replaced)
+            self.quarantine.commit_batch(query, batch_id, written.files[QUARANTINE], replaced)
         record_late_files(self.lake.late_files, batch_id, {day: sorted(files) for day, files in figures.late_files.items()})
         if not events_done:
-            self.events.commit(batch_id, written.files[EVENTS])
+            self.events.commit_batch(query, batch_id, written.files[EVENTS], [])
         self.report.batches.append(figures.stats(batch_id, events_done and quarantine_done))
+
+    @staticmethod
+    def _has(table: RecordTable, batch_id: int) -> bool:
+        held = table.committed_batch()
+        return held is not None and held >= batch_id
 
     def replaced(self, batch_id: int) -> tuple[list[str], DataFrame | None]:
         """The quarantine's data files holding rows the batch's reads replace, and the rows it keeps from them."""

@@ -70,9 +70,8 @@ def _parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     parser.add_argument("--state-partitions", type=cli.positive_int, default=options.STATE_PARTITIONS, help="fixed by the first run")
     parser.add_argument("--max-file-age", default=options.MAX_FILE_AGE, help="files older than the newest by more than this are not read")
-    parser.add_argument(
-        "--table-log-retention", type=cli.duration, default=options.TABLE_LOG_RETENTION, help="how long the tables' commit logs list a file"
-    )
+    # Scripts written for an earlier release pass it: the tables have no sink log now (Iceberg's expiry bounds their history).
+    parser.add_argument("--table-log-retention", type=cli.duration, help="no effect (accepted for scripts of an earlier release)")
     _add_ledger_options(parser)
     parser.add_argument(
         "--clock-skew", type=cli.duration, default=options.CLOCK_SKEW,
@@ -141,7 +140,6 @@ def parse_args(argv: Sequence[str] | None = None) -> IngestConfig:
         ledger=LedgerOptions(args.source_retention, settle, args.max_files_per_trigger, max_bytes, args.full_listing_interval),
         state_partitions=args.state_partitions,
         max_file_age=args.max_file_age,
-        table_log_retention=args.table_log_retention,
         clock_skew=args.clock_skew,
         replay=Replay(tuple(args.replay_reason), args.replay_from, args.replay_to) if args.replay_quarantine else None,
         gate_dates=cli.date_range(parser, args.gate_from, args.gate_to, "--gate-from and --gate-to"),

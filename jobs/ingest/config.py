@@ -29,7 +29,6 @@ class IngestConfig:
     # Spark's file source option: manifests older than the newest by more than this are not read.
     max_file_age: str = options.MAX_FILE_AGE
     # How long the tables' commit logs list a file.
-    table_log_retention: timedelta = options.duration(options.TABLE_LOG_RETENTION)
     # An event dated later than its batch by more than this is future-dated.
     clock_skew: timedelta = options.duration(options.CLOCK_SKEW)
     # Quarantined files and records to read again in this run; None: none.

@@ -25,7 +25,7 @@ from pyspark.sql import SparkSession
 from jobs import cli, duck, options
 from jobs.ingest import deliveries, stream
 from jobs.ingest.config import IngestConfig
-from jobs.lake import EVENTS, REASON
+from jobs.lake import REASON
 from jobs.ledger.planner import Plan, plan_files
 from jobs.ledger.store import Entry, check_manifests
 from jobs.reporting import tally
@@ -34,10 +34,9 @@ from jobs.spark.checkpoint import CheckpointSnapshot, open_for_ingest, record_su
 from jobs.spark.logs import last_commit, local_path
 from jobs.tables import partitions
 from jobs.tables.quarantine import entries_to_replay
-from jobs.tables.quarantine_files import quarantine_batch, quarantine_location, quarantine_source
+from jobs.tables.quarantine_files import quarantine_source
 from jobs.tables.quarantine_repair import publish_staged
-from jobs.tables.quarantine_table import QuarantineTable
-from jobs.tables.sweep import sweep_lake
+from jobs.tables.tables_of_record import RecordTables, finish_rebuild, held_batches, tables_moved
 
 log = logging.getLogger("cloudtrail_ingest")
 SKIPPED_LOGGED = 10
@@ -54,12 +53,12 @@ def run(config: IngestConfig, session: Callable[[], SparkSession]) -> RunReport:
                 fetched.done(config)
         report.ledger = files.summary()
         explain(files)
-        if files.pending == 0 and checkpoint.settled:  # no manifest to read, this run's none either
+        if files.pending == 0 and checkpoint.settled and not tables_moved(config.lake):  # no manifest to read, no table to register
             # A streaming query would find nothing: skip Spark altogether.
             log.info("nothing new in %s since the last successful run; Spark not started", config.landing)
-            report.swept_files = {EVENTS: 0}
-        else:
-            report.swept_files = ingest(session(), config, checkpoint, report)
+        else:  # a crashed attempt's files are no rows of the tables of record: nothing to sweep
+            spark = session()
+            stream.stream(spark, config, checkpoint.watermark, report, RecordTables.opened(spark, config.lake))
         report.watermark_after = _iso(record_success(config.lake, files.check_times).watermark)
         if fetched is not None:
             finished = datetime.now(tz=UTC)
@@ -72,7 +71,8 @@ def run(config: IngestConfig, session: Callable[[], SparkSession]) -> RunReport:
 def open_checkpoint(config: IngestConfig) -> CheckpointSnapshot:
     # A rebuild that died mid-swap is finished, its quarantine too, before anything reads the tables.
     partitions.recover(config.lake, functools.partial(publish_staged, config.lake))
-    checkpoint = open_for_ingest(config.lake, {quarantine_location(config.lake): quarantine_batch(config.lake)})
+    finish_rebuild(config.lake)
+    checkpoint = open_for_ingest(config.lake, held_batches(config.lake))
     check_manifests(checkpoint, config.lake.manifests)
     return checkpoint
 
@@ -102,18 +102,6 @@ def explain(files: Plan) -> None:
             "%d files changed less than the settle time ago: left for a later run, the first due at %s",
             files.settling_files, files.settling_due,
         )  # fmt: skip
-
-
-def ingest(spark: SparkSession, config: IngestConfig, checkpoint: CheckpointSnapshot, report: RunReport) -> dict[str, int]:
-    """The stream between two sweeps; the data files each sweep moved aside, per table.
-
-    Debris of a crashed attempt is swept before a compaction can age its neighbours out of the log,
-    and a successful run always leaves a clean table, whatever earlier crashed attempts left."""
-    quarantine = QuarantineTable(spark, config.lake)
-    before = sweep_lake(spark, config.lake)
-    stream.stream(spark, config, checkpoint.watermark, report, quarantine)
-    after = sweep_lake(spark, config.lake)
-    return {table: before[table] + after[table] for table in before}
 
 
 @contextmanager

@@ -25,7 +25,7 @@ from jobs.records.rows import mark_late
 from jobs.records.transforms import read_records
 from jobs.reporting.report import RunReport, apply_progress, log_batch
 from jobs.spark.session import STREAM_CONF, spark_session
-from jobs.tables.quarantine_table import QuarantineTable
+from jobs.tables.tables_of_record import RecordTables
 
 log = logging.getLogger("cloudtrail_ingest")
 
@@ -97,8 +97,8 @@ def follow(query: StreamingQuery, report: RunReport) -> None:
 
 
 def stream(
-    spark: SparkSession, config: IngestConfig, committed_watermark: datetime | None, report: RunReport, quarantine: QuarantineTable
+    spark: SparkSession, config: IngestConfig, committed_watermark: datetime | None, report: RunReport, tables: RecordTables
 ) -> None:
     """Read every manifest not read yet, batch by batch, into the tables; each batch's figures into `report`."""
     rows = transform(extract(spark, config), config, committed_watermark)
-    follow(load(rows, config, BatchWriter(spark, config, report, quarantine)), report)
+    follow(load(rows, config, BatchWriter(spark, config, report, tables)), report)

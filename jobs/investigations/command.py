@@ -26,7 +26,8 @@ from typing import Any
 from jobs import cli
 from jobs.iceberg.catalog import TABLE_NAMES, CatalogUnusable, open_catalog
 from jobs.investigations.catalogue import Query, QueryError, answer, literal_sql, prepared, queries, query, sql_literal
-from jobs.lake import EVENT_DAY, PARTITION_COLUMNS, Lake, event_day
+from jobs.lake import EVENT_DATE, EVENT_DAY, EVENTS, PARTITION_COLUMNS, Lake, event_day
+from jobs.spark.logs import local_path
 
 log = logging.getLogger("investigate")
 
@@ -93,8 +94,8 @@ def _date_filter(folder: str, values: dict[str, str]) -> str:
 
 
 def _local(path: str) -> str:
-    if path.startswith("file://"):
-        return path.removeprefix("file://")
+    if path.startswith("file:"):
+        return local_path(path)
     if "://" in path:
         raise QueryError(f"{path.split('://')[0]}:// data files are read by Athena or Trino: print the query with --sql")
     return path
@@ -113,8 +114,10 @@ def with_tables(db: Any, config: InvestigateConfig) -> Any:
         files = [_local(task.file.file_path) for task in scan.plan_files()]
         if files:
             listed = ", ".join(sql_literal(path) for path in files)
+            # The events' files hold no event date (Iceberg's readers take it from the manifests): their folder names do.
+            hive = f"true, hive_types = {{'{EVENT_DATE}': DATE}}" if name == EVENTS else "false"
             db.execute(
-                f"CREATE VIEW cloudtrail.{name} AS SELECT * FROM read_parquet([{listed}], union_by_name = true, hive_partitioning = false)"
+                f"CREATE VIEW cloudtrail.{name} AS SELECT * FROM read_parquet([{listed}], union_by_name = true, hive_partitioning = {hive})"
             )
         else:
             db.register(f"_{name}_empty", table.schema().as_arrow().empty_table())

@@ -129,10 +129,11 @@ def missing_manifests(checkpoint: CheckpointSnapshot, folder: Path) -> list[str]
     return sorted(path for path in logged if os.path.basename(path) not in let_go and not os.path.exists(path))
 
 
-def verified_checkpoint(lake: Lake) -> CheckpointSnapshot:
-    """The checkpoint, checked against the tables' commit logs and the ledger: every command that writes the lake
-    starts here, and the lake page shows what it refuses. CheckpointError names what disagrees and the mend."""
-    checkpoint = CheckpointSnapshot.verified(lake)
+def verified_checkpoint(lake: Lake, held: dict[str, int | None]) -> CheckpointSnapshot:
+    """The checkpoint, checked against the newest batch each table holds (`held`, by where it is) and the ledger: every
+    command that writes the lake starts here, and the lake page shows what it refuses. CheckpointError names what
+    disagrees and the mend."""
+    checkpoint = CheckpointSnapshot.verified(lake, held)
     check_manifests(checkpoint, lake.manifests)
     return checkpoint
 

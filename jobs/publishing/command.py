@@ -50,10 +50,11 @@ from jobs.iceberg.columns import conformed, with_partition_columns
 from jobs.iceberg.embedded import registered
 from jobs.lake import EVENTS, PARTITION_COLUMNS, QUARANTINE, Lake
 from jobs.publishing.gated import LocalFile, Published, derived_held_back, events_published
+from jobs.publishing.in_place import publish_in_place
 from jobs.records import layout
 from jobs.reporting.report import now_iso, write_json
 from jobs.reporting.summary import publish_summary
-from jobs.tables.partitions import fingerprint
+from jobs.tables.events import date_fingerprint
 
 log = logging.getLogger("publish")
 
@@ -159,6 +160,10 @@ def _iso(ns: int) -> str:
 def publish_table(catalog: Any, config: PublishConfig, name: str, now: datetime) -> TableOutcome:
     """Bring table `name`'s Iceberg table to what the lake publishes of it, in one snapshot; then keep it small."""
     lake, outcome, identifier = config.lake, TableOutcome(TABLE_NAMES[name]), f"{config.namespace}.{TABLE_NAMES[name]}"
+    entry = registered(lake, EVENTS)
+    if _in_place(config) and entry is not None and entry.moved_from is not None:
+        log.warning("the lake moved from %s: its events table is registered where it is by the next ingest first", entry.moved_from)
+        return outcome
     found = events_published(lake)
     outcome.held_back = dict(sorted(found.held_back.items()))
     table = existing_table(catalog, identifier)
@@ -170,6 +175,9 @@ def publish_table(catalog: Any, config: PublishConfig, name: str, now: datetime)
     snapshot = table.current_snapshot() if table is not None else None
     if snapshot is not None and snapshot.summary.get(LOCAL_COMMIT) == wanted and not found.held_back:
         return _kept(table, config, outcome, found, now)  # the current snapshot is this local commit: no manifest read
+    if table is not None and _in_place(config):
+        outcome.added, outcome.removed = publish_in_place(table, found, _properties(config, found, wanted))
+        return _kept(table, config, outcome, found, now)
     current = current_files(table) if table is not None else {}
     added = [f for files in found.files.values() for f in files if f.key not in current]
     # A partition held back keeps what readers have; any other file the lake no longer holds goes.
@@ -187,12 +195,10 @@ def publish_table(catalog: Any, config: PublishConfig, name: str, now: datetime)
             out.write(body)
         copied[local.key] = _data_file(table, path, body)
     # A partition that changed while its files were copied waits for the next publish: its new files are not these.
-    changed = {part for part, before in found.prints.items() if fingerprint(lake.table(name) / part) != before}
+    changed = {part for part, before in found.prints.items() if date_fingerprint(lake, part.split("=", 1)[1]) != before}
     chosen = [data_file for key, data_file in copied.items() if _partition(key) not in changed]
     gone = [current[key] for key in removed if _partition(key) not in changed]
-    properties = {LOCAL_COMMIT: f"partial-{wanted}" if changed else wanted, RUN_ID: config.run_id}
-    if found.newest():
-        properties[LOCAL_COMMIT_TIME] = _iso(found.newest())
+    properties = _properties(config, found, f"partial-{wanted}" if changed else wanted)
     with table.transaction() as tx:
         update = tx.update_snapshot(snapshot_properties=properties)
         with update.overwrite() if gone else update.merge_append() as producer:
@@ -205,6 +211,18 @@ def publish_table(catalog: Any, config: PublishConfig, name: str, now: datetime)
         outcome.held_back[part.rsplit("=", 1)[1]] = "changed while it was published; the next publish takes it"
     log.info("%s: one snapshot, %d files added and %d removed (local commit %s)", identifier, len(chosen), len(gone), wanted)
     return _kept(table, config, outcome, found, now)  # the table took its new snapshot as it committed
+
+
+def _in_place(config: PublishConfig) -> bool:
+    """The events table is the lake's table of record, its files published where they are (jobs/publishing/in_place.py)."""
+    return config.catalog is None and config.namespace == NAMESPACE
+
+
+def _properties(config: PublishConfig, found: Published, local_commit: str) -> dict[str, str]:
+    properties = {LOCAL_COMMIT: local_commit, RUN_ID: config.run_id}
+    if found.newest():
+        properties[LOCAL_COMMIT_TIME] = _iso(found.newest())
+    return properties
 
 
 def published_table(catalog: Any, config: PublishConfig, name: str, now: datetime) -> TableOutcome:

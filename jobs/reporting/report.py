@@ -66,7 +66,6 @@ class RunReport:
     status: str = "running"
     error: str | None = None
     watermark_after: str | None = None
-    swept_files: dict[str, int] = field(default_factory=dict)
     ledger: dict[str, object] = field(default_factory=dict)
     # An S3 landing: the notifications taken, objects fetched, what could not be (bucket and key), delivery lag.
     deliveries: dict[str, Any] = field(default_factory=dict)

@@ -30,7 +30,6 @@ from jobs.spark.logs import (
     read_source_log,
     relocate_source_log,
     restore_stream_metadata,
-    sink_batch,
     source_log_gaps,
     source_offset,
 )
@@ -96,7 +95,7 @@ def open_for_ingest(lake: Lake, held: dict[str, int | None]) -> CheckpointSnapsh
             f"{lake.rescaling}: a rescale of the de-duplication state did not finish. Run python -m jobs.rescale "
             "--lake LAKE --state-partitions N again to finish it (README, 'Rescaling the de-duplication state')."
         )
-    for crc in drop_orphan_checksums(lake.checkpoint, [lake.events]):
+    for crc in drop_orphan_checksums(lake.checkpoint, [lake.events] if lake.events.is_dir() else []):
         log.warning("deleted %s: the file it was the checksum of is gone", crc)
     if restore_stream_metadata(lake.checkpoint):
         log.warning("%s was missing or damaged: written again (it holds only the stream's id)", lake.checkpoint / STREAM_METADATA)
@@ -147,11 +146,11 @@ class CheckpointSnapshot:
     planned_offset: int | None
 
     @classmethod
-    def verified(cls, lake: Lake, held: dict[str, int | None] | None = None) -> CheckpointSnapshot:
-        """The lake's checkpoint, read and checked against the events' commit log and the newest batch of each table in
-        `held`, by where it is (CheckpointError names the mend)."""
+    def verified(cls, lake: Lake, held: dict[str, int | None]) -> CheckpointSnapshot:
+        """The lake's checkpoint, read and checked against the newest batch of each table in `held`, by where it is
+        (CheckpointError names the mend)."""
         snapshot = cls.read(lake.checkpoint)
-        snapshot.check_matches({str(lake.events): sink_batch(lake.events)} | (held or {}))
+        snapshot.check_matches(held)
         return snapshot
 
     @classmethod

@@ -18,14 +18,11 @@ from pyspark.sql import SparkSession
 from jobs import object_store, options
 from jobs.records import layout
 from jobs.records.decode import JVM_EXPRESSIONS, JVM_FUNCTIONS
-from jobs.spark.sinks import IGNORE_SINK_LOG
 
-# Every session: UTC dates, the tables read as their folders (jobs/spark/sinks.py), and file
-# listing in the driver: past 32 paths Spark lists with a distributed job of one task per
-# file, three times per batch, where the driver takes milliseconds (BENCHMARKS.md).
+# Every session: UTC dates, and file listing in the driver: past 32 paths Spark lists with a distributed job
+# of one task per file, three times per batch, where the driver takes milliseconds (BENCHMARKS.md).
 BASE_CONF = {
     "spark.sql.session.timeZone": "UTC",
-    IGNORE_SINK_LOG: "true",
     "spark.sql.sources.parallelPartitionDiscovery.threshold": "1000000000",
     # Executors start after the session is built, so they take it from here even under spark-submit.
     "spark.executor.defaultJavaOptions": options.JVM_OPTIONS,

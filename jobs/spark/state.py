@@ -1,5 +1,5 @@
 """Spark's stream state and batches, rewound or rescaled where Spark offers no API: the state's partitions (jobs/upkeep/rescale.py)
-and a rollback of the checkpoint and of a table's sink log to a batch (jobs/upkeep/repair.py). The logs' formats, and the
+and a rollback of the checkpoint to a batch (jobs/upkeep/repair.py). The logs' formats, and the
 reading of them, are jobs/spark/logs.py's.
 """
 
@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
-from jobs.spark.logs import VERSION, CheckpointError, batch_files, latest_entry, local_path, replace_log_file, sink_log, state_folder
+from jobs.spark.logs import CheckpointError, batch_files, latest_entry, replace_log_file, state_folder
 
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 
@@ -86,64 +85,5 @@ def _unlink(path: Path) -> None:
     path.with_name(f".{path.name}.crc").unlink(missing_ok=True)
 
 
-# Spark's default compaction interval of file logs (spark.sql.streaming.fileSink.log.compactInterval), which the jobs keep.
-COMPACT_INTERVAL = 10
-
-
 # The batch id jobs/java/cloudtrail/TableWriter.java puts in each data file's name: part-...-b<batch id>.c000...
 WRITTEN_BY_BATCH = re.compile(r"-b(\d+)\.c\d{3}")
-
-
-@dataclass(frozen=True)
-class SinkRollback:
-    """A table's sink log as it stood after batch `through`, and the data files the later batches wrote."""
-
-    log: Path
-    through: int
-    files: dict[Path, list[str]]  # the log's files after the rollback (a compaction and the batches after it), their lines
-    later: list[Path]  # data files of the later batches, where the log names them
-
-    def apply(self) -> None:
-        """Write the log files whole, then delete every later one (newest first); the data files stay for the caller."""
-        for path, lines in self.files.items():
-            replace_log_file(path, VERSION, lines)
-        for batch_id, path in reversed(batch_files(self.log)):
-            if batch_id > self.through or (path.name.endswith(".compact") and path not in self.files):
-                path.with_name(f".{path.name}.crc").unlink(missing_ok=True)
-                path.unlink()
-
-
-def sink_rollback(table: Path, through: int) -> SinkRollback | None:
-    """How to put `table`'s sink log back to after batch `through` (-1: before the first); None when it is not ahead.
-
-    A compaction lists its entries without their batch: TableWriter's file names carry it. A compaction
-    past `through` that lists files without it (written before TableWriter) cannot be cut: CheckpointError."""
-    log = sink_log(table)
-    batches = batch_files(log)
-    if not batches or batches[-1][0] <= through:
-        return None
-    compactions = [batch_id for batch_id, path in batches if path.name.endswith(".compact")]
-    start = max(compactions, default=-1)
-    entries: list[tuple[int, str]] = []
-    for batch_id, path in batches:
-        if batch_id < start:
-            continue
-        for line in path.read_text().splitlines()[1:]:
-            if not line.strip():
-                continue
-            if batch_id != start or batch_id not in compactions:
-                entries.append((batch_id, line))
-                continue
-            marked = WRITTEN_BY_BATCH.search(Path(local_path(json.loads(line)["path"])).name)
-            if marked is None and start > through:
-                raise CheckpointError(f"{path} lists files written before their names held a batch id: it cannot be cut at batch {through}")
-            entries.append((int(marked[1]) if marked else -1, line))
-    # Spark reads the newest compaction at or before the newest batch, then every batch file after it.
-    compact = (through + 1) // COMPACT_INTERVAL * COMPACT_INTERVAL - 1
-    files: dict[Path, list[str]] = {}
-    if compact >= 0:
-        files[log / f"{compact}.compact"] = [line for batch_id, line in entries if batch_id <= compact]
-    for batch_id in range(compact + 1, through + 1):
-        files[log / str(batch_id)] = [line for batch, line in entries if batch == batch_id]
-    later = [Path(local_path(json.loads(line)["path"])) for batch_id, line in entries if batch_id > through]
-    return SinkRollback(log, through, files, later)

@@ -23,8 +23,9 @@ from jobs.ledger.search import manifests
 from jobs.ledger.store import verified_checkpoint
 from jobs.reporting.report import read_report, read_reports
 from jobs.reporting.tally import Tally
-from jobs.spark.logs import CheckpointError, last_commit, sink_log, state_folder
+from jobs.spark.logs import CheckpointError, last_commit, state_folder
 from jobs.tables.events import date_files, events_source
+from jobs.tables.tables_of_record import held_batches
 
 # Keys, files and notifications the page names: the first (or newest) this many.
 SHOWN = 100
@@ -35,7 +36,7 @@ def problems(lake: Lake) -> list[str]:
     as the message the run gives: the page and `make status` show it where they would otherwise fail."""
     found = []
     try:
-        verified_checkpoint(lake)
+        verified_checkpoint(lake, held_batches(lake))
     except CheckpointError as exc:
         found.append(str(exc))
     try:
@@ -273,7 +274,6 @@ class CheckpointHealth:
     state_bytes: int
     source_log_bytes: int
     source_log_files: int
-    sink_log_bytes: dict[str, int]
     manifests: int
 
 
@@ -325,13 +325,11 @@ def publications(lake: Lake, looked_back: int = 50) -> tuple[str | None, list[Pu
 def checkpoint_health(lake: Lake) -> CheckpointHealth:
     commit = last_commit(lake.checkpoint) if lake.checkpoint.is_dir() else None
     source_bytes, source_files = _size(lake.checkpoint / "sources")
-    sinks = {table.name: _size(sink_log(table))[0] for table in (lake.events,)}
     return CheckpointHealth(
         commit.batch_id if commit else None,
         commit.watermark if commit else None,
         _size(state_folder(lake.checkpoint))[0],
         source_bytes,
         source_files,
-        sinks,
         len(list(lake.manifests.glob("[0-9]*.jsonl"))),
     )

@@ -15,8 +15,10 @@ from jobs.iceberg.embedded import registered
 from jobs.lake import QUARANTINE, Lake
 from jobs.spark.logs import CheckpointError, local_path
 from jobs.spark.state import WRITTEN_BY_BATCH
-from jobs.tables.quarantine_files import INGEST_BATCH, quarantine_batch, quarantine_data_files
-from jobs.tables.quarantine_table import ROLLBACK, STAGED, QuarantineTable
+from jobs.tables.quarantine_files import quarantine_batch, quarantine_data_files
+from jobs.tables.quarantine_table import STAGED, QuarantineTable
+from jobs.tables.record_files import INGEST_BATCH
+from jobs.tables.record_table import ROLLBACK
 
 log = logging.getLogger("quarantine")
 

@@ -1,7 +1,5 @@
-"""Move aside data files that no committed batch lists, so directory readers see the committed table.
-
-    spark-submit --py-files build/jobs.zip jobs/sweep.py --lake DIR
-    python -m jobs.sweep --lake DIR
+"""An earlier release's table folder made whole before its files are registered in its Iceberg table
+(jobs/tables/events_table.py, jobs/tables/quarantine_table.py): data files that no committed batch lists moved aside.
 
 A batch that crashed after writing data files but before committing them to
 <table>/_spark_metadata leaves those files in the partition folders, where every
@@ -14,9 +12,7 @@ The log keeps entries for its retention only, so "not in the log" alone does not
 log still holds (or, with no entries, newer than the newest log file): a committed file
 that aged out is older than every retained entry, while debris of a crashed batch is
 newer than every committed one. Files a rebuild swapped in are listed in their partition's
-marker (jobs/tables/partitions.py) and stay. The ingest job sweeps before its first batch, when no
-compaction has yet moved that horizon past the debris, and again after its last.
-Exit codes (jobs/cli.py): 0 done, 75 another writer held the lake.
+marker (jobs/tables/partitions.py) and stay.
 """
 
 from __future__ import annotations
@@ -24,17 +20,14 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 from pyspark.sql import SparkSession
 
-from jobs import cli
-from jobs.lake import EVENTS, Lake, in_table
-from jobs.lock import LakeLock
+from jobs.lake import Lake, in_table
 from jobs.spark.logs import sink_log, sink_log_files
-from jobs.spark.session import spark_session
-from jobs.spark.sinks import ParquetSink
+from jobs.spark.sinks import classic_jvm
 from jobs.tables.partitions import rebuilt_files
 
 log = logging.getLogger("sweep")
@@ -45,9 +38,23 @@ def modified_ms(path: Path) -> int:
     return path.stat().st_mtime_ns // 1_000_000
 
 
+def logged_files(spark: SparkSession, table: Path) -> dict[Path, int]:
+    """The data files `table`'s sink log lists (those within retention), with the modification time (ms) it recorded:
+    read by the log's own class, which knows its compactions."""
+    jvm = classic_jvm(spark)
+    sink = jvm.org.apache.spark.sql.execution.streaming.sinks.FileStreamSink(
+        spark._jsparkSession,
+        str(table),
+        jvm.org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat(),
+        jvm.org.apache.spark.api.python.PythonUtils.toSeq([]),
+        jvm.org.apache.spark.api.python.PythonUtils.toScalaMap({}),
+    )
+    return {Path(unquote(urlparse(entry.path()).path)): entry.modificationTime() for entry in sink.fileLog().allFiles()}
+
+
 def uncommitted_files(spark: SparkSession, table: Path) -> list[Path]:
     """Data files that no committed batch, and no rebuild, wrote (see the module docstring for the horizon)."""
-    logged = ParquetSink(spark, str(table), []).logged_files()
+    logged = logged_files(spark, table)
     if logged:
         horizon = min(logged.values())
     else:
@@ -85,26 +92,3 @@ def move_aside(table: Path, files: list[Path], target: Path) -> None:
         if checksum.exists():
             shutil.move(checksum, moved.with_name(checksum.name))
         log.info("moved %s -> %s", file, moved)
-
-
-def sweep_lake(spark: SparkSession, lake: Lake) -> dict[str, int]:
-    """Sweep the events table (the quarantine is an Iceberg table: a file no snapshot names is none of its rows); the
-    caller must hold the lake lock."""
-    stamp = datetime.now(tz=UTC).strftime("%Y%m%dT%H%M%SZ")
-    return {EVENTS: len(sweep_table(spark, lake, EVENTS, stamp))}
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = cli.parser("sweep", __doc__)
-    cli.add_lake(parser)
-    parser.add_argument("--wait-seconds", type=float, default=0, help="wait this long for a running ingest to finish")
-    args = parser.parse_args(argv)
-    cli.existing_lake(parser, args)
-    return cli.run(lambda: sweep(Lake.at(args.lake), args.wait_seconds))
-
-
-def sweep(lake: Lake, wait_seconds: float) -> int:
-    with LakeLock(lake, "a sweep", wait_seconds=wait_seconds):
-        moved = sweep_lake(spark_session("cloudtrail_sweep"), lake)
-    log.info("sweep done: %s", ", ".join(f"{n} files moved aside from {t}" for t, n in moved.items()))
-    return cli.OK

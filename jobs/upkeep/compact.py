@@ -37,7 +37,7 @@ from pyspark.sql import functions as F
 
 from jobs import cli, options
 from jobs.iceberg.catalog import open_catalog
-from jobs.lake import EVENTS, Lake, partition
+from jobs.lake import Lake
 from jobs.ledger.store import verified_checkpoint
 from jobs.lock import LakeLock
 from jobs.quality import gate
@@ -46,12 +46,14 @@ from jobs.records.schema import EVENTS_DATA_SCHEMA
 from jobs.spark.session import JobSession, spark_session
 from jobs.tables import partitions
 from jobs.tables.events import date_files, event_dates
-from jobs.tables.staging import Staging
-from jobs.tables.sweep import sweep_lake
+from jobs.tables.events_table import EventsTable
+from jobs.tables.tables_of_record import held_batches
 from jobs.upkeep import retention
 
 log = logging.getLogger("cloudtrail_compact")
 
+# A compaction's snapshot names its run.
+COMPACTION = "cloudtrail.compaction"
 TARGET_SIZE = "128m"
 
 
@@ -149,17 +151,17 @@ def compacted(rows: DataFrame, files: int) -> DataFrame:
     return rows.repartitionByRange(files, *order).sortWithinPartitions(*order)
 
 
-def same_rows(spark: SparkSession, old: list[Path], new: Path) -> bool:
-    """The compacted partition holds what the old files held: as many rows, and as many distinct eventIDs."""
-    counts = [rows.agg(F.count(F.lit(1)), F.count_distinct("eventID")).first() for rows in (rows_of(spark, old), rows_of(spark, [new]))]
+def same_rows(spark: SparkSession, old: list[Path], new: list[Path]) -> bool:
+    """The compacted date holds what the old files held: as many rows, and as many distinct eventIDs."""
+    counts = [rows.agg(F.count(F.lit(1)), F.count_distinct("eventID")).first() for rows in (rows_of(spark, old), rows_of(spark, new))]
     return counts[0] == counts[1]
 
 
 def compact(config: CompactConfig, session: JobSession, today: date) -> dict[str, object]:
-    """Under the lake lock: the checkpoint checked, sweep, plan, write each date's new files, check them, swap them in."""
-    verified_checkpoint(config.lake)  # a sweep on tables and a checkpoint that disagree would move committed files
+    """Under the lake lock: the checkpoint checked, plan, write each date's new files, check them, commit them."""
+    verified_checkpoint(config.lake, held_batches(config.lake))  # tables and a checkpoint that disagree: refused
     spark = session()
-    sweep_lake(spark, config.lake)  # debris of a crashed ingest must not become part of a compacted date
+    events = EventsTable(spark, config.lake)
     summary: dict[str, object] = {"dry_run": config.dry_run}
     if config.retain is not None:  # before planning: a date dropped is not compacted
         before = days_before(today, config.retain)
@@ -171,21 +173,24 @@ def compact(config: CompactConfig, session: JobSession, today: date) -> dict[str
         expired = retention.expired_dates(config.lake, tables, before)
         summary["retired"] = {"before": str(before), "dates": [str(day) for day in expired]}
         if expired and not config.dry_run:
-            retention.retire(config.lake, tables, config.run_id, expired)
+            retention.retire(events, tables, config.run_id, expired)
     dates = plan_compaction(config, today)
     summary["dates"] = {str(p.event_date): p.summary() for p in dates}
     if config.dry_run or not dates:
         return summary
-    staging = Staging(config.lake, config.run_id)
-    checked = True
+    tag, checked, staged = f"compact-{config.run_id}", True, []
     for day in dates:
-        staged = partition(staging.table(EVENTS), day.event_date)
-        compacted(rows_of(spark, list(day.files)), day.needed).write.mode("overwrite").parquet(str(staged))
-        checked = checked and same_rows(spark, list(day.files), staged)
+        files = events.stage_date(compacted(rows_of(spark, list(day.files)), day.needed), tag, day.event_date)
+        checked = checked and same_rows(spark, list(day.files), [Path(file) for file in files])
+        staged += files
     days = [str(p.event_date) for p in dates]
     index = gate.validated(config.lake)
     passed = [day for day, value in gate.fingerprints(config.lake, days).items() if index.get(day, {}).get("fingerprint") == value]
-    summary["swapped"] = staging.publish(checked, {EVENTS: [p.event_date for p in dates]})
+    if checked:
+        events.replace_dates(days, staged, {COMPACTION: config.run_id})
+    else:
+        events.discard(tag)
+    summary["swapped"] = checked
     if summary["swapped"] and passed:  # the same rows as the files a gate passed: still passed (a publish takes them)
         gate.record_validated(config.lake, gate.fingerprints(config.lake, passed), f"{config.run_id}.compact")
     return summary

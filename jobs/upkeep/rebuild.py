@@ -1,4 +1,4 @@
-"""Rebuild event-date partitions from the landing files, and swap them in atomically.
+"""Rebuild event dates from the landing files, and commit them to the events table in one snapshot.
 
 Run it with either of:
 
@@ -6,27 +6,25 @@ Run it with either of:
     python -m jobs.rebuild --landing DIR --lake DIR --from-date YYYY-MM-DD --to-date YYYY-MM-DD [--dry-run]
     python -m jobs.rebuild --lake DIR --rollback TAG
 
-For each date, the files that may hold its events are those the table's partition names in
-_source_file, those delivered in that day's folder and the de-duplication horizon's folders
-after it, and those the ingest job found late events of that date in. Of these, the files
-the stream has read (jobs/ledger/planner.py) are read again with the ingest transforms; files it has
-not read yet are left to it, and rows of files that cannot be read again (deleted from the
-landing zone, or changed and waiting for the stream) are kept from the old partition. Each
-eventID is kept once. The quarantine rows of the files read are rebuilt with them.
+For each date, the files that may hold its events are those its rows name in _source_file, those delivered in that
+day's folder and the de-duplication horizon's folders after it, and those the ingest job found late events of that
+date in. Of these, the files the stream has read (jobs/ledger/planner.py) are read again with the ingest transforms;
+files it has not read yet are left to it, and rows of files that cannot be read again (deleted from the landing
+zone, or changed and waiting for the stream) are kept from the old rows. Each eventID is kept once. The quarantine
+rows of the files read are rebuilt with them.
 
-The new partitions pass the critical quality suite before anything is swapped; then each
-replaces the live one atomically (jobs/tables/partitions.py) and the old one stays under
-<lake>/_replaced/events/<tag>/ for --keep-replaced; the quarantine's reasons that change are one Iceberg
-snapshot, staged before the swap and made current after it (jobs/tables/quarantine_table.py). The tag is the run id
-(with a suffix when the same run rebuilds again); --rollback TAG puts the old partitions and reasons back. Runs under the lake
-lock, waiting for it (--lock-wait). --dry-run lists per date the files and bytes it would
-read and an estimate of the time, and writes nothing.
-A date that held rows (in its partition, or written by an ingest run when its partition is lost) and would be
-rebuilt with none is refused, nothing swapped, unless --allow-empty: its landing files were not found.
-With an s3:// --landing the files are read from the lake's landing cache, and those whose local copies are gone
-are fetched from the bucket again first (a dry run lists them as missing, and fetches nothing).
+The new files are written under the table's data folder by the run's tag and pass the critical quality suite; then
+one snapshot of the branch `ingest` replaces the dates' files (jobs/tables/events_table.py); the quarantine's reasons
+that change are one Iceberg snapshot, staged before it and made current after (jobs/tables/quarantine_table.py). The
+tag is the run id (with a suffix when the same run rebuilds again); --rollback TAG undoes both, while the snapshots
+they replaced are kept (the publish's --expire-after). Runs under the lake lock, waiting for it (--lock-wait).
+--dry-run lists per date the files and bytes it would read and an estimate of the time, and writes nothing.
+A date that held rows and would be rebuilt with none is refused, nothing committed, unless --allow-empty: its
+landing files were not found. With an s3:// --landing the files are read from the lake's landing cache, and those
+whose local copies are gone are fetched from the bucket again first (a dry run lists them as missing).
 Report: <lake>/reports/rebuild/<tag>.json. Exit codes (jobs/cli.py): 0 done, 1 the gate failed (nothing
-swapped) or the run failed, 2 bad arguments, an unsettled checkpoint or dates it would empty, 75 the lake stayed busy.
+committed) or the run failed, 2 bad arguments, an unsettled checkpoint, dates it would empty or a rollback of
+nothing, 75 the lake stayed busy.
 """
 
 from __future__ import annotations
@@ -37,7 +35,6 @@ import logging
 import os
 import shutil
 import time
-from collections import Counter
 from dataclasses import asdict
 from datetime import date, timedelta
 from typing import Any
@@ -46,7 +43,6 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs import cli, options
-from jobs.iceberg.embedded import registered
 from jobs.lake import EVENT_DATE, EVENTS, QUARANTINE, REASON, Lake
 from jobs.landing.bucket import BucketLanding, is_bucket
 from jobs.ledger.store import MANIFEST_DDL, Entry
@@ -57,15 +53,26 @@ from jobs.records.dedup import Dedup, keep_first_copy
 from jobs.records.rows import split_quarantine, stamp_ingest_time
 from jobs.records.schema import EVENTS_SCHEMA, QUARANTINE_SCHEMA
 from jobs.records.transforms import read_records
-from jobs.reporting.report import PartitionStats, RebuildReport, now_iso, written_batches
+from jobs.reporting.report import PartitionStats, RebuildReport, now_iso, read_report
 from jobs.spark.logs import local_path
 from jobs.spark.session import spark_session
 from jobs.tables import partitions
-from jobs.tables.events import events_of_dates
+from jobs.tables.events import REBUILD, STAGED_QUARANTINE, events_of_dates, rebuild_tags
+from jobs.tables.events_table import EventsTable
 from jobs.tables.quarantine_repair import publish_staged
 from jobs.tables.quarantine_table import STAGED, QuarantineTable
+from jobs.tables.record_table import RollbackRefused
 from jobs.tables.staging import Staging
-from jobs.upkeep.rebuild_plan import DateRebuild, RebuildConfig, dry_run_summary, plan_rebuild, unreadable_sources
+from jobs.tables.tables_of_record import RecordTables, finish_rebuild
+from jobs.upkeep.rebuild_plan import (
+    DateRebuild,
+    EmptiedDates,
+    RebuildConfig,
+    dry_run_summary,
+    emptied_dates,
+    plan_rebuild,
+    unreadable_sources,
+)
 
 log = logging.getLogger("rebuild")
 
@@ -165,24 +172,6 @@ def rebuilt_quarantine(table: QuarantineTable, records: DataFrame, dates: list[d
     return kept.unionByName(new), reasons
 
 
-class EmptiedDates(RuntimeError):
-    """Dates that held rows would be rebuilt with none: their landing files were not found, and nothing was swapped."""
-
-
-def rows_ingested(lake: Lake) -> Counter[str]:
-    """Per event date, the rows the ingest runs wrote into it (their reports): what a date held, its partition lost or not."""
-    written: Counter[str] = Counter()
-    for _, batch in written_batches(lake):
-        written.update(batch.get("rows_written_per_event_date") or {})
-    return written
-
-
-def emptied_dates(lake: Lake, before: dict[str, int], after: dict[str, int], dates: list[str]) -> list[str]:
-    """The dates that held rows (in their partition now, or written by an ingest run) and would hold none."""
-    ingested = rows_ingested(lake) if any(not after.get(day) for day in dates) else Counter()
-    return [day for day in dates if not after.get(day) and (before.get(day) or ingested[day])]
-
-
 def purge_replaced(lake: Lake, keep: timedelta) -> None:
     """Delete replaced partitions older than `keep` (a rollback is possible until then)."""
     cutoff = time.time() - keep.total_seconds()
@@ -195,7 +184,8 @@ def purge_replaced(lake: Lake, keep: timedelta) -> None:
 def free_tag(lake: Lake, run_id: str) -> str:
     """The run id, or the run id with a suffix when that run has rebuilt before (an Airflow retry)."""
     tags = (run_id, *(f"{run_id}.{n}" for n in range(1, 1000)))
-    return next(t for t in tags if not lake.replaced_by_run(lake.events, t).exists())
+    taken = rebuild_tags(lake)
+    return next(t for t in tags if t not in taken)
 
 
 def partition_stats(
@@ -214,18 +204,18 @@ def partition_stats(
 
 
 def rebuild(config: RebuildConfig, spark: SparkSession, plans: list[DateRebuild], report: RebuildReport) -> bool:
-    """Build, check and swap in the partitions of `plans`; False when the gate failed (nothing swapped)."""
+    """Build, check and commit the dates of `plans`; False when the gate failed (nothing committed)."""
     from jobs.quality import validate_events  # imports GX only when a rebuild gets this far
 
     lake, tag = config.layout, report.tag
-    staging = Staging(lake, tag)
+    staging, events_table = Staging(lake, tag), EventsTable(spark, lake)
     files = sorted({entry.path: entry for p in plans for entry in p.files}.values(), key=lambda e: e.path)
     dates = [p.event_date for p in plans]
     # Rows say the rebuild wrote them: the gate's run check compares the ingest run's rows with its report.
     records = records_of(spark, files, f"rebuild:{tag}").persist()
     old = events_of_dates(spark, lake, config.dates)
     candidates, events = rebuilt_events(records, old, plans, config.dedup)
-    staged_events = staging.write(EVENTS, layout.ordered(events, EVENT_DATE))
+    staged_events, staged_files = events_table.stage(layout.ordered(events, EVENT_DATE), tag)
     quarantine_table = QuarantineTable(spark, lake)
     quarantine, reasons = rebuilt_quarantine(quarantine_table, records, dates)
     staged_quarantine = staging.write(QUARANTINE, quarantine) if quarantine is not None else None  # before records go
@@ -252,22 +242,32 @@ def rebuild(config: RebuildConfig, spark: SparkSession, plans: list[DateRebuild]
         passed = report.gate == "passed"
     report.quarantine_partitions_replaced = sorted(reasons)
     emptied = [] if config.allow_empty else emptied_dates(lake, figures["rows_before"], figures["rows_after"], [str(d) for d in dates])
+    if emptied or not passed:
+        staging.discard()
+        events_table.discard(tag)
     if emptied:
-        staging.publish(False, {})
         raise EmptiedDates(
             f"event dates {', '.join(emptied)} held rows and would be rebuilt with none: none of their landing files was found "
-            f"under {config.landing} (is it the landing zone these rows came from?). Nothing was swapped; "
+            f"under {config.landing} (is it the landing zone these rows came from?). Nothing was committed; "
             "--allow-empty rebuilds them empty"
         )
-    # The quarantine's change is staged first and made current once the events are swapped: the swap's journal says so.
-    then = {STAGED: quarantine_table.stage(staged_quarantine, sorted(reasons), tag)} if passed and staged_quarantine is not None else None
-    swapped = staging.publish(passed, {EVENTS: dates}, then)
-    if swapped:  # the partitions swapped in are the files this gate passed: what a publish may take (jobs/publishing/command.py)
-        if then:
-            publish_staged(lake, then)
-            partitions.close(lake, tag)
-        record_validated(lake, fingerprints(lake, [str(day) for day in dates]), f"{tag}.rebuild")
-    return swapped
+    if passed:
+        committed(RecordTables(events_table, quarantine_table), tag, dates, staged_files, staged_quarantine, reasons)
+    staging.discard()  # the quarantine's staged copy goes
+    return passed
+
+
+def committed(tables: RecordTables, tag: str, dates: list[date], files: list[str], quarantine: DataFrame | None, reasons: set[str]) -> None:
+    """The rebuild's dates replaced in one snapshot of the events; the quarantine's change staged first and made current
+    once the events' commit names it (the next command finishes a rebuild that dies between:
+    jobs/tables/tables_of_record.py). The files committed are those its gate passed: what a publish may take."""
+    lake, summary = tables.events.lake, {REBUILD: tag}
+    if quarantine is not None:
+        summary[STAGED_QUARANTINE] = str(tables.quarantine.stage(quarantine, sorted(reasons), tag))
+    tables.events.replace_dates(dates, files, summary)
+    if STAGED_QUARANTINE in summary:
+        publish_staged(lake, {STAGED: summary[STAGED_QUARANTINE]})
+    record_validated(lake, fingerprints(lake, [str(day) for day in dates]), f"{tag}.rebuild")
 
 
 def run(config: RebuildConfig, session: Any) -> RebuildReport:
@@ -277,6 +277,7 @@ def run(config: RebuildConfig, session: Any) -> RebuildReport:
     report = RebuildReport(config.run_id, free_tag(lake, config.run_id), now_iso(), dates, dry_run=config.dry_run)
     try:
         partitions.recover(lake, functools.partial(publish_staged, lake))
+        finish_rebuild(lake)
         plans = plan_rebuild(config)
         summary = dry_run_summary(plans)
         if config.dry_run:
@@ -310,10 +311,18 @@ def rollback(config: RebuildConfig) -> int:
     lake, tag = config.layout, str(config.rollback)
     with LakeLock(lake, "a rollback", wait_seconds=config.lock_wait):
         partitions.recover(lake, functools.partial(publish_staged, lake))
-        restored = partitions.rollback(lake, tag, [lake.events])
-        if registered(lake, QUARANTINE) is not None and QuarantineTable(spark_session("cloudtrail_rebuild"), lake).roll_back(tag):
-            restored.append(f"{QUARANTINE} (the reasons it replaced)")
-    log.info("rolled back %d partitions to their versions before %s: %s", len(restored), tag, restored)
+        finish_rebuild(lake)
+        spark = spark_session("cloudtrail_rebuild")
+        restored = [name for name, table in ((EVENTS, EventsTable), (QUARANTINE, QuarantineTable)) if table(spark, lake).roll_back(tag)]
+    if not restored:
+        report = read_report(lake.rebuild_report(tag))
+        why = (
+            f"its snapshots expired (--expire-after of the publish) or it changed nothing (status {report.get('status')})"
+            if report
+            else "no rebuild ran with that tag"
+        )
+        raise RollbackRefused(f"no table holds a change of rebuild {tag}: {why}; nothing rolled back")
+    log.info("rolled back what %s changed in %s", tag, restored)
     return cli.OK
 
 
@@ -328,7 +337,7 @@ def rebuild_dates(config: RebuildConfig) -> int:
         log.error("%s", report.error)
         return cli.USAGE
     if report.status == "gate_failed":
-        log.error("the rebuilt partitions failed the critical suite: nothing was swapped; the old partitions stay")
+        log.error("the rebuilt dates failed the critical suite: nothing was committed; the old rows stay")
         return cli.FAILED
     log.info("rebuild %s %s in %.1f s: %s", report.tag, report.status, report.seconds, report.partitions)
     return cli.OK

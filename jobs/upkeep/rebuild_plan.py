@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections import Counter
 from dataclasses import dataclass
 from datetime import date, timedelta
 from pathlib import Path
@@ -19,10 +20,12 @@ from jobs.landing.layout import day_folders, delivery_date, log_files_in, relati
 from jobs.ledger.state import known_files, read_files
 from jobs.ledger.store import Entry, late_files, verified_checkpoint
 from jobs.records.dedup import Dedup
+from jobs.reporting.report import written_batches
 from jobs.spark.checkpoint import CheckpointSnapshot
 from jobs.spark.logs import CheckpointError, local_path, source_file
 from jobs.tables.events import date_files
 from jobs.tables.sources import landing_files
+from jobs.tables.tables_of_record import held_batches
 
 log = logging.getLogger("rebuild")
 
@@ -84,7 +87,7 @@ def source_files(lake: Lake, day: date) -> set[str]:
 def plan_rebuild(config: RebuildConfig) -> list[DateRebuild]:
     """Which files each date is rebuilt from (reads metadata only: the ledger, folder listings, one column)."""
     lake = config.layout
-    checkpoint = verified_checkpoint(lake)
+    checkpoint = verified_checkpoint(lake, held_batches(lake))
     if checkpoint.commit.batch_id is not None and not checkpoint.settled:
         raise CheckpointError(
             f"an ingest run on {lake.root} has not finished (batch {checkpoint.planned_batch_id} is planned, not settled): "
@@ -144,3 +147,21 @@ def dry_run_summary(plans: list[DateRebuild]) -> dict[str, Any]:
         "bytes": size,
         "estimated_seconds": round(FIXED_SECONDS + size / BYTES_PER_SECOND),
     }
+
+
+class EmptiedDates(RuntimeError):
+    """Dates that held rows would be rebuilt with none: their landing files were not found, and nothing was committed."""
+
+
+def rows_ingested(lake: Lake) -> Counter[str]:
+    """Per event date, the rows the ingest runs wrote into it (their reports): what a date held, its partition lost or not."""
+    written: Counter[str] = Counter()
+    for _, batch in written_batches(lake):
+        written.update(batch.get("rows_written_per_event_date") or {})
+    return written
+
+
+def emptied_dates(lake: Lake, before: dict[str, int], after: dict[str, int], dates: list[str]) -> list[str]:
+    """The dates that held rows (in their partition now, or written by an ingest run) and would hold none."""
+    ingested = rows_ingested(lake) if any(not after.get(day) for day in dates) else Counter()
+    return [day for day in dates if not after.get(day) and (before.get(day) or ingested[day])]

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -44,19 +43,21 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from jobs import cli
-from jobs.lake import EVENTS, QUARANTINE, Lake, in_table
+from jobs.lake import EVENTS, QUARANTINE, Lake
 from jobs.landing.layout import relative
 from jobs.ledger.store import read_manifest
 from jobs.lock import LakeLock
 from jobs.reporting.report import written_batches
 from jobs.spark.checkpoint import forget_batch
-from jobs.spark.logs import CheckpointError, last_commit, planned_batch_id, read_source_log, sink_batch, source_offset
+from jobs.spark.logs import CheckpointError, last_commit, local_path, planned_batch_id, read_source_log, source_offset
 from jobs.spark.session import spark_session
-from jobs.spark.state import WRITTEN_BY_BATCH, SinkRollback, missing_for_rollback, rollback_checkpoint, sink_rollback
+from jobs.spark.state import WRITTEN_BY_BATCH, missing_for_rollback, rollback_checkpoint
+from jobs.tables.events import all_files, events_batch
+from jobs.tables.events_table import EventsTable
 from jobs.tables.quarantine_files import quarantine_batch
 from jobs.tables.quarantine_repair import QuarantineRollback
+from jobs.tables.record_table import ROLLBACK
 from jobs.tables.sources import RUN_COLUMN, landing_files
-from jobs.tables.sweep import table_files
 from jobs.upkeep.repair_ledger import plan_ledger
 
 log = logging.getLogger("cloudtrail_repair")
@@ -127,7 +128,7 @@ def plan_checkpoint(lake: Lake, landing: Path) -> CheckpointRepair | None:
     committed = last_commit(lake.checkpoint).batch_id
     if committed is None:
         return None
-    held = [sink_batch(lake.events), quarantine_batch(lake)]
+    held = [events_batch(lake), quarantine_batch(lake)]
     through = min(-1 if batch is None else batch for batch in held)
     if through >= committed:
         return None
@@ -157,8 +158,8 @@ def behind_summary(behind: CheckpointRepair | None) -> dict[str, object]:
 
 @dataclass(frozen=True)
 class TableRepair:
-    rollback: SinkRollback
-    files: list[Path]  # the data files of the later batches, where they are now
+    through: int
+    files: list[Path]  # the data files of the later batches
     # Files that name no batch (a compaction's, a rebuild's) holding rows of the later batches: those rows go.
     mixed: dict[Path, int]
     runs: frozenset[str]  # the ingest runs that wrote the later batches
@@ -168,10 +169,10 @@ def plan_repair(lake: Lake, planned: int | None) -> dict[str, TableRepair | Quar
     """Per table ahead of the checkpoint, how to roll it back to the checkpoint's last planned batch (`planned`)."""
     through = -1 if planned is None else planned
     found: dict[str, TableRepair | QuarantineRollback] = {}
-    rollback = sink_rollback(lake.events, through)
-    if rollback is not None:
-        runs = later_runs(lake, through)
-        found[EVENTS] = TableRepair(rollback, later_files(lake.events, rollback), *mixed_files(lake.events, *runs))
+    held = events_batch(lake)
+    if held is not None and held > through:
+        files = sorted(all_files(lake))
+        found[EVENTS] = TableRepair(through, later_files(files, through), *mixed_files(files, *later_runs(lake, through)))
     quarantine = QuarantineRollback.plan(lake, through, later_runs(lake, through)[0])
     if quarantine is not None:
         found[QUARANTINE] = quarantine
@@ -188,11 +189,11 @@ def later_runs(lake: Lake, through: int) -> tuple[frozenset[str], frozenset[str]
     return frozenset(later), frozenset(run_id for run_id in later if min(batches[run_id]) <= through)
 
 
-def mixed_files(table: Path, runs: frozenset[str], both: frozenset[str]) -> tuple[dict[Path, int], frozenset[str]]:
-    """The table's data files that name no batch and hold rows the later batches' runs wrote, with how many. A run that
-    wrote batches on both sides of the checkpoint cannot be told apart there: CheckpointError."""
+def mixed_files(files: list[Path], runs: frozenset[str], both: frozenset[str]) -> tuple[dict[Path, int], frozenset[str]]:
+    """The data files among `files` that name no batch and hold rows the later batches' runs wrote, with how many. A run
+    that wrote batches on both sides of the checkpoint cannot be told apart there: CheckpointError."""
     mixed = {}
-    for path in sorted(table_files(table)):
+    for path in files:
         if WRITTEN_BY_BATCH.search(path.name) or not runs:
             continue
         column = pq.read_table(path, columns=[RUN_COLUMN]).column(RUN_COLUMN).to_pylist()
@@ -208,15 +209,10 @@ def mixed_files(table: Path, runs: frozenset[str], both: frozenset[str]) -> tupl
     return mixed, runs
 
 
-def later_files(table: Path, rollback: SinkRollback) -> list[Path]:
-    """The data files of the batches after `rollback.through`: those the log lists, and those that aged out of it
-    (TableWriter's names carry the batch); with no batch kept, every data file of the table."""
-    files = {table / in_table(path) for path in rollback.later}  # the log names the path the lake had then
-    for path in table_files(table):
-        marked = WRITTEN_BY_BATCH.search(path.name)
-        if rollback.through < 0 or (marked and int(marked[1]) > rollback.through):
-            files.add(path)
-    return sorted(path for path in files if path.exists())
+def later_files(files: list[Path], through: int) -> list[Path]:
+    """The data files among `files` of the batches after `through` (TableWriter's names carry the batch); with no batch
+    kept, every one."""
+    return [path for path in files if through < 0 or ((marked := WRITTEN_BY_BATCH.search(path.name)) and int(marked[1]) > through)]
 
 
 def check_landing(found: dict[str, TableRepair | QuarantineRollback], landing: Path) -> None:
@@ -238,45 +234,38 @@ def check_landing(found: dict[str, TableRepair | QuarantineRollback], landing: P
 
 
 def apply(lake: Lake, found: dict[str, TableRepair | QuarantineRollback]) -> None:
-    """The events' log first, then its later data files aside: a repair that dies between them leaves files the next sweep
-    moves; then the quarantine's later batches, in one snapshot."""
+    """Each table put back, in one snapshot: the events' later data files out, the files naming no batch rewritten
+    without the later runs' rows; the quarantine's later batches out."""
     tag = "repair-" + datetime.now(tz=UTC).strftime("%Y%m%dT%H%M%S%fZ")
     for name, repair in found.items():
         if isinstance(repair, QuarantineRollback):
             repair.apply(lambda: spark_session("cloudtrail_repair"))
             log.info("%s rolled back to batch %d: %d data files of the later batches left it", name, repair.through, len(repair.files))
             continue
-        table, aside = lake.table(name), lake.replaced(lake.table(name), tag)
-        repair.rollback.apply()
-        for path in repair.files:
-            moved = aside / path.relative_to(table)
-            moved.parent.mkdir(parents=True, exist_ok=True)
-            shutil.move(path, moved)
-        for path in repair.mixed:
-            without_runs(path, repair.runs, aside / path.relative_to(table))
+        events = EventsTable(spark_session("cloudtrail_repair"), lake)
+        folder = Path(local_path(events.data_folder)) / tag
+        rewritten = [str(without_runs(path, repair.runs, folder / path.parent.name / path.name)) for path in repair.mixed]
+        gone = [str(path) for path in [*repair.files, *repair.mixed]]
+        events.commit(events.java(), rewritten, gone, {ROLLBACK: f"batch {repair.through}"}, str(repair.through))
         log.info(
-            "%s rolled back to batch %d: %d data files moved to %s, the later batches' rows taken out of %d files",
-            name, repair.rollback.through, len(repair.files), aside, len(repair.mixed),
+            "%s rolled back to batch %d: %d data files of the later batches left it, their rows taken out of %d more",
+            name, repair.through, len(repair.files), len(repair.mixed),
         )  # fmt: skip
 
 
-def without_runs(path: Path, runs: frozenset[str], aside: Path) -> None:
-    """Rewrite a data file without the rows `runs` wrote, under the same name (its partition's marker lists it); the
-    old file is copied to `aside` first."""
-    aside.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(path, aside)
+def without_runs(path: Path, runs: frozenset[str], target: Path) -> Path:
+    """A data file's rows but those `runs` wrote, written to `target`."""
+    target.parent.mkdir(parents=True, exist_ok=True)
     rows = pq.read_table(path)
     kept = rows.filter(pc.invert(pc.is_in(rows[RUN_COLUMN], value_set=pa.array(sorted(runs), pa.string()))))
-    partial = path.with_name(f".{path.name}.partial")
-    pq.write_table(kept, partial, compression="zstd")
-    partial.replace(path)
-    path.with_name(f".{path.name}.crc").unlink(missing_ok=True)  # Hadoop checks a file against its checksum when one is there
+    pq.write_table(kept, target, compression="zstd")
+    return target
 
 
 def summary(found: dict[str, TableRepair | QuarantineRollback]) -> dict[str, object]:
     return {
         name: {
-            "back_to_batch": repair.rollback.through if isinstance(repair, TableRepair) else repair.through,
+            "back_to_batch": repair.through,
             "data_files": len(repair.files),
             "rows_out_of_files_naming_no_batch": sum(repair.mixed.values()) if isinstance(repair, TableRepair) else 0,
             "landing_files": len(landing_files(name, [Path(f) for f in repair.files])),

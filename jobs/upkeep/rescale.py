@@ -38,6 +38,7 @@ from jobs.records.dedup import Dedup, drop_copies
 from jobs.spark.logs import CheckpointError, state_folder
 from jobs.spark.session import STREAM_CONF, JobSession, spark_session, stop_state_stores
 from jobs.spark.state import set_state_partitions, state_partitions, state_version_files
+from jobs.tables.tables_of_record import held_batches
 
 # The rescale's note's format (jobs/files.py's `record_body`): 1 since it named one.
 NOTE_FORMAT = 1
@@ -198,7 +199,7 @@ def rescale_state(config: RescaleConfig, session: JobSession) -> int:
         log.warning("finishing rescale %s of %s to %d partitions", noted.run_id, config.lake.root, noted.partitions)
         swap(noted)
         return cli.OK if noted.partitions == config.partitions else rescale_state(config, session)
-    checkpoint = verified_checkpoint(config.lake)
+    checkpoint = verified_checkpoint(config.lake, held_batches(config.lake))
     if checkpoint.commit.batch_id is None:
         log.info("%s has no state yet: its first ingest run takes --state-partitions %d", config.lake.root, config.partitions)
         return cli.OK

@@ -13,14 +13,16 @@ dropped here.
 from __future__ import annotations
 
 import logging
-import shutil
 from datetime import date, datetime
 from typing import Any
 
 from jobs.iceberg.catalog import NAMESPACE, TABLE_NAMES, existing_table
-from jobs.lake import DERIVED, EVENT_DAY, EVENTS, PARTITION_COLUMNS, Lake, event_day
+from jobs.lake import DERIVED, EVENT_DAY, PARTITION_COLUMNS, Lake, event_day
 from jobs.tables.events import event_dates
-from jobs.tables.staging import Staging
+from jobs.tables.events_table import EventsTable
+
+# A retention's snapshots name its run.
+RETAIN_RUN = "cloudtrail.retain-run"
 
 log = logging.getLogger("retention")
 
@@ -52,14 +54,12 @@ def expired_dates(lake: Lake, tables: dict[str, Any], before: date) -> list[date
     return sorted(day for day in found if day < before)
 
 
-def retire(lake: Lake, tables: dict[str, Any], run_id: str, dates: list[date]) -> None:
-    """Drop `dates` from every dated table (under the lake lock): each events partition swapped out, then deleted; the
-    derived `tables`' rows of those dates deleted in one snapshot per table."""
-    tag = f"{run_id}.retain"
-    Staging(lake, tag).publish(True, {EVENTS: dates})
-    shutil.rmtree(lake.replaced_by_run(lake.events, tag), ignore_errors=True)
+def retire(events: EventsTable, tables: dict[str, Any], run_id: str, dates: list[date]) -> None:
+    """Drop `dates` from every dated table (under the lake lock): the events' in one snapshot on each branch, the
+    derived `tables`' rows of those dates in one snapshot per table."""
+    events.drop_dates(dates, {RETAIN_RUN: run_id})
     for name, table in tables.items():
         column = PARTITION_COLUMNS[name][-1]
         values = ", ".join(f"'{event_day(day) if column == EVENT_DAY else day}'" for day in dates)  # dates: nothing to escape
-        table.delete(f"{column} IN ({values})", snapshot_properties={"cloudtrail.retain-run": run_id})
+        table.delete(f"{column} IN ({values})", snapshot_properties={RETAIN_RUN: run_id})
     log.info("dropped %d event dates older than the lake keeps: %s", len(dates), ", ".join(map(str, dates)))

@@ -202,7 +202,6 @@ def _checkpoint(health: status.CheckpointHealth) -> str:
         ["de-duplication watermark", status.format_time(health.watermark)],
         ["state store", f"{health.state_bytes / 1e6:.1f} MB"],
         ["source log", f"{health.source_log_bytes / 1e3:.0f} KB in {health.source_log_files} files"],
-        *[[f"{table} sink log", f"{size / 1e3:.0f} KB"] for table, size in health.sink_log_bytes.items()],
         ["ledger manifests", str(health.manifests)],
     ]
     return pages.table(["", ""], rows)

@@ -14,7 +14,6 @@ import java.util.Map;
 import java.util.Objects;
 import java.util.UUID;
 import org.apache.hadoop.conf.Configuration;
-import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.mapreduce.Job;
 import org.apache.hadoop.mapreduce.JobID;
@@ -32,8 +31,6 @@ import org.apache.spark.sql.classic.Dataset;
 import org.apache.spark.sql.execution.datasources.OutputWriter;
 import org.apache.spark.sql.execution.datasources.OutputWriterFactory;
 import org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat;
-import org.apache.spark.sql.execution.streaming.sinks.FileStreamSinkLog;
-import org.apache.spark.sql.execution.streaming.sinks.SinkFileStatus;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.util.SerializableConfiguration;
 import scala.collection.immutable.Map$;
@@ -44,10 +41,10 @@ import scala.collection.immutable.Map$;
  * <p>Spark's file sink writes one table a job, so a batch with two outputs was computed once, cached,
  * and read three times (counted, then each table written). Here each task writes its rows to
  * Parquet files in the two tables' partition folders as they come, with a writer open per partition
- * (no sort), and counts them on the way. The files become part of a table only when {@link #commit}
- * lists them in that table's {@code _spark_metadata} log under the batch id, as Spark's file sink
- * does, with the same rule: a batch id is committed once. Files of a failed task or of an attempt
- * that never commits are the sweep's (jobs/tables/sweep.py), as the file sink's debris is.
+ * (no sort), and counts them on the way. The files become rows of a table only when the batch's
+ * Iceberg commit names them (jobs/tables/record_table.py), which records the batch id: a batch is
+ * committed once. Files of a failed task or of an attempt that never commits are no table's rows,
+ * and the publish's orphan removal deletes them (jobs/iceberg/upkeep.py).
  *
  * <p>Each input row (jobs/rows.py's WRITER_ROW, by position: the ROW_* ordinals below): the events row
  * (a struct of the table's data columns) or null, the quarantine row (likewise) or null, the event date
@@ -112,17 +109,6 @@ public final class TableWriter {
     } catch (IOException e) {
       throw new UncheckedIOException(e);
     }
-  }
-
-  /** List the files in the table's log under the batch id; false when that batch id is there already. */
-  public static boolean commit(FileStreamSinkLog log, long batchId, String[] paths, Configuration conf) throws IOException {
-    SinkFileStatus[] statuses = new SinkFileStatus[paths.length];
-    for (int i = 0; i < paths.length; i++) {
-      Path path = new Path(paths[i]);
-      FileStatus status = path.getFileSystem(conf).getFileStatus(path);
-      statuses[i] = SinkFileStatus.apply(status);
-    }
-    return log.add(batchId, statuses);
   }
 
   /** One table's output: where, its partition column, and a Parquet writer factory for its data columns. */

@@ -1,0 +1,74 @@
+"""The tables of record as they stand, read without Spark (the lake page, `make status`, the gate's fingerprints, a
+replay's plan, a repair's ledger): a table's current data files on its branch, and the newest ingest batch it holds,
+from its own metadata in the lake (jobs/iceberg/embedded.py: a moved lake's metadata read with its old root mapped).
+
+A table's files are read once per version of its metadata: a command that asks for many dates reads its manifests
+once.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from datetime import date, timedelta
+from pathlib import Path
+from typing import Any
+
+from jobs.iceberg.embedded import Registered, registered, static_table
+from jobs.lake import Lake
+from jobs.spark.logs import CheckpointError, local_path
+
+# The table property holding the newest ingest batch the table holds (written with each batch's commit).
+INGEST_BATCH = "cloudtrail.ingest-batch"
+EPOCH = date(1970, 1, 1)
+
+
+def record_files(lake: Lake, table: str, branch: str | None = None) -> dict[str, list[Path]]:
+    """Per partition value, the local data files a table of record holds on `branch` (None: main); empty before it exists."""
+    entry = registered(lake, table)
+    return {} if entry is None else _files(entry, str(lake.root), branch)
+
+
+@functools.lru_cache(maxsize=8)
+def _files(entry: Registered, root: str, branch: str | None) -> dict[str, list[Path]]:
+    lake = Lake.at(root)
+    read = static_table(lake, entry)
+    head = read.metadata.snapshot_by_name(branch) if branch else read.current_snapshot()
+    if head is None:
+        return {}
+    from pyiceberg.types import DateType
+
+    column = read.schema().find_field(read.spec().fields[0].source_id)
+    dated = isinstance(column.field_type, DateType)  # pyiceberg gives a date partition's value as days since 1970
+    found: dict[str, list[Path]] = {}
+    for task in read.scan(snapshot_id=head.snapshot_id).plan_files():
+        path = Path(local_path(entry.mapped(task.file.file_path, lake)))
+        value = task.file.partition[0]
+        found.setdefault(str(EPOCH + timedelta(days=value)) if dated else str(value), []).append(path)
+    return {value: sorted(files) for value, files in sorted(found.items())}
+
+
+def table_metadata(lake: Lake, table: str) -> dict[str, Any]:
+    """A table of record's current metadata file (JSON, Iceberg's spec: its refs, snapshots and properties), read as it
+    is: a run with nothing new imports no pyiceberg (and, through it, no pyarrow). Empty before the table exists; a file
+    that is gone or damaged is refused (CheckpointError), never read as a table without batches."""
+    entry = registered(lake, table)
+    if entry is None:
+        return {}
+    path = Path(local_path(entry.mapped(entry.metadata_location, lake)))
+    try:
+        found = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise CheckpointError(
+            f"{path}, the current metadata of the table {table}, cannot be read ({type(exc).__name__}): which batches the table "
+            f"holds is unknown. Refusing to start. Restore the whole lake from one backup (README, 'Recovering a checkpoint')."
+        ) from None
+    if not isinstance(found, dict):
+        raise CheckpointError(f"{path}, the current metadata of the table {table}, is no Iceberg metadata. Refusing to start.")
+    return found
+
+
+def table_batch(lake: Lake, table: str) -> int | None:
+    """The newest ingest batch a table of record holds (None: none or no table)."""
+    value = table_metadata(lake, table).get("properties", {}).get(INGEST_BATCH)
+    return None if value is None else int(value)
