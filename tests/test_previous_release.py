@@ -8,16 +8,19 @@ stays exact: each event once, the derived state under its job's name in the curr
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import tarfile
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from jobs.derived.state import STATE_FORMAT, built_dates
 from jobs.files import FORMAT
 from jobs.lake import ACTIVITY, ACTIVITY_HOURLY, EVENT_DATE, OCSF_API_ACTIVITY, Lake
+from jobs.publishing import command as publish
 from jobs.quality import gate
 from jobs.reporting.report import read_report
+from jobs.tables.events import all_files
 from tests.helpers import DAY, deliver, duckdb_rows, events_of, quarantine_rows, run_every_command, spark_table
 
 PREVIOUS = Path(__file__).parent / "fixtures" / "lake-93b517d.tar.gz"
@@ -70,3 +73,15 @@ def test_every_command_of_this_release_runs_on_a_lake_the_previous_one_wrote(spa
     assert set(gate.validated(layout)) >= {"2024-03-01", "2024-03-02", "2024-03-03", "2024-03-04"}
     published = read_report(layout.publish_report("last"))
     assert published is not None and published["status"] == "succeeded", published
+
+    # The folder's files the compaction and the rebuild took out of the table go with the publish's orphans once their
+    # snapshots expired; the files the table still names stay, and nothing else of the folder (its old logs) is touched.
+    folder_files = {path for path in layout.events.rglob("*.parquet") if not path.name.startswith(".")}
+    named = all_files(layout)
+    assert folder_files - named, "the compaction left folder files no snapshot of the branch ingest names"
+    later = datetime.now(tz=UTC) + timedelta(days=30)
+    config = dataclasses.replace(publish.parse_args(["--lake", str(lake), "--run-id", "orphans"]), expire_after=timedelta(0))
+    assert publish.publish_tables(config, later).status == "succeeded"
+    left = {path for path in layout.events.rglob("*.parquet") if not path.name.startswith(".")}
+    assert left == folder_files & named and (layout.events / "_spark_metadata").is_dir()
+    assert duckdb_rows(lake) == expected(range(4))

@@ -68,9 +68,10 @@ def referenced(table: Any) -> set[str]:
     return found
 
 
-def delete_orphans(table: Any, before: datetime, now: datetime) -> int:
+def delete_orphans(table: Any, before: datetime, now: datetime, registered_in: Path | None = None) -> int:
     """Delete the files under the table's location that nothing references and that are older than `before`, and
-    older than ORPHAN_FLOOR before `now` whatever `before` says."""
+    older than ORPHAN_FLOOR before `now` whatever `before` says; with `registered_in`, a folder whose data files were
+    registered in place (an earlier release's events folder), its data files too (and their checksums), not its logs."""
     from pyarrow import fs
     from pyiceberg.io.pyarrow import PyArrowFileIO
 
@@ -78,12 +79,18 @@ def delete_orphans(table: Any, before: datetime, now: datetime) -> int:
     scheme, netloc, rest = PyArrowFileIO.parse_location(table.location())  # a URI, or a plain path (the embedded catalog's)
     filesystem = table.io.fs_by_scheme(scheme, netloc)  # the catalog's own settings (an endpoint, keys)
     keep = {_without_scheme(path) for path in referenced(table)}
-    orphans = []
-    for info in filesystem.get_file_info(fs.FileSelector(rest, recursive=True, allow_not_found=True)):
-        if info.type == fs.FileType.File and info.path not in keep and info.mtime is not None and info.mtime < before:
-            orphans.append(info.path)
-    for path in orphans:
+    roots = [(rest, False), *([(str(registered_in), True)] if registered_in is not None else [])]
+    orphans: list[tuple[str, bool]] = []
+    for root, data_only in roots:
+        for info in filesystem.get_file_info(fs.FileSelector(root, recursive=True, allow_not_found=True)):
+            if data_only and (Path(info.path).suffix != ".parquet" or "/_" in info.path[len(root) :] or "/." in info.path[len(root) :]):
+                continue
+            if info.type == fs.FileType.File and info.path not in keep and info.mtime is not None and info.mtime < before:
+                orphans.append((info.path, data_only))
+    for path, data_only in orphans:
         filesystem.delete_file(path)
+        if data_only:  # Hadoop's checksum beside a registered folder's data file, which its listing passed over
+            Path(path).with_name(f".{Path(path).name}.crc").unlink(missing_ok=True)
     if orphans:
         log.info("%d files no snapshot references deleted from %s", len(orphans), table.location())
     return len(orphans)

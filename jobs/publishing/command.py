@@ -50,7 +50,7 @@ from jobs.iceberg.columns import conformed, with_partition_columns
 from jobs.iceberg.embedded import registered
 from jobs.lake import EVENTS, PARTITION_COLUMNS, QUARANTINE, Lake
 from jobs.publishing.gated import LocalFile, Published, derived_held_back, events_published
-from jobs.publishing.in_place import publish_in_place
+from jobs.publishing.in_place import publish_in_place, registered_folder
 from jobs.records import layout
 from jobs.reporting.report import now_iso, write_json
 from jobs.reporting.summary import publish_summary
@@ -270,10 +270,11 @@ def kept_quarantine(config: PublishConfig, now: datetime) -> TableOutcome:
 
 
 def _kept(table: Any, config: PublishConfig, outcome: TableOutcome, found: Published, now: datetime) -> TableOutcome:
-    """Expiry and orphan deletion, then the table's figures for the report."""
+    """Expiry and orphan deletion (in the events' registered folder too), then the table's figures for the report."""
     outcome.expired = upkeep.expire(table, now - config.expire_after)
     if upkeep.cleaning_due(config.lake.publish_state, table.location(), now):
-        outcome.orphans_deleted = upkeep.delete_orphans(table, now - config.orphan_grace, now)
+        legacy = registered_folder(table, config.lake) if _in_place(config) else None
+        outcome.orphans_deleted = upkeep.delete_orphans(table, now - config.orphan_grace, now, legacy)
         upkeep.cleaned(config.lake.publish_state, table.location(), now)
     snapshot = table.current_snapshot()
     outcome.snapshots = len(table.metadata.snapshots)

@@ -9,6 +9,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from jobs.lake import EVENTS, Lake
 from jobs.publishing.gated import Published
 from jobs.spark.logs import local_path
 from jobs.tables.events import INGEST
@@ -47,3 +48,12 @@ def publish_in_place(table: Any, found: Published, properties: dict[str, str]) -
             for data_file in added:
                 producer.append_data_file(data_file)
     return len(added), len(removed)
+
+
+def registered_folder(table: Any, lake: Lake) -> Path | None:
+    """The earlier release's events folder whose files the events table registered in place, for the orphan removal:
+    a file of it no snapshot names any more (compacted, rebuilt) is deleted like the table's own. None for another
+    table, and before the registration (the folder's files are then no snapshot's yet, and must stay)."""
+    if table.name()[-1] != EVENTS or INGEST not in table.metadata.refs or not lake.events.is_dir():
+        return None
+    return lake.events
