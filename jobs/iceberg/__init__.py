@@ -19,6 +19,7 @@ __all__ = [
     "cleaned",
     "cleaning_due",
     "conformed",
+    "commit_files",
     "current_files",
     "delete_orphans",
     "existing_table",

@@ -180,6 +180,21 @@ def current_files(table: Any) -> dict[str, Any]:
     return found
 
 
+def commit_files(table: Any, removed: list[Any], added: list[Any], properties: dict[str, str], merge: bool = False) -> None:
+    """`removed` out of the table and `added` into it, in one snapshot stating `properties` (an append when nothing goes:
+    merging its manifests with `merge`). Never replayed by pyiceberg: its retry of a commit another overtook adds the
+    same files again (a table of record's property allows retries, for its Java writers, whose commits replay safely),
+    so the caller computes its difference anew."""
+    table.metadata = table.metadata.model_copy(update={"properties": {**table.metadata.properties, "commit.retry.num-retries": "0"}})
+    with table.transaction() as tx:
+        update = tx.update_snapshot(snapshot_properties=properties)
+        with update.overwrite() if removed else update.merge_append() if merge else update.fast_append() as producer:
+            for data_file in removed:
+                producer.delete_data_file(data_file)
+            for data_file in added:
+                producer.append_data_file(data_file)
+
+
 class OwnedByAnotherLake(cli.Refused):
     """The table belongs to another lake: nothing of this lake is written to it."""
 

@@ -45,7 +45,17 @@ from typing import Any
 
 from jobs import cli, options
 from jobs.iceberg import upkeep
-from jobs.iceberg.catalog import NAMESPACE, TABLE_NAMES, CatalogUnusable, claim, current_files, existing_table, open_catalog, open_table
+from jobs.iceberg.catalog import (
+    NAMESPACE,
+    TABLE_NAMES,
+    CatalogUnusable,
+    claim,
+    commit_files,
+    current_files,
+    existing_table,
+    open_catalog,
+    open_table,
+)
 from jobs.iceberg.columns import conformed, with_partition_columns
 from jobs.iceberg.embedded import registered
 from jobs.lake import EVENTS, PARTITION_COLUMNS, QUARANTINE, Lake
@@ -153,10 +163,6 @@ class TableOutcome:
     error: str | None = None
 
 
-def _iso(ns: int) -> str:
-    return datetime.fromtimestamp(ns // 1_000_000_000, tz=UTC).isoformat()
-
-
 def publish_table(catalog: Any, config: PublishConfig, name: str, now: datetime) -> TableOutcome:
     """Bring table `name`'s Iceberg table to what the lake publishes of it, in one snapshot; then keep it small."""
     lake, outcome, identifier = config.lake, TableOutcome(TABLE_NAMES[name]), f"{config.namespace}.{TABLE_NAMES[name]}"
@@ -199,13 +205,7 @@ def publish_table(catalog: Any, config: PublishConfig, name: str, now: datetime)
     chosen = [data_file for key, data_file in copied.items() if _partition(key) not in changed]
     gone = [current[key] for key in removed if _partition(key) not in changed]
     properties = _properties(config, found, f"partial-{wanted}" if changed else wanted)
-    with table.transaction() as tx:
-        update = tx.update_snapshot(snapshot_properties=properties)
-        with update.overwrite() if gone else update.merge_append() as producer:
-            for data_file in gone:
-                producer.delete_data_file(data_file)
-            for data_file in chosen:
-                producer.append_data_file(data_file)
+    commit_files(table, gone, chosen, properties, merge=True)
     outcome.added, outcome.removed = len(chosen), len(gone)
     for part in changed:
         outcome.held_back[part.rsplit("=", 1)[1]] = "changed while it was published; the next publish takes it"
@@ -221,7 +221,7 @@ def _in_place(config: PublishConfig) -> bool:
 def _properties(config: PublishConfig, found: Published, local_commit: str) -> dict[str, str]:
     properties = {LOCAL_COMMIT: local_commit, RUN_ID: config.run_id}
     if found.newest():
-        properties[LOCAL_COMMIT_TIME] = _iso(found.newest())
+        properties[LOCAL_COMMIT_TIME] = datetime.fromtimestamp(found.newest() // 1_000_000_000, tz=UTC).isoformat()
     return properties
 
 

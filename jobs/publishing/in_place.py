@@ -9,6 +9,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from jobs.iceberg.catalog import commit_files
 from jobs.lake import EVENTS, Lake
 from jobs.publishing.gated import Published
 from jobs.spark.logs import local_path
@@ -36,17 +37,7 @@ def publish_in_place(table: Any, found: Published, properties: dict[str, str]) -
     removed = [data_file for path, data_file in main.items() if path not in wanted and Path(path).parent.name not in found.kept]
     if not added and not removed:
         return 0, 0
-    # The lake's Java writers retry a commit another overtook (theirs replay safely); this one must not: pyiceberg's
-    # replay would add the same files again. Another publish's commit first: the difference is computed anew.
-    properties_here = {**table.metadata.properties, "commit.retry.num-retries": "0"}
-    table.metadata = table.metadata.model_copy(update={"properties": properties_here})
-    with table.transaction() as tx:
-        update = tx.update_snapshot(snapshot_properties=properties)
-        with update.overwrite() if removed else update.fast_append() as producer:
-            for data_file in removed:
-                producer.delete_data_file(data_file)
-            for data_file in added:
-                producer.append_data_file(data_file)
+    commit_files(table, removed, added, properties)
     return len(added), len(removed)
 
 
