@@ -21,7 +21,7 @@ from jobs.iceberg.catalog import NAMESPACE
 from jobs.lake import EVENTS, Lake, partition, partition_folders, partition_value
 from jobs.spark.logs import sink_batch, sink_log
 from jobs.tables.partitions import data_files
-from jobs.tables.record_files import record_files, table_batch, table_metadata
+from jobs.tables.record_files import record_files, record_location, table_batch, table_metadata
 
 if TYPE_CHECKING:  # the lake page and `make status` ask here without Spark
     from pyspark.sql import DataFrame, SparkSession
@@ -34,7 +34,7 @@ REBUILD, STAGED_QUARANTINE = "cloudtrail.rebuild", "cloudtrail.staged-quarantine
 
 def events_location(lake: Lake) -> str:
     """Where the events table lives in the lake."""
-    return str(lake.iceberg_warehouse / NAMESPACE / EVENTS)
+    return record_location(lake, EVENTS)
 
 
 def _legacy(lake: Lake) -> bool:

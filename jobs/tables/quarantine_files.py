@@ -8,15 +8,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from jobs import duck
-from jobs.iceberg.catalog import NAMESPACE
 from jobs.lake import QUARANTINE, REASON, Lake
 from jobs.spark.logs import sink_batch
-from jobs.tables.record_files import record_files, table_batch
+from jobs.tables.record_files import record_files, record_location, table_batch
 
 
 def quarantine_location(lake: Lake) -> str:
     """Where the quarantine table lives in the lake."""
-    return str(lake.iceberg_warehouse / NAMESPACE / QUARANTINE)
+    return record_location(lake, QUARANTINE)
 
 
 def quarantine_data_files(lake: Lake) -> list[Path]:

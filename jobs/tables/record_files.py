@@ -14,6 +14,7 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
+from jobs.iceberg.catalog import NAMESPACE
 from jobs.iceberg.embedded import Registered, registered, static_table
 from jobs.lake import Lake
 from jobs.spark.logs import CheckpointError, local_path
@@ -21,6 +22,11 @@ from jobs.spark.logs import CheckpointError, local_path
 # The table property holding the newest ingest batch the table holds (written with each batch's commit).
 INGEST_BATCH = "cloudtrail.ingest-batch"
 EPOCH = date(1970, 1, 1)
+
+
+def record_location(lake: Lake, table: str) -> str:
+    """Where a table of record lives in the lake: its folder in the embedded catalog's warehouse."""
+    return str(lake.iceberg_warehouse / NAMESPACE / table)
 
 
 def record_files(lake: Lake, table: str, branch: str | None = None) -> dict[str, list[Path]]:
@@ -57,7 +63,8 @@ def table_metadata(lake: Lake, table: str) -> dict[str, Any]:
         return {}
     path = Path(local_path(entry.mapped(entry.metadata_location, lake)))
     try:
-        found = json.loads(path.read_text())
+        stat = path.stat()
+        found = _parsed(str(path), stat.st_mtime_ns, stat.st_size)
     except (OSError, ValueError) as exc:
         raise CheckpointError(
             f"{path}, the current metadata of the table {table}, cannot be read ({type(exc).__name__}): which batches the table "
@@ -66,6 +73,13 @@ def table_metadata(lake: Lake, table: str) -> dict[str, Any]:
     if not isinstance(found, dict):
         raise CheckpointError(f"{path}, the current metadata of the table {table}, is no Iceberg metadata. Refusing to start.")
     return found
+
+
+@functools.lru_cache(maxsize=8)
+def _parsed(path: str, mtime_ns: int, size: int) -> Any:
+    """A metadata file parsed once per version of it (Iceberg writes each version once; a damaged one changes its size
+    or time): the lake page asks for every date of a lake whose earlier release's folder still has its log."""
+    return json.loads(Path(path).read_text())
 
 
 def table_batch(lake: Lake, table: str) -> int | None:

@@ -28,7 +28,7 @@ from jobs.iceberg.spark_tables import calling, use_catalog
 from jobs.lake import Lake, partition_value
 from jobs.spark.logs import local_path
 from jobs.spark.sinks import classic_jvm
-from jobs.tables.record_files import INGEST_BATCH
+from jobs.tables.record_files import INGEST_BATCH, record_location
 
 # A snapshot's summary: the stream's query and batch it commits; the rebuild it rolls back.
 QUERY, BATCH, ROLLBACK = "cloudtrail.query", "cloudtrail.batch", "cloudtrail.rollback"
@@ -60,7 +60,7 @@ class RecordTable:
         self.spark, self.lake = spark, lake
         catalog = use_catalog(spark, lake, None)
         self.name = f"{catalog}.{NAMESPACE}.{self.table}"
-        self.location = str(lake.iceberg_warehouse / NAMESPACE / self.table)
+        self.location = record_location(lake, self.table)
         lake.iceberg_warehouse.mkdir(parents=True, exist_ok=True)  # where the embedded catalog's file goes, and the table
         self.catalog = spark._jsparkSession.sessionState().catalogManager().catalog(catalog).icebergCatalog()
         self.iceberg = classic_jvm(spark).org.apache.iceberg
