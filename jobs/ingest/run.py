@@ -14,7 +14,6 @@ report            <lake>/reports/ingest/<run id>.json, whatever happened
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -32,10 +31,8 @@ from jobs.reporting import tally
 from jobs.reporting.report import RunReport, now_iso
 from jobs.spark.checkpoint import CheckpointSnapshot, open_for_ingest, record_success
 from jobs.spark.logs import last_commit, local_path
-from jobs.tables import partitions
 from jobs.tables.quarantine import entries_to_replay
 from jobs.tables.quarantine_files import quarantine_source
-from jobs.tables.quarantine_repair import publish_staged
 from jobs.tables.tables_of_record import RecordTables, finish_rebuild, held_batches, tables_moved
 
 log = logging.getLogger("cloudtrail_ingest")
@@ -69,9 +66,7 @@ def run(config: IngestConfig, session: Callable[[], SparkSession]) -> RunReport:
 
 
 def open_checkpoint(config: IngestConfig) -> CheckpointSnapshot:
-    # A rebuild that died mid-swap is finished, its quarantine too, before anything reads the tables.
-    partitions.recover(config.lake, functools.partial(publish_staged, config.lake))
-    finish_rebuild(config.lake)
+    finish_rebuild(config.lake)  # before anything reads the tables
     checkpoint = open_for_ingest(config.lake, held_batches(config.lake))
     check_manifests(checkpoint, config.lake.manifests)
     return checkpoint

@@ -4,11 +4,13 @@ page too."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from jobs.iceberg.embedded import registered
 from jobs.lake import EVENTS, QUARANTINE, Lake
+from jobs.tables import partitions
 from jobs.tables.events import events_batch, events_location, unfinished_rebuild
 from jobs.tables.quarantine_files import quarantine_batch, quarantine_location
 
@@ -45,11 +47,14 @@ def held_batches(lake: Lake) -> dict[str, int | None]:
 
 
 def finish_rebuild(lake: Lake) -> None:
-    """What a command that died left to do, done before anything reads the tables: a rebuild's staged quarantine made
-    current after its events' commit (jobs/upkeep/rebuild.py)."""
+    """What a rebuild that died left to do, done before anything reads the tables: an earlier release's partition swap
+    finished (jobs/tables/partitions.py), and a rebuild's staged quarantine made current after its events' commit
+    (jobs/upkeep/rebuild.py)."""
+    from jobs.tables.quarantine_repair import publish_staged
+
+    partitions.recover(lake, functools.partial(publish_staged, lake))
     staged = unfinished_rebuild(lake)
     if staged is not None:
-        from jobs.tables.quarantine_repair import publish_staged
         from jobs.tables.quarantine_table import STAGED
 
         publish_staged(lake, {STAGED: staged})

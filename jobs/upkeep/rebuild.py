@@ -29,7 +29,6 @@ nothing, 75 the lake stayed busy.
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import os
@@ -56,7 +55,6 @@ from jobs.records.transforms import read_records
 from jobs.reporting.report import PartitionStats, RebuildReport, now_iso, read_report
 from jobs.spark.logs import local_path
 from jobs.spark.session import spark_session
-from jobs.tables import partitions
 from jobs.tables.events import REBUILD, STAGED_QUARANTINE, events_of_dates, rebuild_tags
 from jobs.tables.events_table import EventsTable
 from jobs.tables.quarantine_repair import publish_staged
@@ -89,12 +87,13 @@ def parse_args(argv: list[str] | None = None) -> RebuildConfig:
         "--source-retention", type=cli.duration, default=options.SOURCE_RETENTION, help="the ingest job's --source-retention"
     )
     parser.add_argument(
-        "--keep-replaced", type=cli.duration, default=options.KEEP_REPLACED, help="how long replaced partitions are kept for a rollback"
-    )
+        "--keep-replaced", type=cli.duration, default=options.KEEP_REPLACED,
+        help="how long a rescale's old state and an earlier release's folders set aside are kept",
+    )  # fmt: skip
     cli.add_lock_wait(parser)
     parser.add_argument("--dry-run", action="store_true", help="list what would be read, write nothing")
     parser.add_argument("--allow-empty", action="store_true", help="let a date that held rows be rebuilt with none (else refused)")
-    parser.add_argument("--rollback", metavar="TAG", help="put back the partitions the rebuild TAG replaced")
+    parser.add_argument("--rollback", metavar="TAG", help="undo what the rebuild TAG changed, in one snapshot")
     cli.add_run_id(parser)
     args = parser.parse_args(argv)
     cli.required(parser, args, "lake")
@@ -173,7 +172,7 @@ def rebuilt_quarantine(table: QuarantineTable, records: DataFrame, dates: list[d
 
 
 def purge_replaced(lake: Lake, keep: timedelta) -> None:
-    """Delete replaced partitions older than `keep` (a rollback is possible until then)."""
+    """Delete what <lake>/_replaced/ holds older than `keep` (a rescale's old state, an earlier release's folders)."""
     cutoff = time.time() - keep.total_seconds()
     for folder in lake.replaced_root.glob("*/*"):
         if folder.is_dir() and folder.stat().st_mtime < cutoff:
@@ -276,7 +275,6 @@ def run(config: RebuildConfig, session: Any) -> RebuildReport:
     dates = [d.isoformat() for d in config.dates]
     report = RebuildReport(config.run_id, free_tag(lake, config.run_id), now_iso(), dates, dry_run=config.dry_run)
     try:
-        partitions.recover(lake, functools.partial(publish_staged, lake))
         finish_rebuild(lake)
         plans = plan_rebuild(config)
         summary = dry_run_summary(plans)
@@ -310,7 +308,6 @@ def main(argv: list[str] | None = None) -> int:
 def rollback(config: RebuildConfig) -> int:
     lake, tag = config.layout, str(config.rollback)
     with LakeLock(lake, "a rollback", wait_seconds=config.lock_wait):
-        partitions.recover(lake, functools.partial(publish_staged, lake))
         finish_rebuild(lake)
         spark = spark_session("cloudtrail_rebuild")
         restored = [name for name, table in ((EVENTS, EventsTable), (QUARANTINE, QuarantineTable)) if table(spark, lake).roll_back(tag)]
