@@ -71,7 +71,6 @@ def committed(lake: Lake) -> None:
     from jobs.tables.events_table import EventsTable
 
     events = EventsTable(spark_session("bench_lake_page"), lake)
-    events.open()
     data = Path(local_path(events.data_folder))
     files = sorted(str(path) for path in data.glob(f"{EVENT_DATE}=*/*.parquet"))
     events.replace_dates(sorted({Path(path).parent.name.split("=", 1)[1] for path in files}), files, {"bench": "a year of dates"})

@@ -131,7 +131,6 @@ def synthetic_dates(lake: Lake, source: Path, first: date, days: int, files_per_
     from jobs.tables.events_table import EventsTable
 
     events = EventsTable(spark_session("bench_publish"), lake)
-    events.open()
     made, files = [], []
     for n in range(days):
         day = (first + timedelta(days=n)).isoformat()
