@@ -53,6 +53,23 @@ def planned_files(lake: Path, table: str, row_filter: str) -> list[str]:
     return sorted(task.file.file_path for task in scan.plan_files())
 
 
+def dates_in_files(lake: Path) -> set[str]:
+    """The event dates the events' data files hold in their own `event_date` column (a file without one: 'none')."""
+    import pyarrow.parquet as pq
+
+    found = set()
+    for path in lake_files(lake):
+        column = pq.read_table(path, columns=["event_date"]) if "event_date" in pq.read_schema(path).names else None
+        found |= {str(day) for day in column["event_date"].to_pylist()} if column is not None else {"none"}
+    return found
+
+
+def date_filtered_names(lake: Path, day: str) -> int:
+    """The rows a pyiceberg reader gets for one date when it filters on the date without selecting it."""
+    scan = catalog(lake).load_table(f"{NS}.events").scan(row_filter=f"event_date = '{day}'", selected_fields=("eventName",))
+    return scan.to_arrow().num_rows
+
+
 def lake_files(lake: Path, day: str | None = None) -> list[Path]:
     """The events table of record's data files (of one date)."""
     return sorted(date_files(Lake.at(lake), day) if day else all_files(Lake.at(lake)))
@@ -91,7 +108,10 @@ def test_the_four_tables_equal_the_lake_and_a_date_filter_plans_only_its_files(s
     planned = planned_files(lake, "events", f"event_date = '{day}'")
     assert planned and all(f"/event_date={day}/" in path for path in planned)
     assert len(planned) == len(lake_files(lake, day))
-    # `make summary`'s reader scan of the busiest date, whose files hold no event_date: its calls counted, not none.
+    # The ingest's files hold their date: a reader filtering on it without selecting it reads the date's rows.
+    assert dates_in_files(lake) == {str(day) for day in DAYS}
+    assert date_filtered_names(lake, day) == 25
+    # `make summary`'s reader scan of the busiest date: its calls counted, not none.
     (line,) = [line for line in summary.published(Lake.at(lake), None, catalog(lake)) if "top calls" in line]
     assert re.search(r"top calls: \w+ \d+", line), line
 
@@ -142,12 +162,14 @@ def test_a_late_file_a_compaction_and_a_rebuild_are_one_snapshot_each_and_debris
     assert (events.added, events.removed, events.held_back) == (1, written, {}) and written > 1
     assert snapshots(lake)[-1].summary.operation.value == "overwrite" and len(snapshots(lake)) == 2
     assert iceberg_rows(lake) == duckdb_rows(lake)
+    assert dates_in_files(lake) == {"2024-03-01"} and date_filtered_names(lake, "2024-03-01") == 15, "the compacted file holds its date"
 
     # A rebuild of the date swaps a new partition in: one more snapshot, the same rows.
     config = rebuild.RebuildConfig(str(landing), str(lake), (DAY.date(),), "r1")
     assert rebuild.run(config, lambda: spark).status == "succeeded"
     assert published(lake, "p4").tables[0].removed == 1 and len(snapshots(lake)) == 3
     assert iceberg_rows(lake) == duckdb_rows(lake)
+    assert dates_in_files(lake) == {"2024-03-01"} and date_filtered_names(lake, "2024-03-01") == 15, "the rebuilt file holds its date"
     files = catalog(lake).load_table(f"{NS}.events").inspect.files()
     assert files.num_rows == len(lake_files(lake)), "one Iceberg data file per committed local file"
 

@@ -120,7 +120,7 @@ def published(lake: Lake, catalog_name: str | None, catalog: Any | None) -> list
         busiest = max(events.inspect.partitions().to_pylist(), key=lambda row: row["record_count"], default=None)
         if busiest:
             where = f"{EVENT_DATE} = '{busiest['partition'][EVENT_DATE]}'"
-            # event_date selected too: pyiceberg 0.12 filters a file lacking the column (the ingest's) to no rows otherwise.
+            # event_date selected too: pyiceberg 0.12 filters a file lacking the column (an earlier release's) to no rows otherwise.
             scan = events.scan(row_filter=where, selected_fields=("eventName", EVENT_DATE))
             top = "select eventName, count(*) n from events group by 1 order by n desc, 1 limit 3"
             counts = scan.to_duckdb("events").execute(top).fetchall()

@@ -21,6 +21,7 @@ __all__ = [
     "first_in_table",
     "implausible_event_time",
     "keep_first_copy",
+    "event_rows",
     "kept_rows",
     "mark_late",
     "ordered",

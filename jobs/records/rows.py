@@ -3,7 +3,8 @@ the quarantine's columns, and the one positional row both tables are written fro
 
 deduplicated rows --mark_late----------> flags events delivered long after they happened
                   --table_rows---------> WRITER_ROW, stamped with the batch's ingest time, for the one write of both
-                                         tables (jobs/sinks.write_tables); a rebuild takes split_quarantine.
+                                         tables (jobs/sinks.write_tables); a rebuild takes split_quarantine, and
+                                         writes its events as event_rows.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from jobs.lake import EVENT_DATE, REASON
-from jobs.records.schema import EVENTS_DATA_SCHEMA, QUARANTINE_SCHEMA
+from jobs.records.schema import EVENTS_SCHEMA, QUARANTINE_SCHEMA
 
 
 def stamp_ingest_time(rows: DataFrame, at: datetime | None = None) -> DataFrame:
@@ -61,9 +62,10 @@ def split_quarantine(rows: DataFrame) -> DataFrame:
     return rows.where(F.col("_reason").isNotNull()).select(*(column.alias(name) for name, column in _quarantine_columns().items()))
 
 
-# A table's columns in its files: the events' all but their partition column, which the folder holds; the quarantine's
-# all of them, its reason too (an Iceberg table of record, read by DuckDB without its partitions: jobs/tables/quarantine_table.py).
-EVENTS_DATA = EVENTS_DATA_SCHEMA.fieldNames()
+# A table's columns in its files: all of them, its partition column too (the event date, the reason), so a reader of
+# the files alone, or one that takes a column's values from the file only (pyiceberg 0.12 with a filter on a column it
+# does not select), reads them as the table holds them.
+EVENTS_DATA = EVENTS_SCHEMA.fieldNames()
 QUARANTINE_DATA = QUARANTINE_SCHEMA.fieldNames()
 
 
@@ -103,13 +105,31 @@ def table_rows(rows: DataFrame, ingested_at: datetime, clock_skew: timedelta) ->
     )
 
 
+def event_rows(events: DataFrame) -> DataFrame:
+    """Events of whole dates (a rebuild's, in the events table's columns) as WRITER_ROW: written as the ingest writes its
+    batches, not counted in any batch's figures."""
+    return events.select(
+        *_writer_row(
+            {
+                "events": F.struct(*EVENTS_DATA),
+                "quarantine": F.lit(None).cast(QUARANTINE_SCHEMA),
+                EVENT_DATE: F.col(EVENT_DATE),
+                REASON: F.lit(None).cast("string"),
+                "_source_file": F.col("_source_file"),
+                "eventTime": F.col("eventTime"),
+                **{flag: F.lit(False) for flag in ("_late", "implausible", "future_dated", "counted")},
+            }
+        )
+    )
+
+
 def kept_rows(kept: DataFrame) -> DataFrame:
     """Quarantine rows a batch keeps from the files its reads replace (jobs/tables/quarantine.py), as WRITER_ROW: written
     with the batch, not counted in its figures."""
     return kept.select(
         *_writer_row(
             {
-                "events": F.lit(None).cast(EVENTS_DATA_SCHEMA),
+                "events": F.lit(None).cast(EVENTS_SCHEMA),
                 "quarantine": F.struct(*QUARANTINE_DATA),
                 EVENT_DATE: F.lit(None).cast("date"),
                 REASON: F.col(REASON),

@@ -20,12 +20,15 @@ from datetime import date
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from jobs.iceberg.spark_tables import calling
 from jobs.lake import EVENT_DATE, EVENTS, Lake
 from jobs.records import layout
+from jobs.records.rows import event_rows
 from jobs.records.schema import EVENTS_SCHEMA
 from jobs.spark.logs import local_path, sink_batch, sink_log
+from jobs.spark.sinks import write_tables
 from jobs.tables.events import INGEST, REBUILD
 from jobs.tables.record_table import RecordTable
 from jobs.tables.sweep import sweep_table, table_files
@@ -69,15 +72,16 @@ class EventsTable(RecordTable):
         <data>/<tag>/, a folder per event date: no row of the table until `replace_dates` commits them. Read back as
         written, and the files."""
         folder = self._staged(tag)
-        rows.write.mode("overwrite").partitionBy(EVENT_DATE).parquet(str(folder))
-        files = sorted(str(path) for path in folder.glob(f"{EVENT_DATE}=*/*.parquet"))
-        return rows.sparkSession.read.schema(rows.schema).parquet(str(folder)), files
+        # The ingest's writer, not Spark's partitionBy, which leaves the date out of the files.
+        written = write_tables(event_rows(rows), str(folder), str(folder), 0, events=True, quarantine=False)
+        files = sorted(written.files[EVENTS])
+        return rows.sparkSession.read.schema(rows.schema).parquet(*files) if files else rows.limit(0), files
 
     def stage_date(self, rows: DataFrame, tag: str, day: date) -> list[str]:
-        """One date's rows (a compaction's, without the date column) written as files under <data>/<tag>/<date folder>/,
-        one a Spark partition of `rows`; the files."""
+        """One date's rows (a compaction's, without the date column, which the files get) written as files under
+        <data>/<tag>/<date folder>/, one a Spark partition of `rows`; the files."""
         folder = self._staged(tag) / f"{EVENT_DATE}={day}"
-        rows.write.mode("overwrite").parquet(str(folder))
+        rows.withColumn(EVENT_DATE, F.lit(day)).write.mode("overwrite").parquet(str(folder))
         return sorted(str(path) for path in folder.glob("*.parquet"))
 
     def discard(self, tag: str) -> None:
