@@ -43,7 +43,15 @@ def parser(prog: str, doc: str | None) -> argparse.ArgumentParser:
 
 
 def add_lake(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--lake", default=os.environ.get("CLOUDTRAIL_LAKE"), help="root for all outputs [$CLOUDTRAIL_LAKE]")
+    lake = os.environ.get("CLOUDTRAIL_LAKE")
+    parser.add_argument("--lake", type=lake_folder, default=lake, help="the lake's folder, root for all outputs [$CLOUDTRAIL_LAKE]")
+
+
+def lake_folder(text: str) -> str:
+    """A lake's folder; a URI (s3://...) is refused, where it was taken for a relative folder named `s3:`."""
+    if "://" in text:
+        raise argparse.ArgumentTypeError(f"{text}: a lake in object storage is not supported by this release; give a folder")
+    return _text(text)
 
 
 def add_catalog(parser: argparse.ArgumentParser) -> None:

@@ -1,13 +1,22 @@
-"""The lake lock: one writer per lake at a time (stdlib only). Its file is jobs/lake.py's `Lake.lock`."""
+"""The lake lock: one writer per lake at a time. A folder lake's is a file the kernel locks (`LakeLock`, jobs/lake.py's
+`Lake.lock`); a lake in object storage, which drivers on different machines share, holds a lease object there
+(`LeaseLock`): written with S3's conditional PUT, renewed while its holder runs, taken over once it expired."""
 
 from __future__ import annotations
 
 import fcntl
+import json
+import logging
 import os
+import socket
+import threading
 import time
+import uuid
 from datetime import UTC, datetime
-from typing import IO
+from email.utils import parsedate_to_datetime
+from typing import IO, Any
 
+from jobs import object_store
 from jobs.cli import LAKE_BUSY, Refused
 from jobs.lake import Lake
 
@@ -20,6 +29,15 @@ class LakeBusyError(Refused):
 
 class LakeUnusableError(Refused):
     """The lake's folder cannot be written: a file, a read-only mount, no permission."""
+
+
+class LeaseLostError(Refused):
+    """A holder's lease was taken over while it ran: it stalled past the lease, and another writer may have started."""
+
+    exit_code = LAKE_BUSY
+
+
+log = logging.getLogger("lock")
 
 
 def _try_lock(handle: IO[str]) -> bool:
@@ -74,3 +92,117 @@ class LakeLock:
             fcntl.flock(self._file, fcntl.LOCK_UN)
             self._file.close()
             self._file = None
+
+
+# How long a lease lasts unless renewed; its holder renews it every third of that. A holder that dies (a lost machine,
+# SIGKILL) holds the lake until then; one that stalls longer (a paused VM) loses it and fails when it exits.
+LEASE_SECONDS = 120.0
+
+
+class LeaseLock:
+    """One writer per lake in object storage: the lease object at `uri` (s3://bucket/key).
+
+    A free lease (none, released, or expired) is taken with a conditional PUT (`If-None-Match: *` where there is none,
+    `If-Match` its ETag where there is one), so of two drivers taking it at once exactly one succeeds. Whether a lease
+    expired is judged on the store's clock alone (its Last-Modified against the response's Date), never on the
+    machines' clocks. The holder renews it with `If-Match` its own ETag; each body holds a random token, so no two
+    holders' ETags are alike."""
+
+    def __init__(self, uri: str, who: str, wait_seconds: float = 0, lease_seconds: float = LEASE_SECONDS, s3: Any = None) -> None:
+        self.bucket, _, self.key = uri.removeprefix("s3://").partition("/")
+        self.uri, self.who, self.wait_seconds, self.lease_seconds = uri, who, wait_seconds, lease_seconds
+        self.s3 = s3 or object_store.s3_client()
+        self._etag: str | None = None
+        self._stop = threading.Event()
+        self._renewer: threading.Thread | None = None
+        self.lost_to: str | None = None
+        self._since = ""
+
+    def __enter__(self) -> LeaseLock:
+        self._since = _now()
+        deadline = time.monotonic() + self.wait_seconds
+        while True:
+            holder, etag, free = self._held()
+            if free and (taken := self._put(etag, released=False)) is not None:
+                self._etag = taken
+                break
+            if time.monotonic() >= deadline:
+                raise LakeBusyError(
+                    f"{holder or 'another writer'} holds this lake; {self.who} waited {self.wait_seconds:.0f} s for it and refuses "
+                    f"to start. Try again when it has finished (the lease is {self.uri}; a holder that died frees it "
+                    f"{self.lease_seconds:.0f} s after its last renewal)."
+                )
+            time.sleep(min(1.0, self.lease_seconds / 4))
+        self._renewer = threading.Thread(target=self._renew, name="lease-renewer", daemon=True)
+        self._renewer.start()
+        return self
+
+    def __exit__(self, kind: object, *exc: object) -> None:
+        self._stop.set()
+        if self._renewer is not None:
+            self._renewer.join()
+        if self.lost_to is None and self._etag is not None:
+            self._put(self._etag, released=True)
+        self._etag = None
+        if self.lost_to is not None and kind is None:
+            raise LeaseLostError(
+                f"{self.who} lost its lease on this lake to {self.lost_to} while it ran (it stalled longer than "
+                f"{self.lease_seconds:.0f} s): what it wrote after that is not certain to stand; run it again (the lease is {self.uri})"
+            )
+
+    def _renew(self) -> None:
+        while not self._stop.wait(self.lease_seconds / 3):
+            renewed = self._put(self._etag, released=False)
+            if renewed is None:
+                self.lost_to = self._held()[0] or "another writer"
+                log.error("%s lost its lease on the lake (%s) to %s", self.who, self.uri, self.lost_to)
+                return
+            self._etag = renewed
+
+    def _held(self) -> tuple[str | None, str | None, bool]:
+        """Who holds the lease, its ETag (None: no lease yet), and whether it is free to take."""
+        try:
+            found = self.s3.get_object(Bucket=self.bucket, Key=self.key)
+        except Exception as exc:  # noqa: BLE001 - the store's refusals, as boto3 raises them
+            if _code(exc) in {"NoSuchKey", "404"}:
+                return None, None, True
+            raise self._unusable("read", exc) from None
+        body = _lease(found["Body"].read())
+        now = parsedate_to_datetime(found["ResponseMetadata"]["HTTPHeaders"]["date"])
+        age = (now - found["LastModified"]).total_seconds()
+        free = body.get("released") is True or age > float(body.get("lease_seconds", 0))
+        return str(body.get("holder") or "another writer"), found["ETag"], free
+
+    def _put(self, etag: str | None, released: bool) -> str | None:
+        """The lease written over the version `etag` (None: where there is none); its new ETag, or None when another
+        writer's came first."""
+        holder = f"{self.who} (pid {os.getpid()} on {socket.gethostname()}, since {self._since})"
+        body = {"holder": holder, "token": uuid.uuid4().hex, "lease_seconds": self.lease_seconds, "released": released}
+        condition = {"IfMatch": etag} if etag else {"IfNoneMatch": "*"}
+        try:
+            return str(self.s3.put_object(Bucket=self.bucket, Key=self.key, Body=json.dumps(body).encode(), **condition)["ETag"])
+        except Exception as exc:  # noqa: BLE001 - the store's refusals, as boto3 raises them
+            if _code(exc) in {"PreconditionFailed", "ConditionalRequestConflict", "412", "409"}:
+                return None
+            raise self._unusable("written", exc) from None
+
+    def _unusable(self, done: str, exc: Exception) -> LakeUnusableError:
+        return LakeUnusableError(f"the lake's lease {self.uri} cannot be {done} ({_code(exc) or type(exc).__name__}); check --lake")
+
+
+def _code(exc: Exception) -> str | None:
+    response = getattr(exc, "response", None)
+    return str(response.get("Error", {}).get("Code")) if isinstance(response, dict) else None
+
+
+def _lease(text: bytes) -> dict[str, Any]:
+    """A lease's body; one that is no lease (damaged, written by hand) is a free one, never a lake locked for good."""
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return {"released": True}
+    return body if isinstance(body, dict) else {"released": True}
+
+
+def _now() -> str:
+    return datetime.now(tz=UTC).isoformat(timespec="seconds")

@@ -1,4 +1,5 @@
-"""How every client of the product reaches object storage: the AWS conventions, read once, given to each (stdlib only).
+"""How every client of the product reaches object storage: the AWS conventions, read once, given to each (boto3 only
+in `s3_client`).
 
 One set of settings serves them all, as the AWS SDKs and CLI read them, so MinIO, LocalStack or moto need one setting:
 
@@ -12,13 +13,14 @@ One set of settings serves them all, as the AWS SDKs and CLI read them, so MinIO
 - pyiceberg (`iceberg_properties`): its file IO is pyarrow's S3, which reads no AWS_* variable, so the endpoint and
   region are passed on wherever the catalog's own settings name none (a Glue catalog otherwise created its tables
   through the endpoint and wrote their files to AWS's own host);
-- boto3 (jobs/landing/) reads them itself.
+- boto3 (jobs/landing/, the lake's lease in jobs/lock.py) reads them itself (`s3_client`).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import Any
 
 S3A = "org.apache.hadoop.fs.s3a.S3AFileSystem"
 # The AWS SDK's own chain: S3A's default list lacks the profile file and EKS's web identity.
@@ -53,3 +55,11 @@ def iceberg_properties(configured: Mapping[str, object], env: Mapping[str, str] 
     """pyiceberg's S3 and Glue properties from the conventions, for the keys the catalog's settings leave out."""
     defaults = {"s3.endpoint": endpoint(env), "s3.region": region(env), "glue.region": region(env)}
     return {key: value for key, value in defaults.items() if value and key not in configured}
+
+
+def s3_client(connections: int = 10) -> Any:
+    """A boto3 S3 client, retrying throttles and resets (the standard mode), with up to `connections` open at once."""
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client("s3", config=Config(retries={"mode": "standard", "max_attempts": 3}, max_pool_connections=connections))

@@ -245,3 +245,16 @@ def test_an_error_is_named_by_its_first_line_or_its_type():
     """An exception with no message named no line at all: a run's report of it raised an IndexError of its own."""
     assert cli.first_line(RuntimeError("refused\n  at a.b.C(C.java:1)")) == "refused"
     assert cli.first_line(KeyError()) == "KeyError" and cli.first_line(RuntimeError("")) == "RuntimeError"
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_a_lake_in_object_storage_is_refused_not_taken_for_a_folder(command, tmp_path, monkeypatch, capsys):
+    """`--lake s3://...` was a relative folder named `s3:`, which the ingest filled and every other command read."""
+    import importlib
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as refused:
+        importlib.import_module(f"jobs.{command}").main(["--lake", "s3://acme-security/lake", *ON_A_LAKE.get(command, [])])
+    assert refused.value.code == cli.USAGE
+    assert "s3://acme-security/lake: a lake in object storage is not supported" in capsys.readouterr().err.splitlines()[-1]
+    assert list(tmp_path.iterdir()) == []

@@ -28,6 +28,7 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
+from jobs import object_store
 from jobs.files import write_whole
 from jobs.landing.layout import FILE_NAME, day_folders, delivery_date, place
 
@@ -308,7 +309,4 @@ def _write(path: Path, chunks: Iterable[bytes], mtime_ns: int) -> None:
 
 
 def s3_client() -> Any:
-    import boto3
-    from botocore.config import Config
-
-    return boto3.client("s3", config=Config(retries={"mode": "standard", "max_attempts": 3}, max_pool_connections=FETCH_THREADS))
+    return object_store.s3_client(FETCH_THREADS)

@@ -1,0 +1,116 @@
+"""The lake lock in object storage (jobs/lock.py's LeaseLock) on moto's S3: drivers on different machines share no
+kernel, so one writer per lake rests on S3's conditional PUT and a lease its holder renews."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import boto3
+import pytest
+
+from jobs.lock import LakeBusyError, LakeUnusableError, LeaseLock
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def lease(aws, request) -> str:
+    bucket = f"lake-{request.node.name[-30:].lower().replace('_', '-')}".strip("-")
+    boto3.client("s3").create_bucket(Bucket=bucket)
+    return f"s3://{bucket}/lake/_checkpoints/ingest.lease"
+
+
+def body(uri: str) -> dict:
+    bucket, _, key = uri.removeprefix("s3://").partition("/")
+    return json.loads(boto3.client("s3").get_object(Bucket=bucket, Key=key)["Body"].read())
+
+
+def test_a_second_driver_is_refused_naming_the_holder_and_takes_the_lake_once_it_is_released(lease):
+    with LeaseLock(lease, "ingest run scheduled__1", lease_seconds=30):
+        with pytest.raises(LakeBusyError, match=r"^ingest run scheduled__1 \(pid \d+ on .+\) holds this lake; a rebuild waited 0 s"):
+            LeaseLock(lease, "a rebuild").__enter__()
+    assert body(lease)["released"] is True
+    with LeaseLock(lease, "a rebuild", lease_seconds=30):
+        assert body(lease)["holder"].startswith("a rebuild (pid")
+
+
+def test_of_drivers_starting_at_once_exactly_one_holds_the_lake(lease):
+    start, results = threading.Barrier(6), []
+
+    def driver(n: int) -> None:
+        lock = LeaseLock(lease, f"driver {n}", lease_seconds=30)
+        start.wait()
+        try:
+            lock.__enter__()
+        except LakeBusyError:
+            results.append("refused")
+            return
+        results.append("held")
+        time.sleep(2)  # held while every other driver tries
+        lock.__exit__(None)
+
+    threads = [threading.Thread(target=driver, args=(n,)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(results) == ["held", *["refused"] * 5]
+
+
+def test_a_live_holder_keeps_its_lease_past_its_length_and_a_killed_one_frees_the_lake_once_it_expires(lease):
+    script = ("import sys, time; from jobs.lock import LeaseLock; LeaseLock(sys.argv[1], 'ingest run on machine A', lease_seconds=2)"
+              ".__enter__(); print('held', flush=True); time.sleep(120)")  # fmt: skip
+    holder = subprocess.Popen([sys.executable, "-c", script, lease], stdout=subprocess.PIPE, text=True, env=os.environ)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        time.sleep(4)  # twice the lease: renewed by its holder all along
+        with pytest.raises(LakeBusyError, match="ingest run on machine A"):
+            LeaseLock(lease, "ingest run on machine B").__enter__()
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+        started = time.monotonic()
+        with LeaseLock(lease, "ingest run on machine B", wait_seconds=30, lease_seconds=30):
+            waited = time.monotonic() - started
+            assert body(lease)["holder"].startswith("ingest run on machine B")
+        assert waited < 10, f"the dead holder's lease of 2 s kept the lake {waited:.0f} s"
+    finally:
+        holder.kill()
+
+
+HOLD_THEN_EXIT = """
+import sys, time
+from jobs.lock import LeaseLock, LeaseLostError
+try:
+    with LeaseLock(sys.argv[1], "a stalled ingest", lease_seconds=1.5):
+        print("held", flush=True)
+        time.sleep(float(sys.argv[2]))
+except LeaseLostError as exc:
+    print(exc, flush=True)
+"""
+
+
+def test_a_holder_stalled_past_its_lease_loses_it_to_the_next_and_fails_when_it_exits(lease):
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_THEN_EXIT, lease, "6"], stdout=subprocess.PIPE, text=True, env=os.environ)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        holder.send_signal(signal.SIGSTOP)  # a paused VM, a stop-the-world pause: no renewal
+        time.sleep(2.5)
+        with LeaseLock(lease, "another ingest", wait_seconds=5, lease_seconds=30):
+            holder.send_signal(signal.SIGCONT)
+            out, _ = holder.communicate(timeout=30)
+            assert out.startswith("a stalled ingest lost its lease on this lake to another ingest (pid"), out
+            assert body(lease)["holder"].startswith("another ingest"), "the new holder's lease is left as it is"
+    finally:
+        holder.kill()
+
+
+def test_an_unreachable_bucket_is_one_line(aws):
+    one_line = r"^the lake's lease s3://no-such-bucket/lake.lease cannot be read \(NoSuchBucket\); check --lake$"
+    with pytest.raises(LakeUnusableError, match=one_line):
+        LeaseLock("s3://no-such-bucket/lake.lease", "an ingest").__enter__()
