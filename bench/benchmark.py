@@ -174,7 +174,7 @@ def run_product(landing: Path, lake: Path, *options: str, full_gc_every: float |
     wall, peak, _, exited = measure(
         [*product_command(landing, lake), *options], env={"PYSPARK_SUBMIT_ARGS": submit_args}, full_gc_every=full_gc_every
     )
-    written = Lake(lake).ingest_report(PRODUCT_RUN_ID)
+    written = Lake.at(lake).ingest_report(PRODUCT_RUN_ID)
     report = json.loads(written.read_text())
     work = sum((b["duration_ms"] or 0) for b in report["batches"]) / 1000
     exit_s = exited - written.stat().st_mtime  # from the report, written once the run succeeded, to the process's exit

@@ -21,6 +21,7 @@ import duckdb
 from bench.benchmark import SAMPLES
 from jobs.lake import Lake, partition
 from jobs.landing.layout import day_folders, delivered_at, log_files_in
+from jobs.storage import LakePath
 from jobs.tables import partitions
 from tools.generate_landing import generate, like, real_records
 
@@ -31,7 +32,7 @@ QUERIES = {
 }
 
 
-def query_seconds(folder: Path) -> dict[str, float]:
+def query_seconds(folder: LakePath) -> dict[str, float]:
     table = f"read_parquet('{folder}/*.parquet')"
     times: dict[str, float] = {}
     for name, query in QUERIES.items():

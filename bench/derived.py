@@ -25,12 +25,13 @@ from pathlib import Path
 from bench.benchmark import PRODUCT_RUN_ID, ROOT, WORK, measure, product_command, zone
 from jobs.iceberg.catalog import NAMESPACE, TABLE_NAMES
 from jobs.lake import DERIVED, Lake
+from jobs.storage import LakePath
 
 STEPS = ("activity", "ocsf", "publish")
 TABLES = [name for derived in DERIVED for name in derived.tables]
 
 
-def size_of(folder: Path) -> int:
+def size_of(folder: LakePath) -> int:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else 0
 
 

@@ -81,7 +81,7 @@ def ingest_seconds(landing: Path, lake: Path, run_id: str, *options: str) -> tup
     """The product's command, whole process: wall seconds, and its run report's ledger summary."""
     command = [sys.executable, "-m", "jobs.cloudtrail_ingest", "--landing", str(landing), "--lake", str(lake)]
     wall, *_ = measure([*command, "--run-id", run_id, "--settle", "0 seconds", *options])
-    return wall, json.loads(Lake(lake).ingest_report(run_id).read_text())["ledger"]
+    return wall, json.loads(Lake.at(lake).ingest_report(run_id).read_text())["ledger"]
 
 
 def sitting(accounts: int, days: int, repeats: int, scratch: Path) -> dict:
@@ -153,7 +153,7 @@ def walk_calls(landing: Path, lake: Path) -> tuple[list[str], list[str]]:
     stated: list[str] = []
     with recorded(listed, stated):
         code = ingest_cli.main(["--landing", str(landing), "--lake", str(lake), "--run-id", "recorded", "--settle", "0 seconds"])
-    recorded_ledger = json.loads(Lake(lake).ingest_report("recorded").read_text())["ledger"]
+    recorded_ledger = json.loads(Lake.at(lake).ingest_report("recorded").read_text())["ledger"]
     assert code == 0 and recorded_ledger["new_files"] == 0 and not recorded_ledger["full_listing"], recorded_ledger  # as the timed runs
     return listed, stated
 

@@ -37,13 +37,13 @@ from typing import Any
 import duckdb
 
 from jobs.derived.state import record_built
-from jobs.files import write_whole
 from jobs.lake import EVENT_DATE, OCSF, OCSF_API_ACTIVITY, Lake, partition
 from jobs.landing.layout import delivery_path
 from jobs.ledger.store import Entry
 from jobs.reporting import tally
 from jobs.reporting.report import BatchStats, RunReport, write_json
 from jobs.spark.logs import local_path
+from jobs.storage import write_whole
 from jobs.tables.events import events_location
 
 ROOT = Path(__file__).resolve().parents[1]

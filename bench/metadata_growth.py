@@ -21,21 +21,22 @@ import tempfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from jobs import storage
 from jobs.lake import Lake
 from jobs.landing.layout import delivery_path
-from jobs.spark.logs import local_path
+from jobs.storage import LakePath
 from jobs.tables.events import events_batch, events_location
 from tools.generate_landing import make_record, write_delivery
 
 
-def parts(lake: Lake) -> dict[str, Path]:
+def parts(lake: Lake) -> dict[str, LakePath]:
     return {
         "checkpoint offsets/": lake.checkpoint / "offsets",
         "checkpoint commits/": lake.checkpoint / "commits",
         "checkpoint sources/ (read manifests)": lake.checkpoint / "sources",
         "checkpoint manifests/ (file ledger)": lake.manifests,
         "checkpoint state/ (dedup)": lake.checkpoint / "state",
-        "events table metadata/": Path(local_path(events_location(lake))) / "metadata",
+        "events table metadata/": storage.at(events_location(lake)) / "metadata",
     }
 
 
@@ -45,7 +46,7 @@ def deliver_one(landing: Path, rng: random.Random, when: datetime, name: str, re
     write_delivery(delivery_path(landing, "111122223333", "us-east-1", when, name), events, when)
 
 
-def size_kb(path: Path) -> tuple[float, int]:
+def size_kb(path: LakePath) -> tuple[float, int]:
     files = [p for p in path.rglob("*") if p.is_file()] if path.exists() else []
     return sum(p.stat().st_size for p in files) / 1024, len(files)
 

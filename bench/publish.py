@@ -35,6 +35,7 @@ from typing import Any
 import boto3
 
 from bench.benchmark import SAMPLES, WORK, measure, product_command, zone
+from jobs import storage
 from jobs.iceberg import catalog
 from jobs.lake import EVENT_DATE, Lake
 from jobs.landing.layout import delivery_path
@@ -218,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
         one = one_file_runs(calls, args.repeats, scratch)
         filled = backfill(args.backfill_records, scratch)
         backfilled = Lake.at(filled["lake"])
-        source = max(date_files(backfilled, event_dates(backfilled)[0]), key=lambda p: p.stat().st_size)
+        source = storage.folder(max(date_files(backfilled, event_dates(backfilled)[0]), key=lambda p: p.stat().st_size))
         planned = pruning(source, args.days, scratch)
         grown = metadata_over_runs(source, args.runs, scratch)
     finally:

@@ -78,7 +78,7 @@ def put_places(s3: Any, bucket: str, accounts: int, delivered: datetime, digests
 def command(bucket: str, lake: Path, run_id: str, *options: str) -> float:
     argv = [sys.executable, "-m", "jobs.cloudtrail_ingest", "--landing", f"s3://{bucket}/{PREFIX}", "--lake", str(lake), "--run-id", run_id]
     wall, *_ = measure([*argv, *options])
-    report = json.loads(Lake(lake).ingest_report(run_id).read_text())
+    report = json.loads(Lake.at(lake).ingest_report(run_id).read_text())
     assert report["status"] == "succeeded", report
     return wall
 
@@ -102,7 +102,7 @@ def per_run(s3: Any, sqs: Any, accounts: int, repeats: int, scratch: Path) -> di
     built = time.monotonic() - started
     lake = scratch / f"lake-{accounts}"
     # A reconciliation report that makes none due in these runs: the reconciliation is measured below, on its own.
-    reconcile.Reconciliation("bench-not-due", datetime.now(tz=UTC).isoformat(timespec="seconds"), []).write(Lake(lake))
+    reconcile.Reconciliation("bench-not-due", datetime.now(tz=UTC).isoformat(timespec="seconds"), []).write(Lake.at(lake))
     queue = ("--queue-url", queue_url, "--reconcile-interval", "3650 days")
     # The first run takes every place's object from notifications (a hundred keys a message, as CloudTrail's SNS
     # message may carry): moto's listings scan the whole bucket, where S3's do not, so a listed first run would measure moto.
@@ -130,15 +130,15 @@ def per_run(s3: Any, sqs: Any, accounts: int, repeats: int, scratch: Path) -> di
     run(parse_args(argv), no_spark)
     empty_calls = dict(calls)
     # The reconciliation: every digest unproven, then every one proven.
-    landing = BucketLanding.at(f"s3://{bucket}/{PREFIX}", Lake(lake).landing_cache)
+    landing = BucketLanding.at(f"s3://{bucket}/{PREFIX}", Lake.at(lake).landing_cache)
     costs = []
     for label in ("first", "proven"):
         calls = counted_calls()
         found = reconcile.reconcile_ledger(
             boto3.client("s3"),
             landing,
-            Lake(lake),
-            verified_checkpoint(Lake(lake), held_batches(Lake(lake))),
+            Lake.at(lake),
+            verified_checkpoint(Lake.at(lake), held_batches(Lake.at(lake))),
             set(),
             f"bench-{label}",
             2,

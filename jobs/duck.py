@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
+from jobs.storage import LakePath
 
-def files(paths: list[Path]) -> str | None:
+
+def files(paths: Sequence[LakePath]) -> str | None:
     """A DuckDB table function over these Parquet files, a partition column in the path (`reason=R/`) or in the file; None
     when there are none."""
     listed = [str(path) for path in paths]

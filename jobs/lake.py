@@ -24,6 +24,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from jobs import storage
+from jobs.storage import LakePath
+
 # Partition columns, which are also the tables' column names for those values.
 EVENT_DATE = "event_date"
 REASON = "reason"
@@ -86,224 +89,229 @@ def _file_name(run_id: str) -> str:
 
 @dataclass(frozen=True)
 class Lake:
-    root: Path
+    root: LakePath
+
+    def __post_init__(self) -> None:
+        # A lake made from a plain path (tests, tools) is the same lake as `Lake.at` makes of it.
+        object.__setattr__(self, "root", storage.at(self.root))
 
     @classmethod
-    def at(cls, root: str | Path) -> Lake:
-        return cls(Path(os.path.abspath(root)))
+    def at(cls, root: str | os.PathLike[str]) -> Lake:
+        return cls(storage.at(root))
 
     @property
     def location(self) -> str:
         """The lake's location as a URI: what its Iceberg tables record as their owner (jobs/iceberg/catalog.py)."""
         return self.root.as_uri()
 
-    def table(self, name: str) -> Path:
+    def table(self, name: str) -> LakePath:
         return self.root / name
 
     @property
-    def events(self) -> Path:
+    def events(self) -> LakePath:
         return self.table(EVENTS)
 
     @property
-    def quarantine(self) -> Path:
+    def quarantine(self) -> LakePath:
         return self.table(QUARANTINE)
 
     @property
-    def checkpoints(self) -> Path:
+    def checkpoints(self) -> LakePath:
         return self.root / "_checkpoints"
 
     @property
-    def checkpoint(self) -> Path:
+    def checkpoint(self) -> LakePath:
         return self.checkpoints / "ingest"
 
     @property
-    def last_success(self) -> Path:
+    def last_success(self) -> LakePath:
         return self.checkpoint / LAST_SUCCESS
 
     @property
-    def rescaling(self) -> Path:
+    def rescaling(self) -> LakePath:
         return self.checkpoint / RESCALING
 
     @property
-    def manifests(self) -> Path:
+    def manifests(self) -> LakePath:
         return self.checkpoint / MANIFESTS
 
     @property
-    def late_files(self) -> Path:
+    def late_files(self) -> LakePath:
         """Per batch, the landing files that held late events and their event dates (a rebuild reads them too)."""
         return self.checkpoint / "late_files"
 
-    def derived_state(self, derived: Derived) -> Path:
+    def derived_state(self, derived: Derived) -> LakePath:
         """Per event date, what a derived job's rows were built from, and how many (jobs/derived/state.py)."""
         return self.checkpoints / f"{derived.job}.json"
 
-    def derived_state_before(self, derived: Derived) -> Path | None:
+    def derived_state_before(self, derived: Derived) -> LakePath | None:
         """Where a lake written before the state files took their job's name keeps it (the activity job's was
         downstream.json; None for a job whose state always had its name); jobs/derived/state.py reads it there until its
         first write moves it."""
         return self.checkpoints / "downstream.json" if derived == ACTIVITY else None
 
     @property
-    def lock(self) -> Path:
+    def lock(self) -> LakePath:
         return self.checkpoints / "ingest.lock"
 
     @property
     def landing_cache(self) -> Path:
-        return self.root / "landing"
+        """An S3 landing's objects, fetched: scratch, in a folder lake's own folder, else on this machine's disk."""
+        return self.root / "landing" if storage.is_folder(self.root) else storage.scratch(self.location) / "landing"
 
     @property
-    def reconciled(self) -> Path:
+    def reconciled(self) -> LakePath:
         """CloudTrail digests a reconciliation proved complete, one file per digest date (jobs/ledger/reconcile.py)."""
         return self.checkpoint / "reconciled"
 
     @property
-    def inbox(self) -> Path:
+    def inbox(self) -> LakePath:
         return self.root / "notifications" / "inbox"
 
     @property
-    def kept_messages(self) -> Path:
+    def kept_messages(self) -> LakePath:
         return self.root / "notifications" / "kept"
 
     @property
-    def outside_messages(self) -> Path:
+    def outside_messages(self) -> LakePath:
         return self.root / "notifications" / "outside"
 
     @property
-    def refused_keys(self) -> Path:
+    def refused_keys(self) -> LakePath:
         return self.root / "notifications" / "refused"
 
-    def swept(self, table: str, stamp: str) -> Path:
+    def swept(self, table: str, stamp: str) -> LakePath:
         return self.root / "_swept" / table / stamp
 
     @property
-    def replaced_root(self) -> Path:
+    def replaced_root(self) -> LakePath:
         return self.root / "_replaced"
 
-    def replaced_tables(self, name: str) -> Path:
+    def replaced_tables(self, name: str) -> LakePath:
         """Every version of table `name`'s files or partitions that a later write replaced."""
         return self.replaced_root / name
 
-    def replaced(self, table: Path, tag: str) -> Path:
+    def replaced(self, table: LakePath, tag: str) -> LakePath:
         """Where files of `table` (one of this lake's) that a later write replaced are kept."""
-        name = table.relative_to(self.root).as_posix() if table.is_relative_to(self.root) else table.name
+        name = table.relative_to(str(self.root)).as_posix() if table.is_relative_to(str(self.root)) else table.name
         return self.replaced_tables(name) / tag
 
-    def replaced_by_run(self, table: Path, run_id: str) -> Path:
+    def replaced_by_run(self, table: LakePath, run_id: str) -> LakePath:
         """Where a rebuild run keeps the partitions of `table` it replaced."""
         return self.replaced(table, _safe(run_id))
 
-    def rescale_work(self, run_id: str) -> Path:
+    def rescale_work(self, run_id: str) -> LakePath:
         """Where a rescale builds the new de-duplication state: beside the checkpoint, where no sweep or recovery
         of staged partitions looks (it must outlive a rescale that dies, which the next call finishes)."""
         return self.rescale_work_root / _safe(run_id)
 
     @property
-    def rescale_work_root(self) -> Path:
+    def rescale_work_root(self) -> LakePath:
         return self.checkpoints / "rescale"
 
-    def replaced_state(self, run_id: str) -> Path:
+    def replaced_state(self, run_id: str) -> LakePath:
         """Where a rescale keeps the de-duplication state it replaced."""
         return self.replaced_root / "state" / _safe(run_id)
 
-    def staging(self, run_id: str) -> Path:
+    def staging(self, run_id: str) -> LakePath:
         """Where a rebuild run writes its partitions, outside every table folder (same file system, so a rename moves them)."""
         return self.staging_root / _safe(run_id)
 
     @property
-    def staging_root(self) -> Path:
+    def staging_root(self) -> LakePath:
         return self.root / "_staging"
 
     @property
-    def rebuilds(self) -> Path:
+    def rebuilds(self) -> LakePath:
         return self.checkpoints / "rebuilds"
 
-    def rebuild_journal(self, run_id: str) -> Path:
+    def rebuild_journal(self, run_id: str) -> LakePath:
         return self.rebuilds / _file_name(run_id)
 
-    def rebuild_report(self, tag: str) -> Path:
+    def rebuild_report(self, tag: str) -> LakePath:
         return self.reports / "rebuild" / _file_name(tag)
 
-    def rebuild_reports(self, run_id: str) -> list[Path]:
+    def rebuild_reports(self, run_id: str) -> list[LakePath]:
         """The reports of every rebuild run `run_id` made (its retries have suffixed tags), oldest first."""
         folder, name = self.reports / "rebuild", _safe(run_id)
         found = [folder / f"{name}.json", *folder.glob(f"{name}.[0-9]*.json")] if folder.is_dir() else []
         return sorted((p for p in found if p.exists()), key=lambda p: p.stat().st_mtime_ns)
 
     @property
-    def replacements(self) -> Path:
+    def replacements(self) -> LakePath:
         """What an earlier release's batch would move aside once its quarantine output was committed, one file per
         batch (jobs/tables/quarantine_table.py reads what one left)."""
         return self.checkpoint / "replacements"
 
     @property
-    def reports(self) -> Path:
+    def reports(self) -> LakePath:
         return self.root / "reports"
 
     @property
-    def tally(self) -> Path:
+    def tally(self) -> LakePath:
         """The ingest runs' running tallies (jobs/reporting/tally.py)."""
         return self.reports / "tally.json"
 
-    def derived_reports(self, job: str) -> Path:
+    def derived_reports(self, job: str) -> LakePath:
         """The reports of the runs of a derived job (a `Derived`'s job: `activity`, `ocsf`)."""
         return self.reports / job
 
-    def derived_report(self, job: str, run_id: str) -> Path:
+    def derived_report(self, job: str, run_id: str) -> LakePath:
         return self.derived_reports(job) / _file_name(run_id)
 
     @property
-    def ingest_reports(self) -> Path:
+    def ingest_reports(self) -> LakePath:
         return self.reports / "ingest"
 
-    def ingest_report(self, run_id: str) -> Path:
+    def ingest_report(self, run_id: str) -> LakePath:
         return self.ingest_reports / _file_name(run_id)
 
     @property
-    def reconcile_reports(self) -> Path:
+    def reconcile_reports(self) -> LakePath:
         return self.reports / "reconcile"
 
-    def reconcile_report(self, run_id: str) -> Path:
+    def reconcile_report(self, run_id: str) -> LakePath:
         return self.reconcile_reports / _file_name(run_id)
 
     @property
-    def gate_reports(self) -> Path:
+    def gate_reports(self) -> LakePath:
         return self.reports / "dq"
 
-    def gate_report(self, run_id: str) -> Path:
+    def gate_report(self, run_id: str) -> LakePath:
         return self.gate_reports / _file_name(run_id)
 
-    def derived_gate_reports(self, job: str) -> Path:
+    def derived_gate_reports(self, job: str) -> LakePath:
         """The gate reports of a derived job (a `Derived`'s job: `activity`, `ocsf`)."""
         return self.gate_reports / job
 
-    def derived_gate_report(self, job: str, run_id: str) -> Path:
+    def derived_gate_report(self, job: str, run_id: str) -> LakePath:
         return self.derived_gate_reports(job) / _file_name(run_id)
 
     @property
-    def validated(self) -> Path:
+    def validated(self) -> LakePath:
         return self.gate_reports / VALIDATED
 
     @property
-    def publish_reports(self) -> Path:
+    def publish_reports(self) -> LakePath:
         return self.reports / "publish"
 
-    def publish_report(self, run_id: str) -> Path:
+    def publish_report(self, run_id: str) -> LakePath:
         return self.publish_reports / _file_name(run_id)
 
     @property
-    def publish_state(self) -> Path:
+    def publish_state(self) -> LakePath:
         return self.checkpoints / "publish.json"
 
     @property
-    def iceberg_catalog(self) -> Path:
+    def iceberg_catalog(self) -> LakePath:
         return self.root / "iceberg" / "catalog.db"
 
     @property
-    def iceberg_warehouse(self) -> Path:
+    def iceberg_warehouse(self) -> LakePath:
         return self.root / "iceberg" / "warehouse"
 
 
-def partition(table: Path, value: object) -> Path:
+def partition(table: LakePath, value: object) -> LakePath:
     """A table's partition folder, Hive style (`table` is one of the lake's tables, or a staged copy of one)."""
     return table / f"{PARTITION_COLUMN[table.name]}={value}"
 
@@ -313,16 +321,16 @@ def event_day(day: object) -> str:
     return str(day).replace("-", "")
 
 
-def in_table(data_file: Path) -> Path:
+def in_table(data_file: LakePath) -> Path:
     """A data file's place inside its table, wherever the lake is: its partition folder and name (one partition column each)."""
     return Path(*data_file.parts[-2:])
 
 
-def partition_folders(table: Path) -> list[Path]:
+def partition_folders(table: LakePath) -> list[LakePath]:
     """A table's partition folders, in order of their values' text."""
     return sorted(folder for folder in table.glob(f"{PARTITION_COLUMN[table.name]}=*") if folder.is_dir())
 
 
-def partition_value(folder: Path) -> str:
+def partition_value(folder: LakePath) -> str:
     """The value a partition folder holds, as text (`event_date=2024-03-01` -> `2024-03-01`)."""
     return folder.name.split("=", 1)[1]

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import IO, Any
 
-from jobs import object_store
+from jobs import object_store, storage
 from jobs.cli import LAKE_BUSY, Refused
 from jobs.lake import Lake
 
@@ -49,7 +49,7 @@ def _try_lock(handle: IO[str]) -> bool:
 
 
 class LakeLock:
-    """One writer per lake: an exclusive flock on the lake's lock file.
+    """One writer per lake: an exclusive flock on a folder lake's lock file (a lake in object storage takes a LeaseLock there).
 
     The kernel releases it when the holder dies, even by SIGKILL, so a crashed run never
     leaves a stale lock behind. `wait_seconds` > 0 waits that long for the holder to finish.
@@ -62,8 +62,12 @@ class LakeLock:
         self.who = who
         self.wait_seconds = wait_seconds
         self._file: IO[str] | None = None
+        self._lease: LeaseLock | None = None
 
     def __enter__(self) -> LakeLock:
+        if not storage.is_folder(self.path):  # a lake in object storage: no kernel is shared, a lease is
+            self._lease = LeaseLock(str(self.path), self.who, self.wait_seconds).__enter__()
+            return self
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             handle = open(self.path, "a+")  # noqa: SIM115 - held for the life of the run
@@ -87,7 +91,10 @@ class LakeLock:
         self._file = handle
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, kind: object, *exc: object) -> None:
+        if self._lease is not None:
+            lease, self._lease = self._lease, None
+            lease.__exit__(kind, *exc)
         if self._file is not None:
             fcntl.flock(self._file, fcntl.LOCK_UN)
             self._file.close()

@@ -167,7 +167,7 @@ def committed_ids(lake: Path) -> set[str]:
     from jobs.lake import Lake
     from jobs.tables.events import all_files
 
-    existing = [str(path) for path in all_files(Lake(lake))]
+    existing = [str(path) for path in all_files(Lake.at(lake))]
     if not existing:
         return set()
     return {row[0] for row in duckdb.connect().execute("select eventID from read_parquet(?)", [existing]).fetchall()}

@@ -18,7 +18,7 @@ from typing import Any
 import duckdb
 from pyspark.sql import functions as F
 
-from jobs import COMMANDS
+from jobs import COMMANDS, storage
 from jobs.ingest.command import parse_args
 from jobs.ingest.run import run
 from jobs.lake import Lake
@@ -178,7 +178,7 @@ def table_rows(spark, lake: Path) -> list[tuple[str, str]]:
     the lake's Iceberg catalog."""
     from jobs.tables.events import event_dates, events_of_dates
 
-    rows = events_of_dates(spark, Lake(lake), event_dates(Lake(lake)))
+    rows = events_of_dates(spark, Lake.at(lake), event_dates(Lake.at(lake)))
     if rows is None:
         return []
     return sorted((r.eventID, str(r.event_date)) for r in rows.select("eventID", "event_date").collect())
@@ -189,7 +189,7 @@ def put_events(frame, lake: Path, tag: str = "test") -> None:
     commits: what a test builds a table from."""
     from jobs.tables.events_table import EventsTable
 
-    table = EventsTable(frame.sparkSession, Lake(lake))
+    table = EventsTable(frame.sparkSession, Lake.at(lake))
     _, files = table.stage(frame, tag)
     table.replace_dates({str(row[0]) for row in frame.select("event_date").distinct().collect()}, files, {})
 
@@ -198,7 +198,7 @@ def duckdb_rows(lake: Path) -> list[tuple[str, str]]:
     """The same, read from the table's files without Spark (DuckDB over the files its metadata names)."""
     from jobs.tables.events import events_source
 
-    source = events_source(Lake(lake))
+    source = events_source(Lake.at(lake))
     if source is None:
         return []
     return sorted(duckdb.connect().execute(f"select eventID, cast(event_date as varchar) from {source}").fetchall())
@@ -248,7 +248,7 @@ def spark_table(spark, lake: Path, name: str):
 
 def quarantine_rows(spark, lake: Path) -> list[tuple[str, str]]:
     """(source file name, reason) of every quarantined row, as the quarantine's Iceberg table holds it now."""
-    source = quarantine_source(Lake(lake))
+    source = quarantine_source(Lake.at(lake))
     if source is None:
         return []
     rows = duckdb.connect().execute(f"select source_file, reason from {source}").fetchall()
@@ -258,7 +258,7 @@ def quarantine_rows(spark, lake: Path) -> list[tuple[str, str]]:
 def committed_files(table: Path) -> list[Path]:
     """The data files a table's sink log lists as committed (what a reader through the log sees), read as Spark reads
     the log: the newest compaction, then every batch file after it, a later entry's action winning."""
-    batches = batch_files(sink_log(table))
+    batches = batch_files(sink_log(storage.at(table)))
     start = max((batch_id for batch_id, path in batches if path.name.endswith(".compact")), default=-1)
     kept: dict[str, bool] = {}
     for batch_id, path in batches:
@@ -271,7 +271,7 @@ def committed_files(table: Path) -> list[Path]:
 
 
 def committed_batches(lake: Path) -> int:
-    return len(sink_log_files(Lake(lake).events))
+    return len(sink_log_files(Lake.at(lake).events))
 
 
 def written_batches(report: RunReport) -> list[int]:

@@ -15,11 +15,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from jobs.derived.state import STATE_FORMAT, built_dates
-from jobs.files import FORMAT
 from jobs.lake import ACTIVITY, ACTIVITY_HOURLY, EVENT_DATE, OCSF_API_ACTIVITY, Lake
 from jobs.publishing import command as publish
 from jobs.quality import gate
 from jobs.reporting.report import read_report
+from jobs.storage import FORMAT
 from jobs.tables.events import all_files
 from tests.helpers import DAY, deliver, duckdb_rows, events_of, quarantine_rows, run_every_command, spark_table
 

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from jobs.files import write_record
 from jobs.lake import Lake
 from jobs.landing.layout import delivery_path
 from jobs.quality import validate_events
+from jobs.storage import write_record
 from jobs.tables import partitions
 from jobs.tables.events import all_files, date_files, events_location
 from jobs.tables.events_table import EventsTable

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from jobs.files import FORMAT, NewerFormat, record_body, write_record
+from jobs.storage import FORMAT, NewerFormat, record_body, write_record
 
 pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[1]
 # write_record itself; Spark's own files, which Spark reads: their formats are Spark's (written as Spark does).
-EXEMPT = {"jobs/files.py", "jobs/spark/logs.py", "jobs/spark/state.py"}
+EXEMPT = {"jobs/storage.py", "jobs/spark/logs.py", "jobs/spark/state.py"}
 
 
 def test_a_record_names_its_format_and_its_reader_takes_older_ones_up(tmp_path):

@@ -2,7 +2,7 @@
 module of jobs/ that writes it.
 
 Python's writes are seen through an audit hook (`open` for writing, `os.rename`/`os.replace`): the writer is the
-innermost module of jobs/ on the stack, jobs/files.py's helpers aside. Spark writes the tables, its checkpoint and
+innermost module of jobs/ on the stack, jobs/storage.py's helpers aside. Spark writes the tables, its checkpoint and
 its logs from the JVM: those files are the module's that runs the query or the write (SPARK_WRITES). Where an
 operator command edits one of Spark's files (rescale's state partitions in an offsets file, a lost stream metadata
 file, a moved lake's source log), jobs/spark/logs.py does, and the hook sees that module; that such a file also had

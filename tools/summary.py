@@ -16,11 +16,12 @@ from jobs.iceberg.catalog import NAMESPACE
 from jobs.lake import DERIVED, EVENT_DATE, REASON, Lake
 from jobs.reporting.report import failure_line, read_reports, verdict_of
 from jobs.status.lake_status import derived_rows
+from jobs.storage import LakePath
 from jobs.tables.events import events_source
 from jobs.tables.quarantine_files import quarantine_source
 
 
-def latest(folder: Path) -> dict | None:
+def latest(folder: LakePath) -> dict | None:
     found = read_reports(folder)
     return found[-1] if found else None
 

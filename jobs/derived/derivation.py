@@ -18,12 +18,10 @@ import hashlib
 import inspect
 import logging
 import os
-import shutil
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import date
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -31,7 +29,7 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from jobs import cli, options
+from jobs import cli, options, storage
 from jobs.derived.state import built_dates, record_built
 from jobs.iceberg.catalog import TABLE_NAMES, existing_table, open_catalog
 from jobs.iceberg.spark_tables import Staged, spark_name, staged_overwrite, use_catalog, writable
@@ -41,6 +39,7 @@ from jobs.quality import validate_events
 from jobs.records.schema import EVENTS_SCHEMA
 from jobs.reporting.report import DerivedReport, now_iso
 from jobs.spark.session import JobSession
+from jobs.storage import LakePath
 from jobs.tables import partitions
 from jobs.tables.events import date_fingerprint, event_dates, events_of_dates
 
@@ -130,10 +129,10 @@ def changed_dates(lake: Lake, derived: Derived, recipe: str, anew: bool = False)
     return sorted(day for day in dates if day not in built or built_stamp(lake, day, recipe) != built[day].stamp)
 
 
-def folder_tables(lake: Lake, derived: Derived) -> list[Path]:
+def folder_tables(lake: Lake, derived: Derived) -> list[LakePath]:
     """The partition folders an earlier release kept the job's tables in, inside the lake (it published copies of
     them): the Iceberg tables are built anew from the events, then these go."""
-    return [folder for name in derived.tables for folder in sorted(lake.table(name).glob(f"{PARTITION_COLUMNS[name][0]}=*"))]
+    return [folder for name in derived.tables for folder in storage.listed(lake.table(name), f"{PARTITION_COLUMNS[name][0]}=*")]
 
 
 def extract(spark: SparkSession, lake: Lake, dates: list[str]) -> DataFrame:
@@ -229,9 +228,9 @@ def refresh(derivation: Derivation, config: DerivedConfig, session: Callable[[],
             record_built(lake, derivation.derived, stamps, report.rows, report.folders)
             if given is None:  # every date was built: an earlier release's folders are in the Iceberg tables now
                 for folder in folder_tables(lake, derivation.derived):
-                    shutil.rmtree(folder)
+                    storage.remove_tree(folder)
                 for name in derivation.derived.tables:  # and the versions its swaps replaced
-                    shutil.rmtree(lake.replaced_tables(name), ignore_errors=True)
+                    storage.remove_tree(lake.replaced_tables(name))
         report.status = "succeeded"
     except Exception as exc:
         report.status, report.error = "failed", cli.first_line(exc)[:2000]

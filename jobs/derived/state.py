@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from jobs.files import read_record, under, write_record
 from jobs.lake import Derived, Lake
+from jobs.storage import read_record, under, write_record
 
 STATE_FORMAT = 2
 

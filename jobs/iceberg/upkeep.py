@@ -13,8 +13,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from jobs.files import read_record, under, write_record
 from jobs.spark.logs import local_path
+from jobs.storage import LakePath, read_record, under, write_record
 
 log = logging.getLogger("iceberg")
 
@@ -23,24 +23,24 @@ log = logging.getLogger("iceberg")
 ORPHAN_FLOOR = timedelta(days=1)
 
 
-# publish.json's format (jobs/files.py's `record_body`): 2 = {"cleaned_at": {location: time}}; format 1 was that object alone.
+# publish.json's format (jobs/storage.py's `record_body`): 2 = {"cleaned_at": {location: time}}; format 1 was that object alone.
 STATE_FORMAT = 2
 
 
-def _cleaned_at(state: Path) -> dict[str, str]:
+def _cleaned_at(state: LakePath) -> dict[str, str]:
     if not state.exists():
         return {}
     cleaned: dict[str, str] = read_record(state, STATE_FORMAT, {1: under("cleaned_at")})["cleaned_at"]
     return cleaned
 
 
-def cleaning_due(state: Path, location: str, now: datetime) -> bool:
+def cleaning_due(state: LakePath, location: str, now: datetime) -> bool:
     """Unreferenced files are looked for at most once a day: every manifest is read, the location listed."""
     last = _cleaned_at(state).get(location)
     return last is None or now - datetime.fromisoformat(last) >= timedelta(days=1)
 
 
-def cleaned(state: Path, location: str, now: datetime) -> None:
+def cleaned(state: LakePath, location: str, now: datetime) -> None:
     write_record(state, STATE_FORMAT, {"cleaned_at": _cleaned_at(state) | {location: now.isoformat()}}, indent=1)
 
 
@@ -68,7 +68,7 @@ def referenced(table: Any) -> set[str]:
     return found
 
 
-def delete_orphans(table: Any, before: datetime, now: datetime, registered_in: Path | None = None) -> int:
+def delete_orphans(table: Any, before: datetime, now: datetime, registered_in: LakePath | None = None) -> int:
     """Delete the files under the table's location that nothing references and that are older than `before`, and
     older than ORPHAN_FLOOR before `now` whatever `before` says; with `registered_in`, a folder whose data files were
     registered in place (an earlier release's events folder), its data files too (and their checksums), not its logs."""

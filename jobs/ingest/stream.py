@@ -17,6 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
+from jobs import storage
 from jobs.ingest.batch_writer import BatchWriter
 from jobs.ingest.config import IngestConfig
 from jobs.ledger.store import MANIFEST_DDL
@@ -46,7 +47,7 @@ def extract(spark: SparkSession, config: IngestConfig) -> DataFrame:
         # A checkpoint written before the ledger names landing files in its log, and Spark plans the
         # last committed batch again at start: the base path must hold both folders (and Spark sets
         # it to the source's path itself unless that path is a glob).
-        .option("basePath", os.path.commonpath([manifests, config.landing]))
+        .option("basePath", os.path.commonpath([manifests, config.landing]) if storage.is_folder(manifests) else str(manifests))
         .load(f"{manifests}/[0-9]*.jsonl")
     )
     return stream.select(F.from_json("value", MANIFEST_DDL).alias("file")).select("file.*")

@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from jobs import object_store
-from jobs.files import write_whole
 from jobs.landing.layout import FILE_NAME, day_folders, delivery_date, place
+from jobs.storage import write_whole
 
 SCHEME = "s3://"
 # Objects fetched at once: a fetch waits on the network, not on the CPU.

@@ -1,4 +1,4 @@
-"""The notification records the lake keeps, one owner for all four (each a record of jobs/files.py):
+"""The notification records the lake keeps, one owner for all four (each a record of jobs/storage.py):
 
     <lake>/notifications/kept/      messages that cannot be read, whole, with the reason (then deleted from the queue)
     <lake>/notifications/refused/   keys the lake's disk cannot hold, named before their messages are deleted
@@ -15,21 +15,20 @@ import json
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import Any, TypeVar
 
-from jobs.files import read_record, write_record
 from jobs.lake import Lake
 from jobs.landing.bucket import REFUSED, Problem
 from jobs.landing.notifications import Delivery
+from jobs.storage import LakePath, read_record, write_record
 
 log = logging.getLogger("cloudtrail_ingest")
 T = TypeVar("T")
-# Their format (jobs/files.py's `record_body`), 1 since they named one.
+# Their format (jobs/storage.py's `record_body`), 1 since they named one.
 RECORD_FORMAT = 1
 
 
-def keep(lake: Lake, message_id: str, body: str, reason: str) -> Path:
+def keep(lake: Lake, message_id: str, body: str, reason: str) -> LakePath:
     path = lake.kept_messages / f"{_safe(message_id)}.json"
     write_record(path, RECORD_FORMAT, {"message_id": message_id, "reason": reason, "body": body})
     log.warning("kept a notification that cannot be read, %s: %s", path.name, reason)
@@ -41,16 +40,16 @@ def kept(lake: Lake) -> list[dict[str, Any]]:
     return _entries(lake.kept_messages)
 
 
-def _entries(folder: Path) -> list[dict[str, Any]]:
+def _entries(folder: LakePath) -> list[dict[str, Any]]:
     """A folder's JSON entries (kept messages), in name order."""
     return [_record(path) for path in _paths(folder)]
 
 
-def _paths(folder: Path) -> list[Path]:
+def _paths(folder: LakePath) -> list[LakePath]:
     return sorted(folder.glob("*.json")) if folder.is_dir() else []
 
 
-def _taken_back(lake: Lake, folder: Path, what: str, read: Callable[[dict[str, Any]], T]) -> list[tuple[Path, T]]:
+def _taken_back(lake: Lake, folder: LakePath, what: str, read: Callable[[dict[str, Any]], T]) -> list[tuple[LakePath, T]]:
     """A folder's entries, each as `read` takes its record; one that cannot be read is kept as an unreadable
     notification (`what` says which kind of entry it was; its name says the folder too, so an inbox entry and an
     outside one of the same name are both kept) and removed."""
@@ -64,7 +63,7 @@ def _taken_back(lake: Lake, folder: Path, what: str, read: Callable[[dict[str, A
     return entries
 
 
-def _record(path: Path) -> dict[str, Any]:
+def _record(path: LakePath) -> dict[str, Any]:
     return read_record(path, RECORD_FORMAT)
 
 
@@ -86,7 +85,7 @@ def refused(lake: Lake, newest: int = 100) -> list[dict[str, str]]:
     return [_record(path) for path in paths[:newest]]
 
 
-def keep_outside(lake: Lake, message_id: str, outside: Sequence[Delivery], landing: str) -> Path:
+def keep_outside(lake: Lake, message_id: str, outside: Sequence[Delivery], landing: str) -> LakePath:
     """A message's log files outside the configured landing, kept until a run whose landing holds them takes them back:
     a mistyped prefix or bucket loses nothing, and the run names both."""
     path = lake.outside_messages / f"{_safe(message_id)}.json"
@@ -95,7 +94,7 @@ def keep_outside(lake: Lake, message_id: str, outside: Sequence[Delivery], landi
     return path
 
 
-def outside_entries(lake: Lake) -> list[tuple[str, Path, list[list[str]]]]:
+def outside_entries(lake: Lake) -> list[tuple[str, LakePath, list[list[str]]]]:
     """The kept messages outside the landing, to take back into a run: (message id, its entry, the [bucket, key] it
     names). An entry that cannot be read is kept as unreadable and removed."""
 
@@ -111,7 +110,7 @@ def outside(lake: Lake) -> list[dict[str, Any]]:
     return _entries(lake.outside_messages)
 
 
-def write_inbox(lake: Lake, event_id: str, bodies: Sequence[str]) -> Path:
+def write_inbox(lake: Lake, event_id: str, bodies: Sequence[str]) -> LakePath:
     """The event-driven DAG's first task: the notifications its asset event carries (the watcher deleted them from
     the queue), kept in the lake until a run has ledgered their files. Written again for the same event: the same file."""
     path = lake.inbox / f"{_safe(event_id)}.json"
@@ -119,7 +118,7 @@ def write_inbox(lake: Lake, event_id: str, bodies: Sequence[str]) -> Path:
     return path
 
 
-def inbox_entries(lake: Lake) -> list[tuple[Path, list[str]]]:
+def inbox_entries(lake: Lake) -> list[tuple[LakePath, list[str]]]:
     """The inbox's entries, each with the notification bodies it holds. An entry that cannot be read is kept as
     unreadable and removed."""
 

@@ -18,7 +18,6 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from jobs import options
@@ -26,6 +25,7 @@ from jobs.lake import Lake
 from jobs.landing.bucket import BucketLanding, Problem
 from jobs.landing.kept_notifications import inbox_entries, keep, keep_outside, keep_refused, outside_entries
 from jobs.landing.notifications import Delivery, parse
+from jobs.storage import LakePath
 
 log = logging.getLogger("cloudtrail_ingest")
 RECEIVE_BATCH = 10  # SQS's most per call
@@ -44,10 +44,10 @@ class Received:
     named: dict[str, tuple[Delivery, ...]] = field(default_factory=dict)
     # The log keys under the landing the messages name, each once: what the run fetches.
     keys: list[str] = field(default_factory=list)
-    inbox_files: list[Path] = field(default_factory=list)
+    inbox_files: list[LakePath] = field(default_factory=list)
     # Entries of <lake>/notifications/outside/ taken back, by message id, with what they name: removed once nothing
     # they name is outside, written again only when what they name outside changes.
-    outside_files: dict[str, tuple[Path, list[list[str]]]] = field(default_factory=dict)
+    outside_files: dict[str, tuple[LakePath, list[list[str]]]] = field(default_factory=dict)
     # What the messages name outside the landing (kept, not deleted in silence), by message id.
     outside: dict[str, list[Delivery]] = field(default_factory=dict)
     counts: Counter[str] = field(default_factory=Counter)

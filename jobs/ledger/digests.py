@@ -21,7 +21,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from jobs.files import write_whole
+from jobs.storage import LakePath, write_whole
 
 DIGEST_NAME = re.compile(r"[^/]+_CloudTrail-Digest_[^/]+\.json\.gz")
 DIGEST_FOLDER = "CloudTrail-Digest"
@@ -87,7 +87,7 @@ def content_hash(path: Path) -> tuple[str | None, str | None]:
 class Proven:
     """Digests proven complete, one text file per digest delivery date: never read again."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: LakePath) -> None:
         self.folder = folder
         self._days: dict[str, set[str]] = {}
         self._added: set[str] = set()

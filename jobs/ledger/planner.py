@@ -59,6 +59,7 @@ from jobs.ledger.state import Ledger, newest_delivery, retired_before_of
 from jobs.ledger.store import Entry, Manifest, sha256_of, write_manifests
 from jobs.records.dedup import Dedup
 from jobs.spark.checkpoint import CheckpointSnapshot, LastSuccess
+from jobs.storage import LakePath
 
 # Timestamps on some file systems are coarse; a file is "new" if it changed this close to the check.
 CLOCK_SLACK_NS = 60 * 10**9
@@ -291,7 +292,7 @@ class _Listing:
 
 def plan_files(
     checkpoint: CheckpointSnapshot,
-    folder: Path,
+    folder: LakePath,
     landing: str | Path,
     ledger_options: LedgerOptions,
     dedup: Dedup,

@@ -14,14 +14,13 @@ the window listed instead.
 from __future__ import annotations
 
 import logging
-import os
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
+from jobs import storage
 from jobs.lake import Lake
 from jobs.landing.bucket import FETCH_THREADS, BucketLanding
 from jobs.landing.layout import FILE_NAME
@@ -29,6 +28,7 @@ from jobs.ledger.digests import DIGEST_FOLDER, Proven, content_hash, digest_keys
 from jobs.ledger.state import known_files
 from jobs.reporting.report import read_report, write_json
 from jobs.spark.checkpoint import CheckpointSnapshot
+from jobs.storage import LakePath
 
 log = logging.getLogger("cloudtrail_ingest")
 
@@ -69,7 +69,7 @@ class Reconciliation:
             "list_calls": self.list_calls,
         }
 
-    def write(self, lake: Lake) -> Path:
+    def write(self, lake: Lake) -> LakePath:
         path = lake.reconcile_report(self.run_id)
         body = {**self.__dict__, "summary": self.summary()}
         return write_json(path, dict(sorted(body.items())))
@@ -99,7 +99,7 @@ def missing_files(
 
 
 def last(lake: Lake) -> dict[str, Any] | None:
-    reports = sorted(lake.reconcile_reports.glob("*.json"), key=os.path.getmtime) if lake.reconcile_reports.is_dir() else []
+    reports = sorted(storage.listed(lake.reconcile_reports, "*.json"), key=lambda path: path.stat().st_mtime)
     return next((report for path in reversed(reports) if (report := read_report(path)) is not None), None)
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 from pathlib import Path
 
-from jobs import duck
+from jobs import duck, storage
 from jobs.lake import REASON, Lake
 from jobs.landing.layout import day_folders, delivery_date, log_files_in
 from jobs.ledger.store import late_files, read_manifest
@@ -50,14 +50,14 @@ def _manifest(path: str, mtime_ns: int) -> tuple[tuple[tuple[str, int | None, bo
 
     A manifest is written whole and never changed (jobs/ledger/planner.py): a long-lived process (the
     API server) reads each one once; a week of them names tens of thousands of files."""
-    entries = tuple((e.path, e.size, e.only_records is None) for e in read_manifest(Path(path)).entries)
+    entries = tuple((e.path, e.size, e.only_records is None) for e in read_manifest(storage.at(path)).entries)
     return entries, max((d for d in (delivery_date(p) for p, _, _ in entries) if d), default=None)
 
 
 def manifests(lake: Lake) -> list[tuple[str, tuple[tuple[str, int | None, bool], ...], date | None]]:
     """Every manifest of the ledger, oldest first: its path, files and newest delivery date."""
     found = []
-    for path in sorted(lake.manifests.glob("[0-9]*.jsonl")):
+    for path in storage.listed(lake.manifests, "[0-9]*.jsonl"):
         try:
             found.append((str(path), *_manifest(str(path), path.stat().st_mtime_ns)))
         except FileNotFoundError:

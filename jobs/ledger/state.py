@@ -10,13 +10,13 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from pathlib import Path
 
 from jobs.lake import RESTAMPED, RETIRED
 from jobs.landing.layout import day_folders, delivery_date, log_files_in, relative
 from jobs.ledger.store import Entry, Manifest, RetiredIndex, read_manifests, read_restamps, write_restamps
 from jobs.spark.checkpoint import CheckpointSnapshot
 from jobs.spark.logs import CheckpointError, LogEntry, SourceLog, rewrite_compaction
+from jobs.storage import LakePath
 
 
 def _ctime_ns(path: str) -> int | None:
@@ -33,7 +33,7 @@ class Ledger:
     zone (not its absolute path: a zone mounted elsewhere holds the same files)."""
 
     checkpoint: CheckpointSnapshot
-    folder: Path
+    folder: LakePath
     manifests: list[Manifest]
     # Spark's log of the manifests batches read (and, in a checkpoint from before the ledger, of landing files).
     read_by_spark: dict[str, LogEntry]
@@ -43,7 +43,7 @@ class Ledger:
     retired: RetiredIndex
 
     @classmethod
-    def read(cls, checkpoint: CheckpointSnapshot, folder: Path) -> Ledger:
+    def read(cls, checkpoint: CheckpointSnapshot, folder: LakePath) -> Ledger:
         manifests = read_manifests(folder)
         legacy = [entry.path for entry in checkpoint.sources.entries if os.path.dirname(entry.path) != str(folder)]
         half_done = checkpoint.planned_offset if checkpoint.planned_batch_id != checkpoint.commit.batch_id else None
@@ -120,7 +120,7 @@ def retired_before_of(newest: date | None, retention: timedelta) -> date | None:
     return newest - timedelta(days=retention.days) if newest else None
 
 
-def read_files(checkpoint: CheckpointSnapshot, folder: Path, landing: str, retention: timedelta) -> dict[str, Entry]:
+def read_files(checkpoint: CheckpointSnapshot, folder: LakePath, landing: str, retention: timedelta) -> dict[str, Entry]:
     """Every landing file a committed batch has read, as it was read (newest read), by its place in the landing
     zone (`landing.relative`), with its path in the zone as it is mounted now.
 
@@ -167,7 +167,7 @@ def _forget(log: SourceLog, gone: set[str]) -> None:
         rewrite_compaction(log, kept)
 
 
-def known_files(checkpoint: CheckpointSnapshot, folder: Path, days: Iterable[date]) -> dict[str, Entry]:
+def known_files(checkpoint: CheckpointSnapshot, folder: LakePath, days: Iterable[date]) -> dict[str, Entry]:
     """Every landing file the ledger has taken, by its place in the landing zone: those its manifests name, and those
     of retired delivery folders on `days` (their manifests let go of). What a reconciliation checks deliveries against."""
     ledger = Ledger.read(checkpoint, folder)

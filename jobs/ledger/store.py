@@ -19,16 +19,16 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date
-from pathlib import Path
 from typing import Any
 
-from jobs.files import FORMAT, read_record, record_body, under, write_record, write_whole
+from jobs import storage
 from jobs.lake import LET_GO, RETIRED, Lake
 from jobs.landing.layout import delivery_date, relative
 from jobs.spark.checkpoint import CheckpointSnapshot
 from jobs.spark.logs import CheckpointError
+from jobs.storage import FORMAT, LakePath, read_record, record_body, under, write_record, write_whole
 
-# A manifest's (and the restamps') entries name their format each (jobs/files.py's `record_body`), the late files
+# A manifest's (and the restamps') entries name their format each (jobs/storage.py's `record_body`), the late files
 # theirs: 2 since issue #68 (format 1: the hash under `fingerprint`; the late files the dates object alone).
 ENTRY_FORMAT = 2
 LATE_FILES_FORMAT = 2
@@ -82,11 +82,11 @@ def sha256_of(path: str) -> str:
 
 @dataclass(frozen=True)
 class Manifest:
-    path: Path
+    path: LakePath
     entries: tuple[Entry, ...]
 
 
-def read_manifest(path: Path) -> Manifest:
+def read_manifest(path: LakePath) -> Manifest:
     entries = []
     for number, line in enumerate(path.read_text().splitlines(), 1):
         if not line.strip():
@@ -102,12 +102,12 @@ def read_manifest(path: Path) -> Manifest:
     return Manifest(path, tuple(entries))
 
 
-def read_manifests(folder: Path) -> list[Manifest]:
+def read_manifests(folder: LakePath) -> list[Manifest]:
     """Every complete manifest, oldest first (a partial one is hidden, and Spark skips it too)."""
-    return [read_manifest(path) for path in sorted(folder.glob("[0-9]*.jsonl"))] if folder.is_dir() else []
+    return [read_manifest(path) for path in storage.listed(folder, "[0-9]*.jsonl")]
 
 
-def write_manifests(folder: Path, batches: Iterable[list[Entry]], stamp_ns: int) -> tuple[Manifest, ...]:
+def write_manifests(folder: LakePath, batches: Iterable[list[Entry]], stamp_ns: int) -> tuple[Manifest, ...]:
     """One manifest per batch, each written whole (hidden until renamed), mtimes 1 ms apart in batch order:
     Spark's file source takes new files oldest first."""
     written = []
@@ -118,7 +118,7 @@ def write_manifests(folder: Path, batches: Iterable[list[Entry]], stamp_ns: int)
     return tuple(written)
 
 
-def missing_manifests(checkpoint: CheckpointSnapshot, folder: Path) -> list[str]:
+def missing_manifests(checkpoint: CheckpointSnapshot, folder: LakePath) -> list[str]:
     """Manifests Spark's log says a batch read that are gone, though the ledger never let go of them (deleted by
     hand, a partial restore): their files would be taken again. Nothing is known missing in a ledger older than the
     record of what it let go of: the first run of this version starts that record."""
@@ -138,7 +138,7 @@ def verified_checkpoint(lake: Lake, held: dict[str, int | None]) -> CheckpointSn
     return checkpoint
 
 
-def check_manifests(checkpoint: CheckpointSnapshot, folder: Path) -> None:
+def check_manifests(checkpoint: CheckpointSnapshot, folder: LakePath) -> None:
     missing = missing_manifests(checkpoint, folder)
     if missing:
         raise CheckpointError(
@@ -148,12 +148,12 @@ def check_manifests(checkpoint: CheckpointSnapshot, folder: Path) -> None:
         )
 
 
-def read_restamps(path: Path) -> dict[str, Entry]:
+def read_restamps(path: LakePath) -> dict[str, Entry]:
     """The ledger's restamp record: files taken before whose times changed since, content unchanged, as they are now."""
     return {relative(entry.path): entry for entry in read_manifest(path).entries} if path.exists() else {}
 
 
-def write_restamps(path: Path, restamps: dict[str, Entry]) -> None:
+def write_restamps(path: LakePath, restamps: dict[str, Entry]) -> None:
     write_whole(path, "".join(f"{restamps[key].line()}\n" for key in sorted(restamps)))
 
 
@@ -163,12 +163,12 @@ class RetiredIndex:
     copy, a zone mounted elsewhere) is still known as taken; only a file not here is a straggler. Beside them, the
     names of the manifests let go of: a manifest Spark's log names that is gone and not among them was lost."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: LakePath) -> None:
         self.folder = folder
         self._days: dict[date, set[str]] = {}
 
     @property
-    def _manifests(self) -> Path:
+    def _manifests(self) -> LakePath:
         return self.folder / LET_GO
 
     def let_go(self) -> set[str] | None:
@@ -179,10 +179,10 @@ class RetiredIndex:
         known = self.let_go() or set()
         self._write(self._manifests, known | set(names))
 
-    def _write(self, path: Path, lines: set[str]) -> None:
+    def _write(self, path: LakePath, lines: set[str]) -> None:
         write_whole(path, "".join(f"{line}\n" for line in sorted(lines)))
 
-    def _path(self, day: date) -> Path:
+    def _path(self, day: date) -> LakePath:
         return self.folder / f"{day.isoformat()}.txt"
 
     def on(self, day: date) -> set[str]:
@@ -205,7 +205,7 @@ class RetiredIndex:
             self._write(self._path(day), known)
 
 
-def record_late_files(folder: Path, batch_id: int, late: dict[str, list[str]]) -> None:
+def record_late_files(folder: LakePath, batch_id: int, late: dict[str, list[str]]) -> None:
     """Write down which landing files held late events of which event dates (one file per batch, rewritten on replay):
     a late file sits in a delivery folder long after its events' dates, where a rebuild of those dates would not look."""
     if not late:
@@ -213,7 +213,7 @@ def record_late_files(folder: Path, batch_id: int, late: dict[str, list[str]]) -
     write_record(folder / f"{batch_id}.json", LATE_FILES_FORMAT, {"dates": {day: sorted(files) for day, files in sorted(late.items())}})
 
 
-def late_files(folder: Path) -> dict[date, set[str]]:
+def late_files(folder: LakePath) -> dict[date, set[str]]:
     """Every landing file that held late events, by event date (paths as the table's _source_file names them)."""
     found: dict[date, set[str]] = {}
     for path in folder.glob("[0-9]*.json") if folder.is_dir() else []:

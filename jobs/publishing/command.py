@@ -40,7 +40,6 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 from jobs import cli, options
@@ -64,6 +63,7 @@ from jobs.publishing.in_place import publish_in_place, registered_folder
 from jobs.records import layout
 from jobs.reporting.report import now_iso, write_json
 from jobs.reporting.summary import publish_summary
+from jobs.storage import LakePath
 from jobs.tables.events import date_fingerprint
 
 log = logging.getLogger("publish")
@@ -301,7 +301,7 @@ class PublishReport:
     tables: list[TableOutcome] = field(default_factory=list)
     seconds: float | None = None
 
-    def write(self, lake: Lake) -> Path:
+    def write(self, lake: Lake) -> LakePath:
         return write_json(lake.publish_report(self.run_id), asdict(self))
 
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from jobs.lake import DERIVED, EVENT_DATE, Lake
 from jobs.quality import gate
 from jobs.reporting.report import read_reports, verdict_of
+from jobs.storage import LakePath
 from jobs.tables.events import date_files, date_fingerprint, event_dates
 
 
@@ -22,7 +22,7 @@ from jobs.tables.events import date_files, date_fingerprint, event_dates
 class LocalFile:
     """A committed, gated data file of a lake table, and where its copy goes in the table's location."""
 
-    path: Path
+    path: LakePath
     partition: str  # its partition folder, relative to the table (`event_date=2024-03-01`, `region=.../eventDay=...`)
     size: int
     mtime_ns: int
@@ -54,7 +54,7 @@ class Published:
         return max((f.mtime_ns for files in self.files.values() for f in files), default=0)
 
 
-def _local(path: Path, partition: str) -> LocalFile:
+def _local(path: LakePath, partition: str) -> LocalFile:
     stat = path.stat()
     return LocalFile(path, partition, stat.st_size, stat.st_mtime_ns)
 

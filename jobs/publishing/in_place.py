@@ -13,6 +13,7 @@ from jobs.iceberg.catalog import commit_files
 from jobs.lake import EVENTS, Lake
 from jobs.publishing.gated import Published
 from jobs.spark.logs import local_path
+from jobs.storage import LakePath
 from jobs.tables.events import INGEST
 
 log = logging.getLogger("publish")
@@ -41,7 +42,7 @@ def publish_in_place(table: Any, found: Published, properties: dict[str, str]) -
     return len(added), len(removed)
 
 
-def registered_folder(table: Any, lake: Lake) -> Path | None:
+def registered_folder(table: Any, lake: Lake) -> LakePath | None:
     """The earlier release's events folder whose files the events table registered in place, for the orphan removal:
     a file of it no snapshot names any more (compacted, rebuilt) is deleted like the table's own. None for another
     table, and before the registration (the folder's files are then no snapshot's yet, and must stay)."""

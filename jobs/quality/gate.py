@@ -11,12 +11,11 @@ its fingerprint, so the gate runs again.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
-from jobs.files import read_record, under, write_record
 from jobs.lake import Lake
 from jobs.reporting.report import failure_line, read_report, skipped_gate_report, verdict_of, write_json
+from jobs.storage import LakePath, read_record, under, write_record
 from jobs.tables.events import date_fingerprint
 
 
@@ -28,7 +27,7 @@ def fingerprints(lake: Lake, dates: list[str]) -> dict[str, str]:
     return {day: date_fingerprint(lake, day) for day in dates}
 
 
-# _validated.json's format (jobs/files.py's `record_body`): 2 = {"dates": {date: {"fingerprint", "run_id"}}}; format 1
+# _validated.json's format (jobs/storage.py's `record_body`): 2 = {"dates": {date: {"fingerprint", "run_id"}}}; format 1
 # was the dates object alone.
 VALIDATED_FORMAT = 2
 
@@ -80,5 +79,5 @@ def skip_reason(lake: Lake, run_id: str, dates: list[str]) -> str | None:
     return f"the run wrote nothing and partitions {', '.join(dates)} are unchanged since gate runs {', '.join(runs)} passed them"
 
 
-def record_skip(lake: Lake, run_id: str, dates: list[str], reason: str) -> Path:
+def record_skip(lake: Lake, run_id: str, dates: list[str], reason: str) -> LakePath:
     return write_json(lake.gate_report(run_id), skipped_gate_report(run_id, dates, reason))

@@ -34,6 +34,7 @@ from jobs.records.rows import implausible_event_time
 from jobs.records.schema import EVENTS_SCHEMA
 from jobs.reporting.report import failure_line, gate_report, read_report, write_json
 from jobs.spark.session import spark_session
+from jobs.storage import LakePath
 from jobs.tables.events import events_of_dates
 
 log = logging.getLogger("validate_events")
@@ -59,7 +60,7 @@ class ValidateConfig:
     run_id: str | None
     dates: tuple[date, ...]
     quarantine_threshold: float
-    results_path: Path
+    results_path: LakePath
 
 
 def parse_args(argv: list[str] | None = None) -> ValidateConfig:

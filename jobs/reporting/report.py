@@ -16,11 +16,10 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, cast
 
-from jobs.files import read_record, write_record
 from jobs.lake import ACTIVITY, VALIDATED, Lake
+from jobs.storage import LakePath, read_record, write_record
 
 log = logging.getLogger("cloudtrail_ingest")
 
@@ -116,7 +115,7 @@ class RunReport:
         body.update(self.totals())
         return body
 
-    def write(self) -> tuple[Path, dict[str, Any]]:
+    def write(self) -> tuple[LakePath, dict[str, Any]]:
         """The report written (to_json, totals included, computed once): its path and body."""
         body = self.to_json()
         return write_json(Lake.at(self.lake).ingest_report(self.run_id), body), body
@@ -141,7 +140,7 @@ class DerivedReport:
     # Per table, per event date: the partition folders those rows fill, one file each (jobs/tables/staging.py).
     folders: dict[str, dict[str, int]] = field(default_factory=dict)
 
-    def write(self, lake: Lake) -> Path:
+    def write(self, lake: Lake) -> LakePath:
         return write_json(lake.derived_report(self.job, self.run_id), asdict(self))
 
 
@@ -169,20 +168,20 @@ class RebuildReport:
     seconds: float | None = None
     error: str | None = None
 
-    def write(self, lake: Lake) -> Path:
+    def write(self, lake: Lake) -> LakePath:
         return write_json(lake.rebuild_report(self.tag), asdict(self))
 
 
-# The reports' format (jobs/files.py's `record_body`): 1 since reports named one; none of their shapes changed since.
+# The reports' format (jobs/storage.py's `record_body`): 1 since reports named one; none of their shapes changed since.
 REPORT_FORMAT = 1
 
 
-def write_json(path: Path, body: Mapping[str, Any]) -> Path:
+def write_json(path: LakePath, body: Mapping[str, Any]) -> LakePath:
     """A report written whole (a rename): a reader finds the old version or the new one, never half of one."""
     return write_record(path, REPORT_FORMAT, body, indent=2)
 
 
-def read_report(path: Path) -> dict[str, Any] | None:
+def read_report(path: LakePath) -> dict[str, Any] | None:
     """A report as written; None when there is none (or it cannot be read: reports are replaced whole, so only a
     damaged one cannot, and the page shows the others)."""
     try:
@@ -200,7 +199,7 @@ def written_batches(lake: Lake) -> Iterator[tuple[str, dict[str, Any]]]:
                 yield body["run_id"], batch
 
 
-def read_reports(folder: Path, newest: int | None = None) -> list[dict[str, Any]]:
+def read_reports(folder: LakePath, newest: int | None = None) -> list[dict[str, Any]]:
     """Every report in a reports folder (or the `newest` written), oldest first (the gates' index sits beside their
     reports)."""
     paths = [p for p in folder.glob("*.json") if p.name != VALIDATED] if folder.is_dir() else []

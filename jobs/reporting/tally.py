@@ -17,10 +17,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from jobs.files import read_record, write_record
 from jobs.lake import Lake
 from jobs.landing.layout import delivery_order
 from jobs.reporting.report import read_reports
+from jobs.storage import read_record, write_record
 
 Tally = dict[str, Any]
 
@@ -65,7 +65,7 @@ def folded(runs: Iterable[dict[str, Any]]) -> Tally:
     return tally
 
 
-# tally.json's format (jobs/files.py's `record_body`): 1 since it named one.
+# tally.json's format (jobs/storage.py's `record_body`): 1 since it named one.
 TALLY_FORMAT = 1
 
 

@@ -12,10 +12,8 @@ import dataclasses
 import logging
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
-from jobs.files import read_record, write_record
 from jobs.lake import LAST_SUCCESS, MANIFESTS, Lake
 from jobs.reporting.report import read_reports
 from jobs.spark.logs import (
@@ -33,8 +31,9 @@ from jobs.spark.logs import (
     source_log_gaps,
     source_offset,
 )
+from jobs.storage import LakePath, read_record, write_record
 
-# last_success.json's format (jobs/files.py's `record_body`): 1 since it named one.
+# last_success.json's format (jobs/storage.py's `record_body`): 1 since it named one.
 LAST_SUCCESS_FORMAT = 1
 
 log = logging.getLogger("checkpoint")
@@ -56,7 +55,7 @@ def last_success_of(body: dict[str, Any], batch_id: int | None) -> LastSuccess:
     return LastSuccess(checked, batch_id, int(body.get("listed_all_at_ns", checked)), tuple(body.get("recheck", ())))
 
 
-def read_last_success(checkpoint: Path) -> LastSuccess | None:
+def read_last_success(checkpoint: LakePath) -> LastSuccess | None:
     """The file as the last successful run wrote it; None when there is none or it is damaged (cut short, edited)."""
     path = checkpoint / LAST_SUCCESS
     try:
@@ -66,7 +65,7 @@ def read_last_success(checkpoint: Path) -> LastSuccess | None:
         return None
 
 
-def _write(checkpoint: Path, state: LastSuccess) -> None:
+def _write(checkpoint: LakePath, state: LastSuccess) -> None:
     body = {
         "checked_at_ns": state.checked_at_ns,
         "batch_id": state.batch_id,
@@ -127,7 +126,7 @@ def restore_last_success(lake: Lake) -> bool:
     return bool(checked)
 
 
-def forget_batch(checkpoint: Path) -> None:
+def forget_batch(checkpoint: LakePath) -> None:
     """The batch the file names was rolled back (jobs/upkeep/repair.py): left unknown, so the next run sweeps."""
     last = read_last_success(checkpoint)
     if last is not None:
@@ -136,7 +135,7 @@ def forget_batch(checkpoint: Path) -> None:
 
 @dataclass(frozen=True)
 class CheckpointSnapshot:
-    path: Path
+    path: LakePath
     commit: Commit
     planned_batch_id: int | None
     last_success: LastSuccess
@@ -154,7 +153,7 @@ class CheckpointSnapshot:
         return snapshot
 
     @classmethod
-    def read(cls, path: Path) -> CheckpointSnapshot:
+    def read(cls, path: LakePath) -> CheckpointSnapshot:
         commit, planned = last_commit(path), planned_batch_id(path)
         if commit.batch_id is not None and (planned is None or planned < commit.batch_id):
             raise CheckpointError(

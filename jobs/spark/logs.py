@@ -14,16 +14,17 @@ a committed version (the version a batch writes is its id + 1), and the operator
 from __future__ import annotations
 
 import json
+import os
 import re
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
 
+from jobs import storage
 from jobs.cli import Refused
-from jobs.files import write_whole
+from jobs.storage import LakePath, write_whole
 
 VERSION = "v1"
 
@@ -32,12 +33,12 @@ class CheckpointError(Refused):
     """The checkpoint cannot be used as it is; the message says how to recover."""
 
 
-def source_log_folder(checkpoint: Path) -> Path:
+def source_log_folder(checkpoint: LakePath) -> LakePath:
     """The checkpoint's log of what its file source read: the manifests (or, before the ledger, landing files)."""
     return checkpoint / "sources" / "0"
 
 
-def batch_files(log: Path) -> list[tuple[int, Path]]:
+def batch_files(log: LakePath) -> list[tuple[int, LakePath]]:
     """A log's batch files (compactions included), by batch id."""
     batches = []
     for path in log.iterdir() if log.is_dir() else []:
@@ -47,7 +48,7 @@ def batch_files(log: Path) -> list[tuple[int, Path]]:
     return sorted(batches)
 
 
-def damaged(path: Path, mend: str) -> CheckpointError:
+def damaged(path: LakePath, mend: str) -> CheckpointError:
     """The refusal for a log file Spark could not read either: cut short, overwritten, of another version."""
     return CheckpointError(f"{path} is damaged (cut short, overwritten or of another version). Refusing to start. {mend}")
 
@@ -56,7 +57,7 @@ def damaged(path: Path, mend: str) -> CheckpointError:
 RESTORE = "Recovery: restore the whole lake (tables and checkpoint) from one backup (README, 'Recovering a checkpoint')."
 
 
-def _lines(path: Path, mend: str = RESTORE) -> list[str]:
+def _lines(path: LakePath, mend: str = RESTORE) -> list[str]:
     """A log file's lines, its version line checked."""
     try:
         lines = path.read_text().splitlines()
@@ -67,14 +68,14 @@ def _lines(path: Path, mend: str = RESTORE) -> list[str]:
     return lines
 
 
-def _json(path: Path, line: str, mend: str = RESTORE) -> Any:
+def _json(path: LakePath, line: str, mend: str = RESTORE) -> Any:
     try:
         return json.loads(line)
     except ValueError:
         raise damaged(path, mend) from None
 
 
-def latest_entry(log: Path, mend: str = RESTORE) -> tuple[int, dict[str, Any]] | None:
+def latest_entry(log: LakePath, mend: str = RESTORE) -> tuple[int, dict[str, Any]] | None:
     """The newest batch of a commits/ or offsets/ log, with its first JSON entry."""
     batches = batch_files(log)
     if not batches:
@@ -100,7 +101,7 @@ class Commit:
 REPLAY_COMMIT = "Recovery: delete it (and its .crc) and run again: its batch runs again and writes nothing twice."
 
 
-def last_commit(checkpoint: Path) -> Commit:
+def last_commit(checkpoint: LakePath) -> Commit:
     entry = latest_entry(checkpoint / "commits", REPLAY_COMMIT)
     if entry is None:
         return Commit()
@@ -108,19 +109,19 @@ def last_commit(checkpoint: Path) -> Commit:
     return Commit(entry[0], datetime.fromtimestamp(millis / 1000, tz=UTC) if millis else None)
 
 
-def planned_batch_id(checkpoint: Path) -> int | None:
+def planned_batch_id(checkpoint: LakePath) -> int | None:
     """The last batch the offset log fixed; past the last commit when a batch is half done."""
     entry = latest_entry(checkpoint / "offsets")
     return entry[0] if entry else None
 
 
-def _offset_entry(checkpoint: Path, batch_id: int | None) -> list[str] | None:
+def _offset_entry(checkpoint: LakePath, batch_id: int | None) -> list[str] | None:
     """The lines of batch `batch_id`'s offset log entry (version, metadata, one offset per source); None if there is none."""
     path = checkpoint / "offsets" / str(batch_id)
     return _lines(path) if batch_id is not None and path.exists() else None
 
 
-def source_offset(checkpoint: Path, batch_id: int | None) -> int | None:
+def source_offset(checkpoint: LakePath, batch_id: int | None) -> int | None:
     """The file source's log offset that batch `batch_id` read up to (its offset log entry); None if unknown.
 
     A query batch and the source's log count apart: a batch with no new file adds no source entry."""
@@ -133,7 +134,7 @@ def source_offset(checkpoint: Path, batch_id: int | None) -> int | None:
     return int(body["logOffset"])
 
 
-def batch_time(checkpoint: Path, batch_id: int) -> datetime:
+def batch_time(checkpoint: LakePath, batch_id: int) -> datetime:
     """The time the offset log fixed for batch `batch_id` (what current_timestamp() is in that batch): the same on a replay."""
     lines = _offset_entry(checkpoint, batch_id)
     if not lines or len(lines) < 2:
@@ -141,11 +142,11 @@ def batch_time(checkpoint: Path, batch_id: int) -> datetime:
     return datetime.fromtimestamp(json.loads(lines[1])["batchTimestampMs"] / 1000, tz=UTC)
 
 
-def state_folder(checkpoint: Path) -> Path:
+def state_folder(checkpoint: LakePath) -> LakePath:
     return checkpoint / "state"
 
 
-def source_log_gaps(checkpoint: Path, through: int | None) -> list[int]:
+def source_log_gaps(checkpoint: LakePath, through: int | None) -> list[int]:
     """The file source's log offsets up to `through` that have no file: Spark keeps every one after its newest
     compaction, so one missing was deleted, and the manifests it named would be taken for new."""
     if through is None:
@@ -160,12 +161,12 @@ def source_log_gaps(checkpoint: Path, through: int | None) -> list[int]:
 STREAM_METADATA = "metadata"
 
 
-def stream_id(checkpoint: Path) -> str:
+def stream_id(checkpoint: LakePath) -> str:
     """The stream's id, as its checkpoint holds it (what a table's snapshot names as the query that wrote it)."""
     return str(json.loads((checkpoint / STREAM_METADATA).read_text())["id"])
 
 
-def restore_stream_metadata(checkpoint: Path) -> bool:
+def restore_stream_metadata(checkpoint: LakePath) -> bool:
     """Write the checkpoint's `metadata` file again when it is missing or damaged beside batches: it holds only the
     query's id, which no other file refers to, and Spark refuses to start without it. Whether it was written."""
     path = checkpoint / STREAM_METADATA
@@ -182,7 +183,7 @@ def restore_stream_metadata(checkpoint: Path) -> bool:
     return True
 
 
-def sink_batch(table: Path) -> int | None:
+def sink_batch(table: LakePath) -> int | None:
     """The newest batch a table's sink log committed; None when it has none. Its file must be whole: Spark reads it."""
     batches = batch_files(sink_log(table))
     if not batches:
@@ -194,7 +195,7 @@ def sink_batch(table: Path) -> int | None:
     return batch_id
 
 
-def drop_orphan_checksums(checkpoint: Path, tables: list[Path]) -> list[Path]:
+def drop_orphan_checksums(checkpoint: LakePath, tables: list[LakePath]) -> list[LakePath]:
     """Delete each checksum (`.<name>.crc`) of the checkpoint's logs and the tables' sink logs whose file is gone (deleted
     by hand or by a copy tool): Hadoop will not write the file again beside it, and Spark reports that as another query
     using the checkpoint. Alone it checks nothing. Call it under the lake lock; the checksums deleted."""
@@ -225,22 +226,22 @@ class LogEntry:
     batch_id: int  # the source's log offset that took it (not the query's batch id: see source_offset)
 
 
-def moved(place: Path, folder: Path) -> bool:
+def moved(place: LakePath, folder: LakePath) -> bool:
     """`place` is in `folder` as the lake stood under another root (copied, restored to a new disk, moved)."""
     return place.parent != folder and place.parent.parts[-3:] == folder.parts[-3:]
 
 
-def _entry(path: Path, line: str, folder: Path | None) -> LogEntry:
+def _entry(path: LakePath, line: str, folder: LakePath | None) -> LogEntry:
     body = _json(path, line)
     if not isinstance(body, dict) or "path" not in body or "batchId" not in body:
         raise damaged(path, RESTORE)
     place = local_path(body["path"])
-    if folder is not None and moved(Path(place), folder):
-        place = str(folder / Path(place).name)
+    if folder is not None and moved(storage.at(place), folder):
+        place = str(folder / os.path.basename(place))
     return LogEntry(line, place, int(body["batchId"]))
 
 
-def _read_entries(path: Path, folder: Path | None = None) -> tuple[str, list[LogEntry]]:
+def _read_entries(path: LakePath, folder: LakePath | None = None) -> tuple[str, list[LogEntry]]:
     version, *lines = _lines(path)
     return version, [_entry(path, line, folder) for line in lines if line.strip()]
 
@@ -249,7 +250,7 @@ def _read_entries(path: Path, folder: Path | None = None) -> tuple[str, list[Log
 class SourceLog:
     """The files a file source has read: its newest compaction and the batch files after it."""
 
-    compact: Path | None = None
+    compact: LakePath | None = None
     version: str = VERSION
     compacted: tuple[LogEntry, ...] = ()
     later: tuple[LogEntry, ...] = ()
@@ -259,7 +260,7 @@ class SourceLog:
         return self.compacted + self.later
 
 
-def read_source_log(checkpoint: Path, folder: Path | None = None) -> SourceLog:
+def read_source_log(checkpoint: LakePath, folder: LakePath | None = None) -> SourceLog:
     """What Spark restores the file source's list of read files from. With `folder` (the folder the source reads),
     an entry that names a file of it where the lake stood before it was copied or moved names it where it is now:
     what every reader of the ledger asks (relocate_source_log rewrites the log itself before a stream reads it)."""
@@ -273,22 +274,22 @@ def read_source_log(checkpoint: Path, folder: Path | None = None) -> SourceLog:
     return SourceLog(compact, version, tuple(compacted), tuple(later))
 
 
-def hadoop_uri(path: Path) -> str:
+def hadoop_uri(path: LakePath) -> str:
     """A local path as Hadoop writes it into a file log: file:// and the path, quoted as java.net.URI quotes one."""
     return "file://" + quote(str(path), safe="/:@!$&'()*+,;=-._~")
 
 
-def relocate_source_log(checkpoint: Path, folder: Path) -> int:
+def relocate_source_log(checkpoint: LakePath, folder: LakePath) -> int:
     """Point the file source's log at `folder` where it names the same folder under another root (the lake was
     moved): otherwise the source would take every manifest there for new and read it again. The entries rewritten."""
-    if not any(moved(Path(entry.path), folder) for entry in read_source_log(checkpoint).entries):
+    if not any(moved(storage.at(entry.path), folder) for entry in read_source_log(checkpoint).entries):
         return 0
     rewritten = 0
     for _, path in batch_files(source_log_folder(checkpoint)):
         version, entries = _read_entries(path)
         lines = []
         for entry in entries:
-            place = Path(entry.path)
+            place = storage.at(entry.path)
             if moved(place, folder):
                 body = json.loads(entry.line)
                 body["path"] = hadoop_uri(folder / place.name)
@@ -301,7 +302,7 @@ def relocate_source_log(checkpoint: Path, folder: Path) -> int:
     return rewritten
 
 
-def replace_log_file(path: Path, version: str, lines: list[str]) -> None:
+def replace_log_file(path: LakePath, version: str, lines: list[str]) -> None:
     """Rewrite a log file whole, atomically, as Spark writes one: no final newline."""
     # Hadoop's local file system checks a file against its .crc when one exists; the old one no longer matches.
     path.with_name(f".{path.name}.crc").unlink(missing_ok=True)
@@ -315,10 +316,10 @@ def rewrite_compaction(log: SourceLog, kept: list[LogEntry]) -> None:
     replace_log_file(log.compact, log.version, [entry.line for entry in kept])
 
 
-def sink_log(table: Path) -> Path:
+def sink_log(table: LakePath) -> LakePath:
     return table / "_spark_metadata"
 
 
-def sink_log_files(table: Path) -> list[Path]:
+def sink_log_files(table: LakePath) -> list[LakePath]:
     """The batch files of a table's sink log (what its committed batches are)."""
     return [path for _, path in batch_files(sink_log(table))]

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from jobs import duck
+from jobs import duck, storage
 from jobs.derived.state import built_dates
 from jobs.lake import EVENT_DATE, Derived, Lake
 from jobs.landing.layout import day_folders, delivered_at, log_files_in, newest_deliveries, newest_of
@@ -24,6 +24,7 @@ from jobs.ledger.store import verified_checkpoint
 from jobs.reporting.report import read_report, read_reports
 from jobs.reporting.tally import Tally
 from jobs.spark.logs import CheckpointError, last_commit, state_folder
+from jobs.storage import LakePath
 from jobs.tables.events import date_files, events_source
 from jobs.tables.tables_of_record import held_batches
 
@@ -277,8 +278,11 @@ class CheckpointHealth:
     manifests: int
 
 
-def _size(folder: Path) -> tuple[int, int]:
+def _size(folder: LakePath) -> tuple[int, int]:
     """Bytes and files under a folder."""
+    if not storage.is_folder(folder):
+        found = folder.fs.find(folder.path, detail=True)
+        return sum(int(info["size"]) for info in found.values()), len(found)
     total = count = 0
     for root, _, files in os.walk(folder):
         for name in files:

@@ -13,13 +13,13 @@ import hashlib
 import json
 from collections.abc import Iterable
 from datetime import date
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jobs import duck
 from jobs.iceberg.catalog import NAMESPACE
 from jobs.lake import EVENTS, Lake, partition, partition_folders, partition_value
 from jobs.spark.logs import sink_batch, sink_log
+from jobs.storage import LakePath
 from jobs.tables.partitions import data_files
 from jobs.tables.record_files import record_files, record_location, table_batch, table_metadata
 
@@ -65,7 +65,7 @@ def unfinished_rebuild(lake: Lake) -> int | None:
     return None if staged is None else int(staged)
 
 
-def _files(lake: Lake) -> dict[str, list[Path]]:
+def _files(lake: Lake) -> dict[str, list[LakePath]]:
     if _legacy(lake):
         return {partition_value(folder): data_files(folder) for folder in partition_folders(lake.events)}
     return record_files(lake, EVENTS, INGEST)
@@ -76,7 +76,7 @@ def event_dates(lake: Lake) -> list[str]:
     return [day for day, files in _files(lake).items() if files]
 
 
-def date_files(lake: Lake, day: date | str) -> list[Path]:
+def date_files(lake: Lake, day: date | str) -> list[LakePath]:
     """A date's data files, as every reader reads them."""
     return _files(lake).get(str(day), [])
 
@@ -87,7 +87,7 @@ def date_fingerprint(lake: Lake, day: date | str) -> str:
     return hashlib.sha256(json.dumps(files).encode()).hexdigest()
 
 
-def all_files(lake: Lake) -> set[Path]:
+def all_files(lake: Lake) -> set[LakePath]:
     """Every data file of the table."""
     return {path for files in _files(lake).values() for path in files}
 

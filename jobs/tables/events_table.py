@@ -14,7 +14,6 @@ newest batch the folder's log holds, so its rows are neither copied nor read aga
 from __future__ import annotations
 
 import logging
-import shutil
 from collections.abc import Iterable
 from datetime import date
 from pathlib import Path
@@ -22,6 +21,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from jobs import storage
 from jobs.iceberg.spark_tables import calling
 from jobs.lake import EVENT_DATE, EVENTS, Lake
 from jobs.records import layout
@@ -29,6 +29,7 @@ from jobs.records.rows import event_rows
 from jobs.records.schema import EVENTS_SCHEMA
 from jobs.spark.logs import local_path, sink_batch, sink_log
 from jobs.spark.sinks import write_tables
+from jobs.storage import LakePath
 from jobs.tables.events import INGEST, REBUILD
 from jobs.tables.record_table import RecordTable
 from jobs.tables.sweep import sweep_table, table_files
@@ -86,10 +87,10 @@ class EventsTable(RecordTable):
 
     def discard(self, tag: str) -> None:
         """A staged write that is not committed (its gate failed), deleted."""
-        shutil.rmtree(self._staged(tag), ignore_errors=True)
+        storage.remove_tree(self._staged(tag))
 
-    def _staged(self, tag: str) -> Path:
-        return Path(local_path(self.data_folder)) / tag.replace("/", "_")
+    def _staged(self, tag: str) -> LakePath:
+        return storage.at(self.data_folder) / tag.replace("/", "_")
 
     def replace_dates(self, dates: Iterable[date | str], files: list[str], summary: dict[str, str], branch: str = INGEST) -> None:
         """One snapshot on `branch`: every file the dates hold removed, `files` (staged) added; readers see the dates

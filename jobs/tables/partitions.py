@@ -17,19 +17,18 @@ import ctypes
 import logging
 import os
 import re
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from jobs.files import read_record
+from jobs import storage
 from jobs.lake import Lake
+from jobs.storage import LakePath, read_record
 
 log = logging.getLogger("partitions")
 
 MARKER = "_rebuild.json"
-# The marker's and the swap journal's formats (jobs/files.py's `record_body`): 1 since they named one.
+# The marker's and the swap journal's formats (jobs/storage.py's `record_body`): 1 since they named one.
 MARKER_FORMAT = 1
 JOURNAL_FORMAT = 1
 _AT_FDCWD = -100
@@ -37,14 +36,14 @@ _RENAME_EXCHANGE = 2
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
-def exchange(a: Path, b: Path) -> None:
+def exchange(a: LakePath, b: LakePath) -> None:
     """Swap two folders in one step (Linux renameat2 RENAME_EXCHANGE)."""
-    if _libc.renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) != 0:
+    if _libc.renameat2(_AT_FDCWD, os.fsencode(storage.folder(a)), _AT_FDCWD, os.fsencode(storage.folder(b)), _RENAME_EXCHANGE) != 0:
         code = ctypes.get_errno()
         raise OSError(code, f"cannot swap {a} and {b} atomically: {os.strerror(code)}")
 
 
-def data_files(folder: Path) -> list[Path]:
+def data_files(folder: LakePath) -> list[LakePath]:
     """A partition folder's data files (what every reader reads: no hidden or _-prefixed names)."""
     return sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith(("_", "."))) if folder.is_dir() else []
 
@@ -54,32 +53,32 @@ def data_files(folder: Path) -> list[Path]:
 _INGEST_WRITTEN = re.compile(r"^part-\d{5}-[0-9a-f-]{36}-b\d+\.c\d{3}\.")
 
 
-def ingest_written(path: Path) -> bool:
+def ingest_written(path: LakePath) -> bool:
     """Whether a data file is one the ingest wrote (its rows in arrival order), not a compaction's or a rebuild's."""
     return _INGEST_WRITTEN.match(path.name) is not None
 
 
-def read_marker(folder: Path) -> dict[str, Any] | None:
+def read_marker(folder: LakePath) -> dict[str, Any] | None:
     """A staged-then-swapped partition's marker (run_id, files); None for a folder no staging wrote."""
     marker = folder / MARKER
     return read_record(marker, MARKER_FORMAT) if marker.exists() else None
 
 
-def marker_run(folder: Path) -> str | None:
+def marker_run(folder: LakePath) -> str | None:
     """The run that wrote this partition folder, if a rebuild did."""
     marker = read_marker(folder)
     return marker["run_id"] if marker else None
 
 
-def marker_files(folder: Path) -> set[str] | None:
+def marker_files(folder: LakePath) -> set[str] | None:
     """The data files the staging that wrote this folder wrote; None for a folder no staging wrote."""
     marker = read_marker(folder)
     return set(marker["files"]) if marker else None
 
 
-def rebuilt_files(table: Path) -> set[Path]:
+def rebuilt_files(table: LakePath) -> set[LakePath]:
     """Data files that rebuilds wrote into the table's live partitions (committed, though no sink log lists them)."""
-    found: set[Path] = set()
+    found: set[LakePath] = set()
     for marker in table.glob(f"*/{MARKER}"):
         found.update(marker.parent / name for name in marker_files(marker.parent) or ())
     return found
@@ -96,8 +95,8 @@ class Swap:
 
 def _swap_one(swap: Swap, run_id: str) -> None:
     """Bring one partition to its new version; safe to repeat after a crash at any step."""
-    live, aside = Path(swap.live), Path(swap.aside)
-    staged = Path(swap.staged) if swap.staged else None
+    live, aside = storage.folder(storage.at(swap.live)), storage.folder(storage.at(swap.aside))
+    staged = storage.folder(storage.at(swap.staged)) if swap.staged else None
     aside.parent.mkdir(parents=True, exist_ok=True)
     if staged is None:  # no rows in the new version: the partition goes
         if live.exists():
@@ -116,7 +115,7 @@ def _swap_one(swap: Swap, run_id: str) -> None:
 def discard(lake: Lake, run_id: str) -> None:
     """Delete what a run staged (and the staging folder, once empty)."""
     staging = lake.staging(run_id)
-    shutil.rmtree(staging, ignore_errors=True)
+    storage.remove_tree(staging)
     if staging.parent.is_dir() and not any(staging.parent.iterdir()):
         staging.parent.rmdir()
 
@@ -125,7 +124,7 @@ def recover(lake: Lake, then: Callable[[dict[str, Any]], None] | None = None) ->
     """Finish every committed swap a dead run left, and what it left to do after it (`then` does that; without it, such
     a journal stays for a caller that can), and delete uncommitted staging folders; returns the runs finished."""
     finished = []
-    for journal in sorted(lake.rebuilds.glob("*.json")) if lake.rebuilds.is_dir() else []:
+    for journal in storage.listed(lake.rebuilds, "*.json"):
         body = read_record(journal, JOURNAL_FORMAT)
         log.warning("finishing the partition swap of rebuild %s, which stopped half way", body["run_id"])
         for swap in body["swaps"]:
@@ -138,5 +137,5 @@ def recover(lake: Lake, then: Callable[[dict[str, Any]], None] | None = None) ->
         finished.append(body["run_id"])
     staging = lake.staging_root
     if staging.is_dir():
-        shutil.rmtree(staging)  # no journal: nothing in it was ever visible
+        storage.remove_tree(staging)  # no journal: nothing in it was ever visible
     return finished

@@ -13,11 +13,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date
 from functools import reduce
-from pathlib import Path
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from jobs import storage
 from jobs.lake import Lake
 from jobs.landing.layout import delivery_date
 from jobs.ledger.store import Entry, read_manifest
@@ -73,9 +73,9 @@ def batch_entries(lake: Lake, batch_id: int) -> list[Entry]:
         return []
     logged = {local_path(e.path) for e in read_source_log(lake.checkpoint, lake.manifests).entries if e.batch_id == offset}
     manifests = sorted(path for path in logged if os.path.dirname(path) == str(lake.manifests))  # not a pre-ledger landing file
-    return [entry for path in manifests for entry in read_manifest(Path(path)).entries]
+    return [entry for path in manifests for entry in read_manifest(storage.at(path)).entries]
 
 
-# The replacement record an earlier release wrote per batch (jobs/files.py's `record_body`): 2 = {"files": [...]}; 1 the
+# The replacement record an earlier release wrote per batch (jobs/storage.py's `record_body`): 2 = {"files": [...]}; 1 the
 # list. A lake it wrote may still hold one (jobs/tables/quarantine_table.py reads it when it moves the folder in).
 RECORD_FORMAT = 2

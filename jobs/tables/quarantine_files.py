@@ -5,11 +5,10 @@ release's quarantine folder until a command moves it in (jobs/tables/quarantine_
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from jobs import duck
 from jobs.lake import QUARANTINE, REASON, Lake
 from jobs.spark.logs import sink_batch
+from jobs.storage import LakePath
 from jobs.tables.record_files import record_files, record_location, table_batch
 
 
@@ -18,7 +17,7 @@ def quarantine_location(lake: Lake) -> str:
     return record_location(lake, QUARANTINE)
 
 
-def quarantine_data_files(lake: Lake) -> list[Path]:
+def quarantine_data_files(lake: Lake) -> list[LakePath]:
     """The local data files holding the quarantine's rows now: the table's current ones, and the files of an earlier
     release's quarantine folder until a command moves it in."""
     files = [path for paths in record_files(lake, QUARANTINE).values() for path in paths]

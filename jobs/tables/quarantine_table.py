@@ -21,17 +21,16 @@ registered anew where it is, its files in place (jobs/tables/quarantine_files.py
 from __future__ import annotations
 
 import logging
-import os
-import shutil
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from jobs.files import read_record, under
+from jobs import storage
 from jobs.iceberg.spark_tables import calling, staged_by, staged_overwrite
 from jobs.lake import QUARANTINE, REASON, Lake
 from jobs.records.schema import QUARANTINE_SCHEMA
 from jobs.spark.logs import sink_batch, sink_log
+from jobs.storage import read_record, under
 from jobs.tables.quarantine import RECORD_FORMAT
 from jobs.tables.record_files import INGEST_BATCH
 from jobs.tables.record_table import RecordTable
@@ -90,7 +89,7 @@ class QuarantineTable(RecordTable):
             if sink_log(folder).is_dir():
                 sweep_table(self.spark, self.lake, QUARANTINE, "moved-in")  # its uncommitted files, as the old ingest swept them
             gone = _pending_replacements(self.lake, held)
-            found = sorted(folder.glob(f"{REASON}=*/*.parquet"))
+            found = storage.listed(folder, f"{REASON}=*/*.parquet")
             files = [str(p) for p in found if str(p) not in gone and not p.name.startswith(("_", "."))]
             if files:
                 rows = self.spark.read.schema(QUARANTINE_SCHEMA).option("basePath", str(folder)).parquet(*files)
@@ -100,15 +99,15 @@ class QuarantineTable(RecordTable):
             self.java().updateProperties().set(INGEST_BATCH, str(held)).commit()
         aside = self.lake.replaced_tables(QUARANTINE) / "folder"
         aside.parent.mkdir(parents=True, exist_ok=True)
-        shutil.rmtree(aside, ignore_errors=True)
-        os.replace(folder, aside)
+        storage.remove_tree(aside)
+        storage.move(folder, aside)
         log.info("the quarantine folder's rows are in the Iceberg table %s; the folder moved to %s", self.name, aside)
 
 
 def _pending_replacements(lake: Lake, held: int | None) -> set[str]:
     """Files an earlier release's batch replaced and did not move aside before it died (its commit made, the move not)."""
     gone: set[str] = set()
-    for record in sorted(lake.replacements.glob("*.json")) if lake.replacements.is_dir() else []:
+    for record in storage.listed(lake.replacements, "*.json"):
         if held is not None and int(record.stem) <= held:
             gone.update(read_record(record, RECORD_FORMAT, {1: under("files")})["files"])
         record.unlink()

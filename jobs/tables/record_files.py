@@ -11,13 +11,14 @@ from __future__ import annotations
 import functools
 import json
 from datetime import date, timedelta
-from pathlib import Path
 from typing import Any
 
+from jobs import storage
 from jobs.iceberg.catalog import NAMESPACE
 from jobs.iceberg.embedded import Registered, registered, static_table
 from jobs.lake import Lake
-from jobs.spark.logs import CheckpointError, local_path
+from jobs.spark.logs import CheckpointError
+from jobs.storage import LakePath
 
 # The table property holding the newest ingest batch the table holds (written with each batch's commit).
 INGEST_BATCH = "cloudtrail.ingest-batch"
@@ -29,14 +30,14 @@ def record_location(lake: Lake, table: str) -> str:
     return str(lake.iceberg_warehouse / NAMESPACE / table)
 
 
-def record_files(lake: Lake, table: str, branch: str | None = None) -> dict[str, list[Path]]:
+def record_files(lake: Lake, table: str, branch: str | None = None) -> dict[str, list[LakePath]]:
     """Per partition value, the local data files a table of record holds on `branch` (None: main); empty before it exists."""
     entry = registered(lake, table)
     return {} if entry is None else _files(entry, str(lake.root), branch)
 
 
 @functools.lru_cache(maxsize=8)
-def _files(entry: Registered, root: str, branch: str | None) -> dict[str, list[Path]]:
+def _files(entry: Registered, root: str, branch: str | None) -> dict[str, list[LakePath]]:
     lake = Lake.at(root)
     read = static_table(lake, entry)
     head = read.metadata.snapshot_by_name(branch) if branch else read.current_snapshot()
@@ -46,9 +47,9 @@ def _files(entry: Registered, root: str, branch: str | None) -> dict[str, list[P
 
     column = read.schema().find_field(read.spec().fields[0].source_id)
     dated = isinstance(column.field_type, DateType)  # pyiceberg gives a date partition's value as days since 1970
-    found: dict[str, list[Path]] = {}
+    found: dict[str, list[LakePath]] = {}
     for task in read.scan(snapshot_id=head.snapshot_id).plan_files():
-        path = Path(local_path(entry.mapped(task.file.file_path, lake)))
+        path = storage.at(entry.mapped(task.file.file_path, lake))
         value = task.file.partition[0]
         found.setdefault(str(EPOCH + timedelta(days=value)) if dated else str(value), []).append(path)
     return {value: sorted(files) for value, files in sorted(found.items())}
@@ -61,7 +62,7 @@ def table_metadata(lake: Lake, table: str) -> dict[str, Any]:
     entry = registered(lake, table)
     if entry is None:
         return {}
-    path = Path(local_path(entry.mapped(entry.metadata_location, lake)))
+    path = storage.at(entry.mapped(entry.metadata_location, lake))
     try:
         stat = path.stat()
         found = _parsed(str(path), stat.st_mtime_ns, stat.st_size)
@@ -79,7 +80,7 @@ def table_metadata(lake: Lake, table: str) -> dict[str, Any]:
 def _parsed(path: str, mtime_ns: int, size: int) -> Any:
     """A metadata file parsed once per version of it (Iceberg writes each version once; a damaged one changes its size
     or time): the lake page asks for every date of a lake whose earlier release's folder still has its log."""
-    return json.loads(Path(path).read_text())
+    return json.loads(storage.at(path).read_text())
 
 
 def table_batch(lake: Lake, table: str) -> int | None:

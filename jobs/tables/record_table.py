@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
 
-from jobs import cli
+from jobs import cli, storage
 from jobs.iceberg.catalog import NAMESPACE, OWNER, TABLE_PROPERTIES, owned_by_another
 from jobs.iceberg.embedded import Registered, registered, static_table
 from jobs.iceberg.spark_tables import calling, use_catalog
@@ -193,7 +192,7 @@ class RecordTable:
         found = []
         for path in paths:
             source = table.io().newInputFile(path)
-            values = jvm.java.util.List.of(partition_value(Path(local_path(path)).parent))
+            values = jvm.java.util.List.of(partition_value(storage.at(path).parent))
             found.append(
                 self.iceberg.DataFiles.builder(table.spec()).withInputFile(source).withFormat(self.iceberg.FileFormat.PARQUET)
                 .withPartitionValues(values).withMetrics(self.iceberg.parquet.ParquetUtil.fileMetrics(source, metrics, mapping))

@@ -4,7 +4,6 @@ rebuild's plan and a repair ask here."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -12,6 +11,7 @@ import pyarrow.parquet as pq
 
 from jobs.lake import QUARANTINE
 from jobs.spark.logs import local_path
+from jobs.storage import LakePath
 
 # The column that names a row's landing file, per table.
 SOURCE_COLUMN = {QUARANTINE: "source_file"}
@@ -24,13 +24,13 @@ DEFAULT_SOURCE_COLUMN = "_source_file"
 RUN_COLUMN = "_ingest_run_id"
 
 
-def landing_files(table: str, files: Iterable[Path], runs: frozenset[str] | None = None) -> set[str]:
+def landing_files(table: str, files: Iterable[LakePath], runs: frozenset[str] | None = None) -> set[str]:
     """The landing files (local paths) that the rows of a table's data `files` came from (with `runs`: their rows
     those runs wrote)."""
     column = SOURCE_COLUMN.get(table, DEFAULT_SOURCE_COLUMN)
     found: set[str] = set()
     for path in files:
-        rows = pq.read_table(path, columns=[column] if runs is None else [column, RUN_COLUMN])
+        rows = pq.read_table(str(path), columns=[column] if runs is None else [column, RUN_COLUMN])
         if runs is not None:
             rows = rows.filter(pc.is_in(rows[RUN_COLUMN], value_set=pa.array(sorted(runs), pa.string())))
         found.update(local_path(v) for v in rows.column(column).unique().to_pylist() if v)

@@ -4,11 +4,11 @@ a rebuild's quarantine rows, computed from landing files the run reads once (job
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from pyspark.sql import DataFrame
 
 from jobs.lake import PARTITION_COLUMNS, Lake
+from jobs.storage import LakePath
 from jobs.tables import partitions
 
 
@@ -26,7 +26,7 @@ class Staging:
         rows.write.mode("overwrite").partitionBy(*columns).parquet(folder)
         return rows.sparkSession.read.schema(rows.schema).parquet(folder)
 
-    def table(self, name: str) -> Path:
+    def table(self, name: str) -> LakePath:
         """Where the run stages table `name`'s partitions."""
         return self.lake.staging(self.run_id) / name
 

@@ -19,26 +19,26 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
-from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from pyspark.sql import SparkSession
 
+from jobs import storage
 from jobs.lake import Lake, in_table
 from jobs.spark.logs import sink_log, sink_log_files
 from jobs.spark.sinks import classic_jvm
+from jobs.storage import LakePath
 from jobs.tables.partitions import rebuilt_files
 
 log = logging.getLogger("sweep")
 
 
-def modified_ms(path: Path) -> int:
+def modified_ms(path: LakePath) -> int:
     """Modification time in whole milliseconds, as Hadoop's local file system reports it."""
     return path.stat().st_mtime_ns // 1_000_000
 
 
-def logged_files(spark: SparkSession, table: Path) -> dict[Path, int]:
+def logged_files(spark: SparkSession, table: LakePath) -> dict[LakePath, int]:
     """The data files `table`'s sink log lists (those within retention), with the modification time (ms) it recorded:
     read by the log's own class, which knows its compactions."""
     jvm = classic_jvm(spark)
@@ -49,10 +49,10 @@ def logged_files(spark: SparkSession, table: Path) -> dict[Path, int]:
         jvm.org.apache.spark.api.python.PythonUtils.toSeq([]),
         jvm.org.apache.spark.api.python.PythonUtils.toScalaMap({}),
     )
-    return {Path(unquote(urlparse(entry.path()).path)): entry.modificationTime() for entry in sink.fileLog().allFiles()}
+    return {storage.at(unquote(urlparse(entry.path()).path)): entry.modificationTime() for entry in sink.fileLog().allFiles()}
 
 
-def uncommitted_files(spark: SparkSession, table: Path) -> list[Path]:
+def uncommitted_files(spark: SparkSession, table: LakePath) -> list[LakePath]:
     """Data files that no committed batch, and no rebuild, wrote (see the module docstring for the horizon)."""
     logged = logged_files(spark, table)
     if logged:
@@ -64,16 +64,16 @@ def uncommitted_files(spark: SparkSession, table: Path) -> list[Path]:
     return sorted(p for p in table_files(table) if in_table(p) not in committed and modified_ms(p) >= horizon)
 
 
-def table_files(table: Path) -> set[Path]:
+def table_files(table: LakePath) -> set[LakePath]:
     """Every data file under the table folder (hidden and _-prefixed entries are not data)."""
-    found: set[Path] = set()
-    for folder, subfolders, names in os.walk(table):
+    found: set[LakePath] = set()
+    for folder, subfolders, names in os.walk(storage.folder(table)):
         subfolders[:] = [d for d in subfolders if not d.startswith(("_", "."))]
-        found.update(Path(folder) / n for n in names if not n.startswith(("_", ".")))
+        found.update(storage.at(folder) / n for n in names if not n.startswith(("_", ".")))
     return found
 
 
-def sweep_table(spark: SparkSession, lake: Lake, name: str, stamp: str) -> list[Path]:
+def sweep_table(spark: SparkSession, lake: Lake, name: str, stamp: str) -> list[LakePath]:
     table = lake.table(name)
     if not sink_log(table).is_dir():
         return []  # not written by the sink (yet): no log to tell committed files apart
@@ -82,13 +82,13 @@ def sweep_table(spark: SparkSession, lake: Lake, name: str, stamp: str) -> list[
     return strays
 
 
-def move_aside(table: Path, files: list[Path], target: Path) -> None:
+def move_aside(table: LakePath, files: list[LakePath], target: LakePath) -> None:
     """Move data files of `table` under `target`, keeping their relative paths (nothing is deleted)."""
     for file in files:
-        moved = target / file.relative_to(table)
+        moved = target / file.relative_to(str(table))
         moved.parent.mkdir(parents=True, exist_ok=True)
-        shutil.move(file, moved)
+        storage.move(file, moved)
         checksum = file.with_name(f".{file.name}.crc")  # Hadoop's checksum file travels with its data file
         if checksum.exists():
-            shutil.move(checksum, moved.with_name(checksum.name))
+            storage.move(checksum, moved.with_name(checksum.name))
         log.info("moved %s -> %s", file, moved)

@@ -30,12 +30,11 @@ import math
 import os
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from jobs import cli, options
+from jobs import cli, options, storage
 from jobs.iceberg.catalog import open_catalog
 from jobs.lake import Lake
 from jobs.ledger.store import verified_checkpoint
@@ -44,6 +43,7 @@ from jobs.quality import gate
 from jobs.records import layout
 from jobs.records.schema import EVENTS_DATA_SCHEMA
 from jobs.spark.session import JobSession, spark_session
+from jobs.storage import LakePath
 from jobs.tables import partitions
 from jobs.tables.events import date_files, event_dates
 from jobs.tables.events_table import EventsTable
@@ -109,7 +109,7 @@ class DateCompaction:
     """One event date's partition: its data files now, and how many it needs."""
 
     event_date: date
-    files: tuple[Path, ...]
+    files: tuple[LakePath, ...]
     bytes: int
     needed: int
 
@@ -139,7 +139,7 @@ def plan_compaction(config: CompactConfig, today: date) -> list[DateCompaction]:
     return found
 
 
-def rows_of(spark: SparkSession, files: list[Path]) -> DataFrame:
+def rows_of(spark: SparkSession, files: list[LakePath]) -> DataFrame:
     """The rows of a partition's data files, without the date its folder holds (older files have INT96 times: read alike)."""
     return spark.read.schema(EVENTS_DATA_SCHEMA).parquet(*(str(path) for path in files))
 
@@ -151,7 +151,7 @@ def compacted(rows: DataFrame, files: int) -> DataFrame:
     return rows.repartitionByRange(files, *order).sortWithinPartitions(*order)
 
 
-def same_rows(spark: SparkSession, old: list[Path], new: list[Path]) -> bool:
+def same_rows(spark: SparkSession, old: list[LakePath], new: list[LakePath]) -> bool:
     """The compacted date holds what the old files held: as many rows, and as many distinct eventIDs."""
     counts = [rows.agg(F.count(F.lit(1)), F.count_distinct("eventID")).first() for rows in (rows_of(spark, old), rows_of(spark, new))]
     return counts[0] == counts[1]
@@ -181,7 +181,7 @@ def compact(config: CompactConfig, session: JobSession, today: date) -> dict[str
     tag, checked, staged = f"compact-{config.run_id}", True, []
     for day in dates:
         files = events.stage_date(compacted(rows_of(spark, list(day.files)), day.needed), tag, day.event_date)
-        checked = checked and same_rows(spark, list(day.files), [Path(file) for file in files])
+        checked = checked and same_rows(spark, list(day.files), [storage.at(file) for file in files])
         staged += files
     days = [str(p.event_date) for p in dates]
     index = gate.validated(config.lake)

@@ -32,7 +32,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import time
 from dataclasses import asdict
 from datetime import date, timedelta
@@ -41,7 +40,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from jobs import cli, options
+from jobs import cli, options, storage
 from jobs.lake import EVENT_DATE, EVENTS, QUARANTINE, REASON, Lake
 from jobs.landing.bucket import BucketLanding, is_bucket
 from jobs.ledger.store import MANIFEST_DDL, Entry
@@ -176,7 +175,7 @@ def purge_replaced(lake: Lake, keep: timedelta) -> None:
     cutoff = time.time() - keep.total_seconds()
     for folder in lake.replaced_root.glob("*/*"):
         if folder.is_dir() and folder.stat().st_mtime < cutoff:
-            shutil.rmtree(folder)
+            storage.remove_tree(folder)
             log.info("deleted %s (older than --keep-replaced)", folder)
 
 

@@ -42,16 +42,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from jobs import cli
+from jobs import cli, storage
 from jobs.lake import EVENTS, QUARANTINE, Lake
 from jobs.landing.layout import relative
 from jobs.ledger.store import read_manifest
 from jobs.lock import LakeLock
 from jobs.reporting.report import written_batches
 from jobs.spark.checkpoint import forget_batch
-from jobs.spark.logs import CheckpointError, last_commit, local_path, planned_batch_id, read_source_log, source_offset
+from jobs.spark.logs import CheckpointError, last_commit, planned_batch_id, read_source_log, source_offset
 from jobs.spark.session import spark_session
 from jobs.spark.state import WRITTEN_BY_BATCH, missing_for_rollback, rollback_checkpoint
+from jobs.storage import LakePath
 from jobs.tables.events import all_files, events_batch
 from jobs.tables.events_table import EventsTable
 from jobs.tables.quarantine_files import quarantine_batch
@@ -141,7 +142,7 @@ def plan_checkpoint(lake: Lake, landing: Path) -> CheckpointRepair | None:
         )
     offset = source_offset(lake.checkpoint, through)
     again = [e.path for e in read_source_log(lake.checkpoint, lake.manifests).entries if offset is None or e.batch_id > offset]
-    files = [entry.path for path in again if Path(path).exists() for entry in read_manifest(Path(path)).entries]
+    files = [entry.path for path in again if storage.at(path).exists() for entry in read_manifest(storage.at(path)).entries]
     gone = sorted(path for path in files if not (landing / relative(path)).exists())
     if gone:
         raise CheckpointError(
@@ -159,9 +160,9 @@ def behind_summary(behind: CheckpointRepair | None) -> dict[str, object]:
 @dataclass(frozen=True)
 class TableRepair:
     through: int
-    files: list[Path]  # the data files of the later batches
+    files: list[LakePath]  # the data files of the later batches
     # Files that name no batch (a compaction's, a rebuild's) holding rows of the later batches: those rows go.
-    mixed: dict[Path, int]
+    mixed: dict[LakePath, int]
     runs: frozenset[str]  # the ingest runs that wrote the later batches
 
 
@@ -189,7 +190,7 @@ def later_runs(lake: Lake, through: int) -> tuple[frozenset[str], frozenset[str]
     return frozenset(later), frozenset(run_id for run_id in later if min(batches[run_id]) <= through)
 
 
-def mixed_files(files: list[Path], runs: frozenset[str], both: frozenset[str]) -> tuple[dict[Path, int], frozenset[str]]:
+def mixed_files(files: list[LakePath], runs: frozenset[str], both: frozenset[str]) -> tuple[dict[LakePath, int], frozenset[str]]:
     """The data files among `files` that name no batch and hold rows the later batches' runs wrote, with how many. A run
     that wrote batches on both sides of the checkpoint cannot be told apart there: CheckpointError."""
     mixed = {}
@@ -209,7 +210,7 @@ def mixed_files(files: list[Path], runs: frozenset[str], both: frozenset[str]) -
     return mixed, runs
 
 
-def later_files(files: list[Path], through: int) -> list[Path]:
+def later_files(files: list[LakePath], through: int) -> list[LakePath]:
     """The data files among `files` of the batches after `through` (TableWriter's names carry the batch); with no batch
     kept, every one."""
     return [path for path in files if through < 0 or ((marked := WRITTEN_BY_BATCH.search(path.name)) and int(marked[1]) > through)]
@@ -217,7 +218,7 @@ def later_files(files: list[Path], through: int) -> list[Path]:
 
 def check_landing(found: dict[str, TableRepair | QuarantineRollback], landing: Path) -> None:
     """Refuse when a landing file the rolled-back rows came from is gone: the next run could not read it again."""
-    read = {path for table, repair in found.items() for path in landing_files(table, [Path(f) for f in repair.files])}
+    read = {path for table, repair in found.items() for path in landing_files(table, [storage.at(f) for f in repair.files])}
     read |= {
         path
         for table, repair in found.items()
@@ -243,7 +244,7 @@ def apply(lake: Lake, found: dict[str, TableRepair | QuarantineRollback]) -> Non
             log.info("%s rolled back to batch %d: %d data files of the later batches left it", name, repair.through, len(repair.files))
             continue
         events = EventsTable(spark_session("cloudtrail_repair"), lake)
-        folder = Path(local_path(events.data_folder)) / tag
+        folder = storage.at(events.data_folder) / tag
         rewritten = [str(without_runs(path, repair.runs, folder / path.parent.name / path.name)) for path in repair.mixed]
         gone = [str(path) for path in [*repair.files, *repair.mixed]]
         events.commit(events.java(), rewritten, gone, {ROLLBACK: f"batch {repair.through}"}, str(repair.through))
@@ -253,7 +254,7 @@ def apply(lake: Lake, found: dict[str, TableRepair | QuarantineRollback]) -> Non
         )  # fmt: skip
 
 
-def without_runs(path: Path, runs: frozenset[str], target: Path) -> Path:
+def without_runs(path: LakePath, runs: frozenset[str], target: LakePath) -> LakePath:
     """A data file's rows but those `runs` wrote, written to `target`."""
     target.parent.mkdir(parents=True, exist_ok=True)
     rows = pq.read_table(path)
@@ -268,7 +269,7 @@ def summary(found: dict[str, TableRepair | QuarantineRollback]) -> dict[str, obj
             "back_to_batch": repair.through,
             "data_files": len(repair.files),
             "rows_out_of_files_naming_no_batch": sum(repair.mixed.values()) if isinstance(repair, TableRepair) else 0,
-            "landing_files": len(landing_files(name, [Path(f) for f in repair.files])),
+            "landing_files": len(landing_files(name, [storage.at(f) for f in repair.files])),
         }
         for name, repair in found.items()
     }

@@ -13,12 +13,13 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from jobs.files import write_whole
+from jobs import storage
 from jobs.lake import QUARANTINE, RETIRED, Lake
 from jobs.landing.layout import day_folders, log_files_in, relative
 from jobs.ledger.store import Entry, RetiredIndex, missing_manifests, read_manifests, sha256_of
 from jobs.spark.checkpoint import CheckpointSnapshot
 from jobs.spark.logs import CheckpointError
+from jobs.storage import write_whole
 from jobs.tables.events import all_files
 from jobs.tables.quarantine_files import quarantine_data_files
 from jobs.tables.sources import landing_files
@@ -39,7 +40,7 @@ class LedgerRepair:
     def apply(self, lake: Lake) -> None:
         """The files into the newest lost manifest (Spark's log names it, so no batch reads it again); the others let go of."""
         newest, *older = sorted(self.lost, reverse=True)
-        write_whole(Path(newest), "".join(f"{entry.line()}\n" for entry in self.taken))
+        write_whole(storage.at(newest), "".join(f"{entry.line()}\n" for entry in self.taken))
         RetiredIndex(lake.checkpoint / RETIRED).add_let_go(Path(path).name for path in older)
         log.info("ledger: %d landing files the tables hold written into %s; %d lost manifests let go", len(self.taken), newest, len(older))
 

@@ -20,17 +20,14 @@ arguments or a checkpoint with a batch half done, 75 another writer held the lak
 from __future__ import annotations
 
 import logging
-import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from jobs import cli, options
-from jobs.files import read_record, write_record
+from jobs import cli, options, storage
 from jobs.lake import Lake
 from jobs.ledger.store import verified_checkpoint
 from jobs.lock import LakeLock
@@ -38,9 +35,10 @@ from jobs.records.dedup import Dedup, drop_copies
 from jobs.spark.logs import CheckpointError, state_folder
 from jobs.spark.session import STREAM_CONF, JobSession, spark_session, stop_state_stores
 from jobs.spark.state import set_state_partitions, state_partitions, state_version_files
+from jobs.storage import LakePath, read_record, write_record
 from jobs.tables.tables_of_record import held_batches
 
-# The rescale's note's format (jobs/files.py's `record_body`): 1 since it named one.
+# The rescale's note's format (jobs/storage.py's `record_body`): 1 since it named one.
 NOTE_FORMAT = 1
 
 log = logging.getLogger("cloudtrail_rescale")
@@ -79,19 +77,19 @@ class Rescale:
     version: int  # the state version the last committed batch wrote
 
     @property
-    def work(self) -> Path:
+    def work(self) -> LakePath:
         return self.lake.rescale_work(self.run_id)
 
     @property
-    def seeded(self) -> Path:
+    def seeded(self) -> LakePath:
         return self.work / "checkpoint"
 
     @property
-    def old(self) -> Path:
+    def old(self) -> LakePath:
         return self.lake.replaced_state(self.run_id)
 
     @property
-    def state(self) -> Path:
+    def state(self) -> LakePath:
         return state_folder(self.lake.checkpoint)
 
     def note(self) -> None:
@@ -105,7 +103,7 @@ class Rescale:
         return cls(lake, body["run_id"], int(body["partitions"]), int(body["version"]))
 
 
-def state_keys(spark: SparkSession, checkpoint: Path) -> DataFrame:
+def state_keys(spark: SparkSession, checkpoint: LakePath) -> DataFrame:
     """Every key of the checkpoint's de-duplication state after its last committed batch, with its expiry (microseconds)."""
     # The state reader reports to the driver's StateStoreCoordinator, which Spark starts with the session's query
     # manager: in a process that has run no stream yet it is not there ("Cannot find endpoint: StateStoreCoordinator").
@@ -162,7 +160,7 @@ def build(spark: SparkSession, rescale: Rescale, dedup: Dedup) -> bool:
     """The new state, under the rescale's work folder, at the version the ingest's next batch reads; whether it
     holds the same keys and expiries as the checkpoint's. The checkpoint is not touched: a build that fails or dies
     leaves the lake as it was, able to ingest."""
-    shutil.rmtree(rescale.lake.rescale_work_root, ignore_errors=True)  # and what an earlier build that died left
+    storage.remove_tree(rescale.lake.rescale_work_root)  # and what an earlier build that died left
     # An earlier rescale's placeholder stays in the state until a batch's watermark passes it: it is no event's key.
     old = state_keys(spark, rescale.lake.checkpoint).where(F.col("_dedup_key") != EXPIRED_KEY).cache()
     # A state with no key still needs every partition's store: one key that expired before any batch ran.
@@ -184,11 +182,11 @@ def swap(rescale: Rescale) -> None:
     so a rescale that died part way is finished by running it again."""
     if rescale.state.exists() and not rescale.old.exists():
         rescale.old.parent.mkdir(parents=True, exist_ok=True)
-        rescale.state.rename(rescale.old)
+        storage.move(rescale.state, rescale.old)
     if not rescale.state.exists():
-        state_folder(rescale.seeded).rename(rescale.state)
+        storage.move(state_folder(rescale.seeded), rescale.state)
     set_state_partitions(rescale.lake.checkpoint, rescale.partitions)
-    shutil.rmtree(rescale.work, ignore_errors=True)
+    storage.remove_tree(rescale.work)
     rescale.lake.rescaling.unlink()
 
 
@@ -213,7 +211,7 @@ def rescale_state(config: RescaleConfig, session: JobSession) -> int:
     rescale = Rescale(config.lake, config.run_id, config.partitions, checkpoint.commit.batch_id + 1)
     if not build(session(), rescale, Dedup()):
         log.error("the new state does not hold the old one's keys: nothing swapped, the state keeps %d partitions", current)
-        shutil.rmtree(rescale.work, ignore_errors=True)
+        storage.remove_tree(rescale.work)
         return cli.FAILED
     rescale.note()  # from here the rescale is finished, by this call or the next
     swap(rescale)

@@ -69,11 +69,11 @@ class Settings:
 
     @property
     def events_uri(self) -> str:
-        return Lake(self.lake).events.as_uri()
+        return Lake.at(self.lake).events.as_uri()
 
     @property
     def derived_uri(self) -> str:
-        return Lake(self.lake).table("activity_hourly").as_uri()
+        return Lake.at(self.lake).table("activity_hourly").as_uri()
 
     @property
     def events_asset(self) -> Asset:
@@ -112,7 +112,7 @@ def load_settings() -> Settings:
     landing = os.environ.get("CLOUDTRAIL_LANDING", str(PROJECT_ROOT / "data" / "landing"))
     lake = Path(os.environ.get("CLOUDTRAIL_LAKE", PROJECT_ROOT / "data" / "lake")).absolute()
     return Settings(
-        landing=Lake(lake).landing_cache if is_bucket(landing) else Path(landing).absolute(),
+        landing=Lake.at(lake).landing_cache if is_bucket(landing) else Path(landing).absolute(),
         lake=lake,
         landing_url=landing if is_bucket(landing) else str(Path(landing).absolute()),
         queue_url=(os.environ.get("CLOUDTRAIL_QUEUE_URL") or None) if is_bucket(landing) else None,
