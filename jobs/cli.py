@@ -1,4 +1,4 @@
-"""The command line every job shares (stdlib only): where the lake and the landing zone are, a run's id,
+"""The command line every job shares: where the lake and the landing zone are, a run's id,
 date ranges, durations and sizes, and what each exit code means.
 
 A job's `main` builds its parser here, parses its arguments into its one config object, and hands
@@ -15,7 +15,8 @@ from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from jobs import options
+from jobs import options, storage
+from jobs.lake import Lake
 
 log = logging.getLogger("cloudtrail")
 
@@ -42,16 +43,34 @@ def parser(prog: str, doc: str | None) -> argparse.ArgumentParser:
     return argparse.ArgumentParser(prog=prog, description=doc, formatter_class=HelpFormatter)
 
 
-def add_lake(parser: argparse.ArgumentParser) -> None:
+def add_lake(parser: argparse.ArgumentParser, in_object_storage: bool = False) -> None:
+    """--lake; with `in_object_storage` (a command that runs on a lake in S3), an s3:// one too, and --catalog, which such
+    a lake names (`lake`)."""
     lake = os.environ.get("CLOUDTRAIL_LAKE")
-    parser.add_argument("--lake", type=lake_folder, default=lake, help="the lake's folder, root for all outputs [$CLOUDTRAIL_LAKE]")
+    if not in_object_storage:
+        parser.add_argument("--lake", type=lake_folder, default=lake, help="the lake's folder, root for all outputs [$CLOUDTRAIL_LAKE]")
+        return
+    parser.add_argument("--lake", type=_text, default=lake, help="the lake's folder or s3://BUCKET/PREFIX [$CLOUDTRAIL_LAKE]")
+    parser.add_argument("--catalog", default=os.environ.get("CLOUDTRAIL_CATALOG") or None,
+                        help="a lake in S3: the pyiceberg catalog its tables are in [$CLOUDTRAIL_CATALOG]")  # fmt: skip
 
 
 def lake_folder(text: str) -> str:
     """A lake's folder; a URI (s3://...) is refused, where it was taken for a relative folder named `s3:`."""
     if "://" in text:
-        raise argparse.ArgumentTypeError(f"{text}: a lake in object storage is not supported by this release; give a folder")
+        raise argparse.ArgumentTypeError(f"{text}: a lake in object storage is not supported by this command yet; give a folder")
     return _text(text)
+
+
+def lake(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Lake:
+    """The lake --lake names: a folder (its tables in the embedded catalog), or an S3 prefix with the catalog --catalog
+    names (an S3 lake has no folder for the embedded one)."""
+    found = Lake.at(args.lake)
+    if storage.is_folder(found.root):
+        return found
+    if not getattr(args, "catalog", None):
+        parser.error(f"--lake {args.lake}: a lake in S3 names the catalog its tables are in (--catalog NAME or $CLOUDTRAIL_CATALOG)")
+    return Lake.at(args.lake, args.catalog)
 
 
 def add_catalog(parser: argparse.ArgumentParser) -> None:

@@ -1,4 +1,4 @@
-"""The lake's layout (stdlib only; the lock that keeps one writer on it is jobs/lock.py).
+"""The lake's layout (its files' storage is jobs/storage.py; the lock that keeps one writer on it, jobs/lock.py).
 
 Every path under the lake root is named here and nowhere else (README, "Under the lake", says what each holds):
 
@@ -90,14 +90,16 @@ def _file_name(run_id: str) -> str:
 @dataclass(frozen=True)
 class Lake:
     root: LakePath
+    # The catalog its tables of record are in (pyiceberg's settings name it); None: the embedded one in its folder.
+    catalog: str | None = None
 
     def __post_init__(self) -> None:
         # A lake made from a plain path (tests, tools) is the same lake as `Lake.at` makes of it.
         object.__setattr__(self, "root", storage.at(self.root))
 
     @classmethod
-    def at(cls, root: str | os.PathLike[str]) -> Lake:
-        return cls(storage.at(root))
+    def at(cls, root: str | os.PathLike[str], catalog: str | None = None) -> Lake:
+        return cls(storage.at(root), catalog)
 
     @property
     def location(self) -> str:

@@ -91,7 +91,7 @@ class LakeLock:
         self._file = handle
         return self
 
-    def __exit__(self, kind: object, *exc: object) -> None:
+    def __exit__(self, kind: object = None, *exc: object) -> None:
         if self._lease is not None:
             lease, self._lease = self._lease, None
             lease.__exit__(kind, *exc)
@@ -144,7 +144,7 @@ class LeaseLock:
         self._renewer.start()
         return self
 
-    def __exit__(self, kind: object, *exc: object) -> None:
+    def __exit__(self, kind: object = None, *exc: object) -> None:
         self._stop.set()
         if self._renewer is not None:
             self._renewer.join()

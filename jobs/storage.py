@@ -95,7 +95,12 @@ def move(source: LakePath, target: LakePath) -> None:
     """A file or folder moved to `target` in the same lake, which it replaces (a file; in a folder, at once, by a
     rename; in S3, copied and deleted)."""
     if not is_folder(source):
-        source.fs.mv(source.path, str(target), recursive=True)
+        if is_folder(target):
+            raise TypeError(f"{source} and {target} are not in one lake")
+        found = source.fs.find(source.path)  # a file: itself; a folder: each file under it
+        for name in found:
+            source.fs.copy(name, target.path + name[len(source.path) :])
+        source.fs.rm(found)
         return
     destination = folder(target)
     destination.parent.mkdir(parents=True, exist_ok=True)

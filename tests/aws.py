@@ -34,11 +34,30 @@ def start_server() -> tuple[Any, str]:
     from moto.server import ThreadedMotoServer
 
     _quick_sqs_clock()
+    _no_interim_continue_for_java()
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # a line per request otherwise
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
     return server, f"http://{host}:{port}"
+
+
+def _no_interim_continue_for_java() -> None:
+    """Python's HTTP server answers `Expect: 100-continue` with an interim `100 Continue`, which the AWS SDK for Java's
+    asynchronous client (S3A's uploads of local files: the de-duplication state's) takes for the final response
+    (aws/aws-sdk-java-v2#1969). That client sends its body without waiting, so for it the server sends none; boto3,
+    which waits for it, still gets it."""
+    from http.server import BaseHTTPRequestHandler
+
+    interim = BaseHTTPRequestHandler.handle_expect_100
+    if getattr(interim, "java", False):
+        return
+
+    def handle_expect_100(self: BaseHTTPRequestHandler) -> bool:
+        return True if "aws-sdk-java" in self.headers.get("User-Agent", "") else interim(self)
+
+    handle_expect_100.java = True  # type: ignore[attr-defined]
+    BaseHTTPRequestHandler.handle_expect_100 = handle_expect_100  # type: ignore[method-assign]
 
 
 def _quick_sqs_clock() -> None:

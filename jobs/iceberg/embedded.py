@@ -12,7 +12,8 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
-from jobs.iceberg.catalog import EMBEDDED, NAMESPACE
+from jobs import object_store
+from jobs.iceberg.catalog import EMBEDDED, NAMESPACE, open_catalog
 from jobs.lake import Lake
 from jobs.spark.logs import local_path
 
@@ -41,7 +42,10 @@ def moved(location: str, old_root: str, new_root: str) -> str:
 
 
 def registered(lake: Lake, name: str) -> Registered | None:
-    """Table `name`'s entry in the lake's embedded catalog (None before the table exists)."""
+    """Table `name`'s entry in the lake's catalog (None before the table exists): the embedded one's read from its file;
+    a named one's (a lake in S3) through pyiceberg."""
+    if lake.catalog:
+        return _registered_in(lake, name)
     if not lake.iceberg_catalog.exists():
         return None
     with sqlite3.connect(f"file:{lake.iceberg_catalog}?mode=ro", uri=True) as db:
@@ -61,11 +65,21 @@ def registered(lake: Lake, name: str) -> Registered | None:
     return Registered(location, root if moved else None)
 
 
+def _registered_in(lake: Lake, name: str) -> Registered | None:
+    from pyiceberg.exceptions import NoSuchTableError
+
+    try:
+        found = open_catalog(lake, lake.catalog).load_table(f"{NAMESPACE}.{name}")
+    except NoSuchTableError:
+        return None
+    return Registered(str(found.metadata_location), None)
+
+
 def static_table(lake: Lake, entry: Registered) -> Any:
     """The table as its metadata in the lake holds it, read-only."""
     from pyiceberg.table import StaticTable
 
     if entry.moved_from is None:
-        return StaticTable.from_metadata(entry.metadata_location)
+        return StaticTable.from_metadata(entry.metadata_location, object_store.iceberg_properties({}))
     io = {"py-io-impl": "jobs.iceberg.moved_io.MovedFileIO", MOVED_FROM: entry.moved_from, MOVED_TO: str(lake.root)}
     return StaticTable.from_metadata(entry.mapped(entry.metadata_location, lake), io)

@@ -37,7 +37,6 @@ from jobs import cli, options
 from jobs.ingest.config import IngestConfig
 from jobs.ingest.run import run
 from jobs.ingest.stream import build_session
-from jobs.lake import Lake
 from jobs.landing import layout as landing
 from jobs.landing.bucket import BucketLanding, is_bucket
 from jobs.landing.sqs import queue_url_default
@@ -55,7 +54,7 @@ def _parser() -> argparse.ArgumentParser:
     """The command line, by what each group of options sets: the stream, the ledger, a replay and the gate, an S3 landing."""
     parser = cli.parser("cloudtrail_ingest", __doc__)
     cli.add_landing(parser)
-    cli.add_lake(parser)
+    cli.add_lake(parser, in_object_storage=True)
     cli.add_run_id(parser)
     cli.add_lock_wait(parser)
     parser.add_argument("--trigger", choices=["availableNow", "once"], default="availableNow")
@@ -120,7 +119,7 @@ def parse_args(argv: Sequence[str] | None = None) -> IngestConfig:
     parser = _parser()
     args = parser.parse_args(argv)
     cli.required(parser, args, "landing", "lake")
-    lake = Lake.at(args.lake)
+    lake = cli.lake(parser, args)
     bucket_landing = BucketLanding.at(args.landing, lake.landing_cache) if is_bucket(args.landing) else None
     if bucket_landing is None and not landing.exists(args.landing):
         parser.error(f"--landing {args.landing} holds no AWSLogs/ folder: is it the root CloudTrail writes AWSLogs/ into?")

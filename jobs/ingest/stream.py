@@ -25,6 +25,7 @@ from jobs.records.dedup import deduplicate
 from jobs.records.rows import mark_late
 from jobs.records.transforms import read_records
 from jobs.reporting.report import RunReport, apply_progress, log_batch
+from jobs.spark.checkpoint import checkpoint_location
 from jobs.spark.session import STREAM_CONF, spark_session
 from jobs.tables.tables_of_record import RecordTables
 
@@ -68,7 +69,7 @@ def load(rows: DataFrame, config: IngestConfig, writer: BatchWriter) -> Streamin
     return (
         rows.writeStream.queryName("cloudtrail_ingest")
         .foreachBatch(writer)
-        .option("checkpointLocation", str(config.lake.checkpoint))
+        .option("checkpointLocation", checkpoint_location(rows.sparkSession, config.lake))
         .trigger(**trigger)
         .start()
     )

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
+from jobs import storage
 from jobs.lake import RESTAMPED, RETIRED
 from jobs.landing.layout import day_folders, delivery_date, log_files_in, relative
 from jobs.ledger.store import Entry, Manifest, RetiredIndex, read_manifests, read_restamps, write_restamps
@@ -95,7 +96,7 @@ class Ledger:
         if self.retired.let_go() is None:  # a ledger from before this record: what is gone now was let go of
             folder = str(self.folder)
             self.retired.add_let_go(
-                os.path.basename(p) for p in self.read_by_spark if os.path.dirname(p) == folder and not os.path.exists(p)
+                os.path.basename(p) for p in self.read_by_spark if os.path.dirname(p) == folder and not storage.at(p).exists()
             )
         if dropped:
             self.retired.add_let_go(manifest.path.name for manifest in dropped)

@@ -126,7 +126,7 @@ def missing_manifests(checkpoint: CheckpointSnapshot, folder: LakePath) -> list[
     if let_go is None:
         return []
     logged = {entry.path for entry in checkpoint.sources.entries if os.path.dirname(entry.path) == str(folder)}
-    return sorted(path for path in logged if os.path.basename(path) not in let_go and not os.path.exists(path))
+    return sorted(path for path in logged if os.path.basename(path) not in let_go and not storage.at(path).exists())
 
 
 def verified_checkpoint(lake: Lake, held: dict[str, int | None]) -> CheckpointSnapshot:

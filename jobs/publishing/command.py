@@ -265,7 +265,7 @@ def kept_quarantine(config: PublishConfig, now: datetime) -> TableOutcome:
     entry = registered(config.lake, QUARANTINE)
     if entry is None or entry.moved_from is not None:
         return outcome
-    table = existing_table(open_catalog(config.lake, None), f"{NAMESPACE}.{QUARANTINE}")
+    table = existing_table(open_catalog(config.lake, config.lake.catalog), f"{NAMESPACE}.{QUARANTINE}")
     return outcome if table is None else _kept(claim(table, config.lake), config, outcome, Published(), now)
 
 

@@ -16,6 +16,7 @@ __all__ = [
     "SourceLog",
     "WRITTEN_BY_BATCH",
     "batch_time",
+    "checkpoint_location",
     "class_archive",
     "class_archive_size",
     "classic_jvm",

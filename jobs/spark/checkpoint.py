@@ -12,8 +12,9 @@ import dataclasses
 import logging
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from jobs import storage
 from jobs.lake import LAST_SUCCESS, MANIFESTS, Lake
 from jobs.reporting.report import read_reports
 from jobs.spark.logs import (
@@ -33,10 +34,23 @@ from jobs.spark.logs import (
 )
 from jobs.storage import LakePath, read_record, write_record
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
 # last_success.json's format (jobs/storage.py's `record_body`): 1 since it named one.
 LAST_SUCCESS_FORMAT = 1
+# Spark's checkpoint manager for object stores (spark-hadoop-cloud): it writes each file in its place and aborts the
+# upload of one that fails, where the default writes a temporary file and renames it (in S3, a copy and a delete).
+OBJECT_STORE_CHECKPOINTS = "org.apache.spark.internal.io.cloud.AbortableStreamBasedCheckpointFileManager"
 
 log = logging.getLogger("checkpoint")
+
+
+def checkpoint_location(spark: SparkSession, lake: Lake) -> str:
+    """Where the stream keeps its checkpoint, with the session's checkpoint manager for that storage."""
+    if not storage.is_folder(lake.checkpoint):
+        spark.conf.set("spark.sql.streaming.checkpointFileManagerClass", OBJECT_STORE_CHECKPOINTS)
+    return str(lake.checkpoint)
 
 
 @dataclass(frozen=True)

@@ -111,7 +111,7 @@ def events_of_dates(spark: SparkSession, lake: Lake, dates: Iterable[date | str]
     if _legacy(lake):
         folders = [str(partition(lake.events, day)) for day in days]
         return spark.read.schema(EVENTS_SCHEMA).option("basePath", str(lake.events)).parquet(*folders)
-    table = f"{use_catalog(spark, lake, None)}.{NAMESPACE}.{EVENTS}.branch_{INGEST}"
+    table = f"{use_catalog(spark, lake, lake.catalog)}.{NAMESPACE}.{EVENTS}.branch_{INGEST}"
     return spark.table(table).where(F.col(EVENT_DATE).isin(days)).select(*EVENTS_SCHEMA.fieldNames())
 
 

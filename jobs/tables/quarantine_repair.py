@@ -63,7 +63,7 @@ class QuarantineRollback:
         entry = registered(self.lake, QUARANTINE)
         if entry is not None and entry.moved_from is not None:
             QuarantineTable(spark(), self.lake)
-        table = open_catalog(self.lake, None).load_table(f"{NAMESPACE}.{QUARANTINE}")
+        table = open_catalog(self.lake, self.lake.catalog).load_table(f"{NAMESPACE}.{QUARANTINE}")
         gone = set(self.files)
         with table.transaction() as tx:
             if gone:
@@ -79,7 +79,7 @@ def publish_staged(lake: Lake, then: dict[str, Any]) -> None:
     jobs/tables/partitions.py); nothing when it is already. No other commit can come between (the lake lock)."""
     snapshot = int(then[STAGED])
     entry = registered(lake, QUARANTINE)
-    table = open_catalog(lake, None).load_table(f"{NAMESPACE}.{QUARANTINE}") if entry and not entry.moved_from else None
+    table = open_catalog(lake, lake.catalog).load_table(f"{NAMESPACE}.{QUARANTINE}") if entry and not entry.moved_from else None
     if table is None or table.snapshot_by_id(snapshot) is None:
         log.warning("a rebuild's staged quarantine (snapshot %d) is gone (the lake moved since): its reasons keep their rows", snapshot)
         return

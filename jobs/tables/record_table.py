@@ -57,10 +57,11 @@ class RecordTable:
 
     def __init__(self, spark: SparkSession, lake: Lake) -> None:
         self.spark, self.lake = spark, lake
-        catalog = use_catalog(spark, lake, None)
+        catalog = use_catalog(spark, lake, lake.catalog)
         self.name = f"{catalog}.{NAMESPACE}.{self.table}"
         self.location = record_location(lake, self.table)
-        lake.iceberg_warehouse.mkdir(parents=True, exist_ok=True)  # where the embedded catalog's file goes, and the table
+        if storage.is_folder(lake.iceberg_warehouse):  # where the embedded catalog's file goes, and the table
+            lake.iceberg_warehouse.mkdir(parents=True, exist_ok=True)
         self.catalog = spark._jsparkSession.sessionState().catalogManager().catalog(catalog).icebergCatalog()
         self.iceberg = classic_jvm(spark).org.apache.iceberg
         self.identifier = self.iceberg.catalog.TableIdentifier.parse(f"{NAMESPACE}.{self.table}")

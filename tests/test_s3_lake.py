@@ -1,0 +1,92 @@
+"""A lake in S3 (moto's): the ingest, in a process of its own as an operator runs it, keeps its tables of record, its
+checkpoint and de-duplication state, its ledger and its reports under the lake's prefix, its tables in the catalog
+it names; each event once across runs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import boto3
+import pytest
+
+from jobs.lake import Lake
+from tests.helpers import command, deliver, events_of, succeeded
+
+pytestmark = pytest.mark.integration
+
+DAY = datetime(2024, 3, 1, tzinfo=UTC)
+
+
+@pytest.fixture
+def s3_lake(aws, tmp_path, monkeypatch) -> str:
+    """A bucket for the lake and a SQL catalog for its tables (a catalog service: its file is not the lake's)."""
+    import pyiceberg.catalog
+    from pyiceberg.utils.config import Config
+
+    bucket = f"lake-{uuid.uuid4().hex[:12]}"
+    boto3.client("s3").create_bucket(Bucket=bucket)
+    settings = {"TYPE": "sql", "URI": f"sqlite:///{tmp_path / 'catalog.db'}", "WAREHOUSE": f"s3://{bucket}/warehouse"}
+    for key, value in settings.items():
+        monkeypatch.setenv(f"PYICEBERG_CATALOG__RECORDS__{key}", value)
+    monkeypatch.setattr(pyiceberg.catalog, "_ENV_CONFIG", Config())  # pyiceberg reads its settings once a process
+    monkeypatch.setenv("CLOUDTRAIL_SCRATCH", str(tmp_path / "scratch"))
+    return f"s3://{bucket}/lakes/acme"
+
+
+def keys(url: str) -> list[str]:
+    bucket, _, prefix = url.removeprefix("s3://").partition("/")
+    pages = boto3.client("s3").get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=f"{prefix}/")
+    return [item["Key"][len(prefix) + 1 :] for page in pages for item in page.get("Contents", [])]
+
+
+def events_in(url: str) -> list[tuple[str, str]]:
+    """(eventID, event_date) of the events table of record's rows, read by pyiceberg through the catalog."""
+    from jobs.iceberg.catalog import open_catalog
+
+    table = open_catalog(Lake.at(url, "records"), "records").load_table("cloudtrail.events")
+    ingest = table.metadata.snapshot_by_name("ingest")
+    rows = table.scan(snapshot_id=ingest.snapshot_id, selected_fields=("eventID", "event_date")).to_arrow().to_pylist()
+    return sorted((row["eventID"], str(row["event_date"])) for row in rows)
+
+
+def test_an_ingest_into_a_lake_in_s3_takes_each_event_once_and_keeps_what_matters_there(s3_lake, landing, tmp_path):
+    deliver(landing, events_of(30, DAY, "a"), DAY + timedelta(hours=1))
+    deliver(landing, events_of(10, DAY, "a") + events_of(5, DAY + timedelta(days=1), "b"), DAY + timedelta(hours=2))
+    run = ("jobs.cloudtrail_ingest", "--landing", landing, "--lake", s3_lake, "--settle", "0 seconds")
+    succeeded(command(*run, "--run-id", "first", "--catalog", "records"))
+    expected = sorted([(f"a-{i}", "2024-03-01") for i in range(30)] + [(f"b-{i}", "2024-03-02") for i in range(5)])
+    assert events_in(s3_lake) == expected
+
+    # A later file, and one delivered again: only the new events, the catalog taken from $CLOUDTRAIL_CATALOG.
+    deliver(landing, events_of(5, DAY, "a") + events_of(3, DAY + timedelta(days=1), "c"), DAY + timedelta(hours=3))
+    succeeded(in_process(os.environ | {"CLOUDTRAIL_CATALOG": "records"}, *run, "--run-id", "second"))
+    assert events_in(s3_lake) == sorted([*expected, *((f"c-{i}", "2024-03-02") for i in range(3))])
+
+    found = keys(s3_lake)
+    for place in ("_checkpoints/ingest/commits/1", "_checkpoints/ingest/offsets/1", "_checkpoints/ingest/last_success.json",
+                  "reports/ingest/first.json", "reports/ingest/second.json", "reports/tally.json"):  # fmt: skip
+        assert place in found, place
+    assert any(key.startswith("_checkpoints/ingest/state/0/") for key in found), "the de-duplication state"
+    assert any(key.startswith("_checkpoints/ingest/manifests/") for key in found), "the ledger"
+    assert any(key.startswith("iceberg/warehouse/cloudtrail/events/data/event_date=2024-03-02/") for key in found)
+    assert any(key.startswith("iceberg/warehouse/cloudtrail/quarantine/metadata/") for key in found)
+    assert not (tmp_path / "scratch").exists(), "a folder landing fetches nothing: this machine keeps nothing"
+
+
+def in_process(env: dict[str, str], module: str, *args: object) -> subprocess.CompletedProcess[str]:
+    """`python -m <module> <args>` in its own process with `env` as its environment."""
+    return subprocess.run([sys.executable, "-m", module, *map(str, args)], capture_output=True, text=True, timeout=600, env=env)
+
+
+def test_a_lake_in_s3_without_a_catalog_and_commands_that_do_not_run_there_yet_are_refused_in_one_line(s3_lake, landing):
+    deliver(landing, events_of(3, DAY, "a"), DAY + timedelta(hours=1))
+    env = {key: value for key, value in os.environ.items() if key != "CLOUDTRAIL_CATALOG"}
+    result = in_process(env, "jobs.cloudtrail_ingest", "--landing", landing, "--lake", s3_lake)
+    assert result.returncode == 2 and "a lake in S3 names the catalog its tables are in" in result.stderr.splitlines()[-1]
+    assert keys(s3_lake) == [], "nothing written"
+    result = command("jobs.compact", "--lake", s3_lake)
+    assert result.returncode == 2 and "not supported by this command yet" in result.stderr.splitlines()[-1]
