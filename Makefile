@@ -32,7 +32,7 @@ STACK_HOME ?= $(CURDIR)/.stack
 STACK_ENV ?= $(CURDIR)/.env
 PG_BIN := /usr/lib/postgresql/15/bin
 
-.PHONY: help setup debian-deps browser-deps demo run status test test-harness test-fast test-stack stack-up stack-status stack-down lint bench bench-history bench-s3 bench-investigations bench-publish bench-cost bench-ui bench-stack chaos test-s3-burst fuzz fuzz-queue torture metadata-growth test-next-pyspark bench-next-pyspark clean
+.PHONY: help setup debian-deps browser-deps demo run status test test-harness test-fast test-stack stack-up stack-status stack-down lint bench bench-history bench-s3 bench-investigations bench-publish bench-cost bench-ui bench-stack chaos chaos-s3 test-s3-burst fuzz fuzz-queue torture metadata-growth test-next-pyspark bench-next-pyspark clean
 
 help:
 	@echo "make setup           - create .venv with the pinned dependencies, runtime and dev (needs Java 17+)"
@@ -50,6 +50,7 @@ help:
 	@echo "make bench-publish   - what publishing the Iceberg tables adds to a one-file run and a 1,000-file backfill, pruning over 30 dates, metadata over 100 publishes (moto's S3 + Glue)"
 	@echo "make bench-investigations - the shipped investigations on a week of events: bytes, row groups and seconds, with and without the layout, and on the JSON"
 	@echo "make chaos           - 20 random SIGKILLs of the ingest job, then the table against the oracle"
+	@echo "make chaos-s3        - the same on a lake in S3 (moto's), \$$KILLS (10) kills, the table read through its catalog"
 	@echo "make fuzz            - the property-based test with \$$FUZZ_EXAMPLES (300) generated landing zones"
 	@echo "make fuzz-queue      - \$$QUEUE_EXAMPLES (50) random sequences of \$$QUEUE_STEPS (12) queue steps on moto: deliveries, hostile keys, re-sent notifications, expiries, runs dying mid-fetch or mid-delete"
 	@echo "make torture         - \$$TORTURE_EXAMPLES (200) random operator sequences of up to \$$TORTURE_STEPS (12) steps, the table against the oracle after each"
@@ -181,6 +182,9 @@ stack-down: setup
 
 chaos: setup
 	$(PY) -m tests.chaos --kills 20 --seed $${SEED:-1}
+
+chaos-s3: setup
+	$(PY) -m tests.chaos --kills $${KILLS:-10} --seed $${SEED:-1} --s3
 
 test-s3-burst: setup
 	S3_BURST=$${S3_BURST:-10000} $(PY) -m pytest -q tests/test_s3_landing.py -k burst

@@ -44,15 +44,13 @@ def parser(prog: str, doc: str | None) -> argparse.ArgumentParser:
 
 
 def add_lake(parser: argparse.ArgumentParser, in_object_storage: bool = False) -> None:
-    """--lake; with `in_object_storage` (a command that runs on a lake in S3), an s3:// one too, and --catalog, which such
-    a lake names (`lake`)."""
+    """--lake; with `in_object_storage` (a command that runs on a lake in S3), an s3:// one too, whose catalog the
+    command's --catalog names (`add_catalog`, `lake`)."""
     lake = os.environ.get("CLOUDTRAIL_LAKE")
     if not in_object_storage:
         parser.add_argument("--lake", type=lake_folder, default=lake, help="the lake's folder, root for all outputs [$CLOUDTRAIL_LAKE]")
         return
     parser.add_argument("--lake", type=_text, default=lake, help="the lake's folder or s3://BUCKET/PREFIX [$CLOUDTRAIL_LAKE]")
-    parser.add_argument("--catalog", default=os.environ.get("CLOUDTRAIL_CATALOG") or None,
-                        help="a lake in S3: the pyiceberg catalog its tables are in [$CLOUDTRAIL_CATALOG]")  # fmt: skip
 
 
 def lake_folder(text: str) -> str:
@@ -62,21 +60,27 @@ def lake_folder(text: str) -> str:
     return _text(text)
 
 
-def lake(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Lake:
+def lake(parser: argparse.ArgumentParser, args: argparse.Namespace, existing: bool = False) -> Lake:
     """The lake --lake names: a folder (its tables in the embedded catalog), or an S3 prefix with the catalog --catalog
-    names (an S3 lake has no folder for the embedded one)."""
+    names (an S3 lake has no folder for the embedded one); with `existing`, one that is there (`existing_lake`)."""
+    required(parser, args, "lake")
     found = Lake.at(args.lake)
-    if storage.is_folder(found.root):
-        return found
-    if not getattr(args, "catalog", None):
-        parser.error(f"--lake {args.lake}: a lake in S3 names the catalog its tables are in (--catalog NAME or $CLOUDTRAIL_CATALOG)")
-    return Lake.at(args.lake, args.catalog)
+    if not storage.is_folder(found.root):
+        if not getattr(args, "catalog", None):
+            parser.error(f"--lake {args.lake}: a lake in S3 names the catalog its tables are in (--catalog NAME or $CLOUDTRAIL_CATALOG)")
+        found = Lake.at(args.lake, args.catalog)
+    if existing:
+        existing_lake(parser, args)
+    return found
 
 
-def add_catalog(parser: argparse.ArgumentParser) -> None:
-    """--catalog and --namespace: the Iceberg catalog the lake's tables are in (jobs/iceberg/catalog.py)."""
+def add_catalog(parser: argparse.ArgumentParser, namespace: bool = True) -> None:
+    """--catalog and (with `namespace`) --namespace: the Iceberg catalog the lake's tables are in (jobs/iceberg/catalog.py);
+    a lake in S3 names one (`lake`)."""
     parser.add_argument("--catalog", default=os.environ.get("CLOUDTRAIL_CATALOG") or None,
                         help="a pyiceberg catalog's name [$CLOUDTRAIL_CATALOG]; none: SQLite in <lake>/iceberg/")  # fmt: skip
+    if not namespace:
+        return
     parser.add_argument("--namespace", default=options.NAMESPACE, help="the catalog namespace (Glue: database) of the tables")
 
 
@@ -137,7 +141,11 @@ def existing_lake(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
     works on a lake that exists, where a mistyped path was a new, empty lake (a gate of nothing passed, a compaction
     found nothing to do)."""
     required(parser, args, "lake")
-    if not os.path.isdir(args.lake):
+    try:
+        there = storage.at(args.lake).is_dir()
+    except Exception as exc:  # a bucket refused or unreachable, as s3fs raises it
+        parser.error(f"--lake {args.lake}: cannot be read ({type(exc).__name__}: {first_line(exc)})")
+    if not there:
         parser.error(f"--lake {args.lake}: no lake there (no such folder); the ingest makes a lake, this command needs one")
 
 

@@ -21,14 +21,14 @@ import signal
 import sys
 import threading
 import time
-from pathlib import Path
 
+from jobs import storage
 from jobs.ingest import command as cli
 from jobs.ingest.batch_writer import BatchWriter
 from jobs.lake import EVENTS, Lake
 from jobs.landing.bucket import BucketLanding
 from jobs.landing.sqs import Received
-from jobs.spark.logs import local_path
+from jobs.storage import LakePath
 from jobs.tables.events import INGEST
 from jobs.tables.events_table import EventsTable
 from jobs.tables.record_files import record_files
@@ -38,7 +38,7 @@ def die() -> None:
     os.killpg(os.getpgid(0), signal.SIGKILL)
 
 
-def kill_when_uncommitted_data_appears(lake: Lake, folder: Path) -> None:
+def kill_when_uncommitted_data_appears(lake: Lake, folder: LakePath) -> None:
     """Poll for a data file in the events table's data folder that no commit names yet, and kill at once."""
 
     def committed() -> set[str]:
@@ -75,7 +75,7 @@ def main() -> int:
             rows.count()  # read the batch's files, then die before anything is written
             die()
         if index == target and phase == "writing_data":
-            kill_when_uncommitted_data_appears(self.lake, Path(local_path(self.events.data_folder)))
+            kill_when_uncommitted_data_appears(self.lake, storage.at(self.events.data_folder))
         original_call(self, rows, batch_id)
         if index == target and phase == "committing_state":
             die()

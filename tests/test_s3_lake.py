@@ -4,6 +4,7 @@ it names; each event once across runs."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 import boto3
 import pytest
 
+from jobs import storage
 from jobs.lake import Lake
 from tests.helpers import command, deliver, events_of, succeeded
 
@@ -43,13 +45,13 @@ def keys(url: str) -> list[str]:
     return [item["Key"][len(prefix) + 1 :] for page in pages for item in page.get("Contents", [])]
 
 
-def events_in(url: str) -> list[tuple[str, str]]:
-    """(eventID, event_date) of the events table of record's rows, read by pyiceberg through the catalog."""
+def events_in(url: str, branch: str = "ingest") -> list[tuple[str, str]]:
+    """(eventID, event_date) of the events table of record's rows on `branch`, read by pyiceberg through the catalog."""
     from jobs.iceberg.catalog import open_catalog
 
     table = open_catalog(Lake.at(url, "records"), "records").load_table("cloudtrail.events")
-    ingest = table.metadata.snapshot_by_name("ingest")
-    rows = table.scan(snapshot_id=ingest.snapshot_id, selected_fields=("eventID", "event_date")).to_arrow().to_pylist()
+    head = table.metadata.snapshot_by_name(branch)
+    rows = table.scan(snapshot_id=head.snapshot_id, selected_fields=("eventID", "event_date")).to_arrow().to_pylist()
     return sorted((row["eventID"], str(row["event_date"])) for row in rows)
 
 
@@ -76,6 +78,20 @@ def test_an_ingest_into_a_lake_in_s3_takes_each_event_once_and_keeps_what_matter
     assert any(key.startswith("iceberg/warehouse/cloudtrail/quarantine/metadata/") for key in found)
     assert not (tmp_path / "scratch").exists(), "a folder landing fetches nothing: this machine keeps nothing"
 
+    # The gate of the second run, as the DAG runs it: its report in the lake, the dates it passed recorded there.
+    succeeded(in_process(os.environ | {"CLOUDTRAIL_CATALOG": "records"}, "jobs.validate_events", "--lake", s3_lake, "--run-id", "second"))
+    report = json.loads(storage.at(f"{s3_lake}/reports/dq/second.json").read_text())
+    assert report["verdict"] == "passed", report
+    assert set(json.loads(storage.at(f"{s3_lake}/reports/dq/_validated.json").read_text())["dates"]) == {"2024-03-02"}, "the date it wrote"
+
+    # The publish: main, which every reader of the catalog reads, takes the gated date's files in place; the date no
+    # gate passed (the first run's 2024-03-01) is held back, nothing copied.
+    succeeded(in_process(os.environ | {"CLOUDTRAIL_CATALOG": "records"}, "jobs.publish", "--lake", s3_lake, "--run-id", "p1"))
+    assert events_in(s3_lake, "main") == [row for row in events_in(s3_lake) if row[1] == "2024-03-02"]
+    data = [key for key in keys(s3_lake) if key.startswith("iceberg/warehouse/cloudtrail/events/data/")]
+    assert not [key for key in keys(s3_lake.rsplit("/", 2)[0] + "/warehouse") if "/data/" in key], "no copy in the warehouse"
+    assert data, "the files published are the lake's"
+
 
 def in_process(env: dict[str, str], module: str, *args: object) -> subprocess.CompletedProcess[str]:
     """`python -m <module> <args>` in its own process with `env` as its environment."""
@@ -90,3 +106,12 @@ def test_a_lake_in_s3_without_a_catalog_and_commands_that_do_not_run_there_yet_a
     assert keys(s3_lake) == [], "nothing written"
     result = command("jobs.compact", "--lake", s3_lake)
     assert result.returncode == 2 and "not supported by this command yet" in result.stderr.splitlines()[-1]
+
+
+@pytest.mark.harness
+def test_the_chaos_harness_kills_ingests_of_a_lake_in_s3_and_every_event_stays_once(tmp_path):
+    """`make chaos-s3`'s smoke run: two SIGKILLs at random phases, then runs until done; the table through its catalog."""
+    argv = [sys.executable, "-m", "tests.chaos", "--kills", "2", "--seed", "3", "--work", str(tmp_path), "--s3"]
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=1200)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "every event once" in result.stdout.splitlines()[-1]

@@ -55,6 +55,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = cli.parser("cloudtrail_ingest", __doc__)
     cli.add_landing(parser)
     cli.add_lake(parser, in_object_storage=True)
+    cli.add_catalog(parser, namespace=False)
     cli.add_run_id(parser)
     cli.add_lock_wait(parser)
     parser.add_argument("--trigger", choices=["availableNow", "once"], default="availableNow")

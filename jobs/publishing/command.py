@@ -59,7 +59,7 @@ from jobs.iceberg.columns import conformed, with_partition_columns
 from jobs.iceberg.embedded import registered
 from jobs.lake import EVENTS, PARTITION_COLUMNS, QUARANTINE, Lake
 from jobs.publishing.gated import LocalFile, Published, derived_held_back, events_published
-from jobs.publishing.in_place import publish_in_place, registered_folder
+from jobs.publishing.in_place import in_place, publish_in_place, registered_folder
 from jobs.records import layout
 from jobs.reporting.report import now_iso, write_json
 from jobs.reporting.summary import publish_summary
@@ -90,7 +90,7 @@ class PublishConfig:
 
 def parse_args(argv: list[str] | None = None) -> PublishConfig:
     parser = cli.parser("python -m jobs.publish", __doc__)
-    cli.add_lake(parser)
+    cli.add_lake(parser, in_object_storage=True)
     cli.add_run_id(parser)
     cli.add_catalog(parser)
     parser.add_argument(
@@ -99,8 +99,8 @@ def parse_args(argv: list[str] | None = None) -> PublishConfig:
     parser.add_argument("--orphan-grace", type=cli.duration, default=ORPHAN_GRACE,
                         help="files no snapshot references are deleted once this old")  # fmt: skip
     args = parser.parse_args(argv)
-    cli.existing_lake(parser, args)
-    return PublishConfig(Lake.at(args.lake), cli.run_id(args.run_id), args.catalog, args.namespace, args.expire_after, args.orphan_grace)
+    lake = cli.lake(parser, args, existing=True)
+    return PublishConfig(lake, cli.run_id(args.run_id), args.catalog, args.namespace, args.expire_after, args.orphan_grace)
 
 
 def published_schema(file: LocalFile) -> Any:
@@ -167,7 +167,7 @@ def publish_table(catalog: Any, config: PublishConfig, name: str, now: datetime)
     """Bring table `name`'s Iceberg table to what the lake publishes of it, in one snapshot; then keep it small."""
     lake, outcome, identifier = config.lake, TableOutcome(TABLE_NAMES[name]), f"{config.namespace}.{TABLE_NAMES[name]}"
     entry = registered(lake, EVENTS)
-    if _in_place(config) and entry is not None and entry.moved_from is not None:
+    if in_place(config.lake, config.catalog, config.namespace) and entry is not None and entry.moved_from is not None:
         log.warning("the lake moved from %s: its events table is registered where it is by the next ingest first", entry.moved_from)
         return outcome
     found = events_published(lake)
@@ -181,7 +181,7 @@ def publish_table(catalog: Any, config: PublishConfig, name: str, now: datetime)
     snapshot = table.current_snapshot() if table is not None else None
     if snapshot is not None and snapshot.summary.get(LOCAL_COMMIT) == wanted and not found.held_back:
         return _kept(table, config, outcome, found, now)  # the current snapshot is this local commit: no manifest read
-    if table is not None and _in_place(config):
+    if table is not None and in_place(config.lake, config.catalog, config.namespace):
         outcome.added, outcome.removed = publish_in_place(table, found, _properties(config, found, wanted))
         return _kept(table, config, outcome, found, now)
     current = current_files(table) if table is not None else {}
@@ -211,11 +211,6 @@ def publish_table(catalog: Any, config: PublishConfig, name: str, now: datetime)
         outcome.held_back[part.rsplit("=", 1)[1]] = "changed while it was published; the next publish takes it"
     log.info("%s: one snapshot, %d files added and %d removed (local commit %s)", identifier, len(chosen), len(gone), wanted)
     return _kept(table, config, outcome, found, now)  # the table took its new snapshot as it committed
-
-
-def _in_place(config: PublishConfig) -> bool:
-    """The events table is the lake's table of record, its files published where they are (jobs/publishing/in_place.py)."""
-    return config.catalog is None and config.namespace == NAMESPACE
 
 
 def _properties(config: PublishConfig, found: Published, local_commit: str) -> dict[str, str]:
@@ -273,7 +268,7 @@ def _kept(table: Any, config: PublishConfig, outcome: TableOutcome, found: Publi
     """Expiry and orphan deletion (in the events' registered folder too), then the table's figures for the report."""
     outcome.expired = upkeep.expire(table, now - config.expire_after)
     if upkeep.cleaning_due(config.lake.publish_state, table.location(), now):
-        legacy = registered_folder(table, config.lake) if _in_place(config) else None
+        legacy = registered_folder(table, config.lake) if in_place(config.lake, config.catalog, config.namespace) else None
         outcome.orphans_deleted = upkeep.delete_orphans(table, now - config.orphan_grace, now, legacy)
         upkeep.cleaned(config.lake.publish_state, table.location(), now)
     snapshot = table.current_snapshot()

@@ -9,7 +9,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from jobs.iceberg.catalog import commit_files
+from jobs.iceberg.catalog import NAMESPACE, commit_files
 from jobs.lake import EVENTS, Lake
 from jobs.publishing.gated import Published
 from jobs.spark.logs import local_path
@@ -17,6 +17,12 @@ from jobs.storage import LakePath
 from jobs.tables.events import INGEST
 
 log = logging.getLogger("publish")
+
+
+def in_place(lake: Lake, catalog: str | None, namespace: str) -> bool:
+    """Whether the events are published where they are: the catalog is the lake's own (the embedded one, or the one
+    a lake in S3 names), which holds its tables of record."""
+    return catalog == lake.catalog and namespace == NAMESPACE
 
 
 def _files(table: Any, snapshot_id: int | None) -> dict[str, Any]:

@@ -65,13 +65,13 @@ class ValidateConfig:
 
 def parse_args(argv: list[str] | None = None) -> ValidateConfig:
     parser = cli.parser("validate_events", __doc__)
-    cli.add_lake(parser)
+    cli.add_lake(parser, in_object_storage=True)
+    cli.add_catalog(parser, namespace=False)
     parser.add_argument("--run-id", help="check this run's report against the table")
     cli.add_dates(parser, "event date to validate (one alone: that date)")
     parser.add_argument("--dates", default="", help="comma-separated event dates")
     parser.add_argument("--quarantine-threshold", type=float, default=options.QUARANTINE_THRESHOLD)
     args = parser.parse_args(argv)
-    cli.existing_lake(parser, args)
     try:
         dates = {cli.iso_date(day.strip()) for day in args.dates.split(",") if day.strip()}
     except argparse.ArgumentTypeError as exc:
@@ -80,7 +80,7 @@ def parse_args(argv: list[str] | None = None) -> ValidateConfig:
     dates.update(cli.date_range(parser, first, last, "--from-date and --to-date") or ())
     if not dates and not args.run_id:  # a gate of nothing would pass
         parser.error("nothing to check: give the event dates (--from-date/--to-date, --dates) or a run's --run-id")
-    lake = Lake.at(args.lake)
+    lake = cli.lake(parser, args, existing=True)
     results = lake.gate_report(args.run_id or cli.run_id(None, kind="adhoc"))
     return ValidateConfig(lake, args.run_id, tuple(sorted(dates)), args.quarantine_threshold, results)
 
