@@ -32,7 +32,7 @@ STACK_HOME ?= $(CURDIR)/.stack
 STACK_ENV ?= $(CURDIR)/.env
 PG_BIN := /usr/lib/postgresql/15/bin
 
-.PHONY: help setup debian-deps browser-deps demo run status test test-harness test-fast test-stack stack-up stack-status stack-down lint bench bench-history bench-s3 bench-investigations bench-publish bench-cost bench-ui bench-stack chaos chaos-s3 test-s3-burst fuzz fuzz-queue torture metadata-growth test-next-pyspark bench-next-pyspark clean
+.PHONY: help setup debian-deps browser-deps demo run status test test-harness test-fast test-stack stack-up stack-status stack-down lint bench bench-history bench-s3 bench-investigations bench-publish bench-s3-lake bench-cost bench-ui bench-stack chaos chaos-s3 test-s3-burst fuzz fuzz-queue torture metadata-growth test-next-pyspark bench-next-pyspark clean
 
 help:
 	@echo "make setup           - create .venv with the pinned dependencies, runtime and dev (needs Java 17+)"
@@ -48,6 +48,7 @@ help:
 	@echo "make stack-status    - what runs, where, and the UI's credentials"
 	@echo "make stack-down      - stop everything stack-up started"
 	@echo "make bench-publish   - what publishing the Iceberg tables adds to a one-file run and a 1,000-file backfill, pruning over 30 dates, metadata over 100 publishes (moto's S3 + Glue)"
+	@echo "make bench-s3-lake   - the ingest into a lake in S3 (moto's) against a folder lake: a backfill and a one-file run, what each holds"
 	@echo "make bench-investigations - the shipped investigations on a week of events: bytes, row groups and seconds, with and without the layout, and on the JSON"
 	@echo "make chaos           - 20 random SIGKILLs of the ingest job, then the table against the oracle"
 	@echo "make chaos-s3        - the same on a lake in S3 (moto's), \$$KILLS (10) kills, the table read through its catalog"
@@ -182,6 +183,9 @@ stack-down: setup
 
 chaos: setup
 	$(PY) -m tests.chaos --kills 20 --seed $${SEED:-1}
+
+bench-s3-lake: setup
+	$(PY) -m bench.s3_lake --records $${RECORDS:-100000}
 
 chaos-s3: setup
 	$(PY) -m tests.chaos --kills $${KILLS:-10} --seed $${SEED:-1} --s3

@@ -1,8 +1,8 @@
 """Tiny runs of the benchmark harnesses (the real ones are `make bench`, `make bench-cost`, `make bench-ui`,
 `make bench-history`, `make bench-publish` and `make bench-investigations`): every measured system runs on a
-real-shaped zone and writes rows; the incremental and 60-day runs are `make bench`'s only. `make bench`'s and the
-lake page's run in `make test`; the others (marked `harness`, two minutes each) in `make test-harness`, which CI
-runs after it (.ci/run)."""
+real-shaped zone and writes rows; the incremental and 60-day runs are `make bench`'s only. The lake page's runs in
+`make test`; the others (marked `harness`, one to two minutes each) in `make test-harness`, which CI runs after it
+(.ci/run)."""
 
 import json
 import os
@@ -26,6 +26,7 @@ def test_a_full_benchmark_run_rewrites_only_its_own_section_of_benchmarks_md():
     assert rendered[end:] == document[document.index(benchmark.SECTION[1]) :]
 
 
+@pytest.mark.harness
 def test_benchmark_harness_runs_each_system_on_a_tiny_zone():
     # As `make bench` runs it: the venv's folder is not on PATH (the tests put it there), nor is PYSPARK_PYTHON set.
     venv = str(Path(sys.executable).parent)
@@ -131,3 +132,13 @@ def test_investigations_harness_measures_each_question_on_both_layouts_and_the_j
     for row in results["queries"].values():
         assert all(row[v]["bytes"] > 0 and 0 < row[v]["row_groups"] <= row[v]["row_groups_of"] for v in investigations.VARIANTS)
     assert "| access_key_activity |" in investigations.report(results)
+
+
+@pytest.mark.harness
+def test_s3_lake_harness_ingests_a_zone_into_a_folder_lake_and_a_lake_in_s3():
+    subprocess.run([sys.executable, "-m", "bench.s3_lake", "--smoke"], check=True, cwd=benchmark.ROOT, capture_output=True)
+    result = json.loads((benchmark.WORK / "s3_lake.json").read_text())
+    (folder,), (s3,) = result["runs"]["folder"], result["runs"]["s3"]
+    assert s3["files"] > 0 and s3["bytes"] > 0 and folder["bytes"] > 0, result
+    assert s3["scratch_files_left"] == 0, "a folder landing into a lake in S3 leaves nothing on this machine"
+    assert result["backfill_seconds_s3_over_folder"] > 0 and result["one_file_seconds_s3_over_folder"] > 0

@@ -98,16 +98,6 @@ def in_process(env: dict[str, str], module: str, *args: object) -> subprocess.Co
     return subprocess.run([sys.executable, "-m", module, *map(str, args)], capture_output=True, text=True, timeout=600, env=env)
 
 
-def test_a_lake_in_s3_without_a_catalog_and_commands_that_do_not_run_there_yet_are_refused_in_one_line(s3_lake, landing):
-    deliver(landing, events_of(3, DAY, "a"), DAY + timedelta(hours=1))
-    env = {key: value for key, value in os.environ.items() if key != "CLOUDTRAIL_CATALOG"}
-    result = in_process(env, "jobs.cloudtrail_ingest", "--landing", landing, "--lake", s3_lake)
-    assert result.returncode == 2 and "a lake in S3 names the catalog its tables are in" in result.stderr.splitlines()[-1]
-    assert keys(s3_lake) == [], "nothing written"
-    result = command("jobs.compact", "--lake", s3_lake)
-    assert result.returncode == 2 and "not supported by this command yet" in result.stderr.splitlines()[-1]
-
-
 @pytest.mark.harness
 def test_the_chaos_harness_kills_ingests_of_a_lake_in_s3_and_every_event_stays_once(tmp_path):
     """`make chaos-s3`'s smoke run: two SIGKILLs at random phases, then runs until done; the table through its catalog."""
