@@ -3,13 +3,13 @@
 answers the same calls.
 
 What only a file system does (a lock the kernel holds, a SQLite file, a rename that replaces a file at once) is done on
-a folder's paths alone (`is_folder`).
+a folder's paths alone (`is_folder`). An S3 path reaches the endpoint and region the AWS conventions name
+(jobs/object_store.py), with the standard credential chain, and lists the store anew each time: s3fs keeps each
+listing otherwise, and a file another driver wrote since would go unseen.
 
-The lake's JSON records are written whole (`write_record`): a reader finds the old version or the new one. Each names its
-format version, and each record's one reader takes every older version up to its own (`record_body`): README,
-"Versioned state". An S3 path reaches the endpoint and region
-the AWS conventions name (jobs/object_store.py), with the standard credential chain, and lists the store anew each time:
-s3fs keeps each listing otherwise, and a file another driver wrote since would go unseen.
+The lake's JSON records are written whole (`write_record`): a reader finds the old version or the new one. Each names
+its format version, and each record's one reader takes every older version up to its own (`record_body`): README,
+"Versioned state".
 """
 
 from __future__ import annotations
