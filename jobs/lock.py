@@ -159,7 +159,11 @@ class LeaseLock:
 
     def _renew(self) -> None:
         while not self._stop.wait(self.lease_seconds / 3):
-            renewed = self._put(self._etag, released=False)
+            try:
+                renewed = self._put(self._etag, released=False)
+            except LakeUnusableError as exc:  # a refusal or a reset in passing: two more tries before the lease ends
+                log.warning("%s could not renew its lease on the lake, trying again: %s", self.who, exc)
+                continue
             if renewed is None:
                 self.lost_to = self._held()[0] or "another writer"
                 log.error("%s lost its lease on the lake (%s) to %s", self.who, self.uri, self.lost_to)

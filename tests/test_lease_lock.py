@@ -13,6 +13,7 @@ import time
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 
 from jobs.lock import LakeBusyError, LakeUnusableError, LeaseLock
 
@@ -114,3 +115,30 @@ def test_an_unreachable_bucket_is_one_line(aws):
     one_line = r"^the lake's lease s3://no-such-bucket/lake.lease cannot be read \(NoSuchBucket\); check --lake$"
     with pytest.raises(LakeUnusableError, match=one_line):
         LeaseLock("s3://no-such-bucket/lake.lease", "an ingest").__enter__()
+
+
+class FailingOnce:
+    """The S3 client, whose next PUT fails as a throttled or reset request does."""
+
+    def __init__(self) -> None:
+        self.client, self.fail_next = boto3.client("s3"), False
+
+    def get_object(self, **kwargs):
+        return self.client.get_object(**kwargs)
+
+    def put_object(self, **kwargs):
+        if self.fail_next:
+            self.fail_next = False
+            raise ClientError({"Error": {"Code": "SlowDown", "Message": "Please reduce your request rate."}}, "PutObject")
+        return self.client.put_object(**kwargs)
+
+
+def test_a_renewal_that_fails_once_is_tried_again_and_the_holder_keeps_the_lake(lease):
+    s3 = FailingOnce()
+    lock = LeaseLock(lease, "a holder", lease_seconds=1.5, s3=s3).__enter__()
+    s3.fail_next = True
+    time.sleep(3.5)  # past the lease: the failed renewal was tried again
+    with pytest.raises(LakeBusyError, match="^a holder"):
+        LeaseLock(lease, "another").__enter__()
+    lock.__exit__(None)
+    assert body(lease)["released"] is True
