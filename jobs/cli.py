@@ -8,6 +8,7 @@ its body to `run`, which turns the failures an operator can act on into an exit 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import sys
@@ -62,15 +63,20 @@ def lake_folder(text: str) -> str:
 
 def lake(parser: argparse.ArgumentParser, args: argparse.Namespace, existing: bool = False) -> Lake:
     """The lake --lake names: a folder (its tables in the embedded catalog), or an S3 prefix with the catalog --catalog
-    names (an S3 lake has no folder for the embedded one); with `existing`, one that is there (`existing_lake`)."""
+    names (an S3 lake has no folder for the embedded one); with `existing`, one that is there (`existing_lake` says why)."""
     required(parser, args, "lake")
     found = Lake.at(args.lake)
     if not storage.is_folder(found.root):
         if not getattr(args, "catalog", None):
             parser.error(f"--lake {args.lake}: a lake in S3 names the catalog its tables are in (--catalog NAME or $CLOUDTRAIL_CATALOG)")
-        found = Lake.at(args.lake, args.catalog)
+        found = dataclasses.replace(found, catalog=args.catalog)
     if existing:
-        existing_lake(parser, args)
+        try:
+            there = found.root.is_dir()
+        except Exception as exc:  # a bucket refused or unreachable, as s3fs raises it
+            parser.error(f"--lake {args.lake}: cannot be read ({type(exc).__name__}: {first_line(exc)})")
+        if not there:
+            parser.error(f"--lake {args.lake}: no lake there (no such folder); the ingest makes a lake, this command needs one")
     return found
 
 
@@ -140,13 +146,7 @@ def existing_lake(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
     """--lake given, and a lake there: every command but those that make a lake (the ingest, a rebuild from the landing)
     works on a lake that exists, where a mistyped path was a new, empty lake (a gate of nothing passed, a compaction
     found nothing to do)."""
-    required(parser, args, "lake")
-    try:
-        there = storage.at(args.lake).is_dir()
-    except Exception as exc:  # a bucket refused or unreachable, as s3fs raises it
-        parser.error(f"--lake {args.lake}: cannot be read ({type(exc).__name__}: {first_line(exc)})")
-    if not there:
-        parser.error(f"--lake {args.lake}: no lake there (no such folder); the ingest makes a lake, this command needs one")
+    lake(parser, args, existing=True)
 
 
 def date_range(parser: argparse.ArgumentParser, first: date | None, last: date | None, names: str) -> tuple[date, ...] | None:
