@@ -28,7 +28,7 @@ from jobs.lake import Lake
 from jobs.spark.session import STREAM_CONF, spark_session
 from jobs.storage import LakePath
 from jobs.tables.events import all_files, events_location
-from tests.helpers import duckdb_rows, table_rows
+from tests.helpers import catalog_rows, duckdb_rows, table_rows
 from tools.generate_landing import generate
 
 PHASES = ["reading", "writing_data", "between_outputs", "committing_state"]
@@ -94,17 +94,6 @@ def uncommitted_files(lake: Path | str) -> list[LakePath]:
     return [p for p in (storage.at(events_location(found)) / "data").rglob("*.parquet") if p not in committed]
 
 
-def rows_via_catalog(lake: str) -> list[tuple[str, str]]:
-    """(eventID, event_date) of the events table of record's `ingest` branch, read by pyiceberg through its catalog."""
-    from jobs.iceberg.catalog import open_catalog
-
-    catalog = os.environ["CLOUDTRAIL_CATALOG"]
-    table = open_catalog(Lake.at(lake, catalog), catalog).load_table("cloudtrail.events")
-    head = table.metadata.snapshot_by_name("ingest")
-    rows = table.scan(snapshot_id=head.snapshot_id, selected_fields=("eventID", "event_date")).to_arrow().to_pylist()
-    return sorted((row["eventID"], str(row["event_date"])) for row in rows)
-
-
 def in_s3(work: Path) -> tuple[Any, str]:
     """moto's S3 on loopback, a bucket for the lake, and a SQL catalog for its tables (in `work`): the server, the lake."""
     from tests.aws import ENVIRONMENT, start_server
@@ -152,7 +141,7 @@ def _kill_and_check(chaos: ChaosRun, rng: random.Random, kills: int) -> int:
             chaos.deliver(files=rng.randint(2, 6), late=rng.random() < 0.3)
     chaos.run_until_done()
     in_bucket = str(chaos.lake).startswith("s3://")
-    rows = rows_via_catalog(str(chaos.lake)) if in_bucket else duckdb_rows(Path(chaos.lake))
+    rows = catalog_rows(str(chaos.lake), os.environ["CLOUDTRAIL_CATALOG"]) if in_bucket else duckdb_rows(Path(chaos.lake))
     expected = sorted(chaos.expected.items())
     killed = sum(1 for _, code, _ in chaos.log if code == -9)
     phases = sorted({fault.split("@")[0].split(":")[0] for fault, code, _ in chaos.log if code == -9})

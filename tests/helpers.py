@@ -112,9 +112,10 @@ def around_stack(text: str) -> str:
     return text[max(0, found.start() - 2000) : found.start() + 2000] if found else text[-3000:]
 
 
-def command(module: str, *args: object, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    """`python -m <module> <args>` in its own process, as an operator runs it (the tests' environment: conftest.py)."""
-    return subprocess.run([sys.executable, "-m", module, *map(str, args)], capture_output=True, text=True, timeout=timeout)
+def command(module: str, *args: object, timeout: float = 600, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`python -m <module> <args>` in its own process, as an operator runs it (the tests' environment: conftest.py;
+    `env`, another)."""
+    return subprocess.run([sys.executable, "-m", module, *map(str, args)], capture_output=True, text=True, timeout=timeout, env=env)
 
 
 def refusal(result: subprocess.CompletedProcess[str]) -> str:
@@ -192,6 +193,17 @@ def put_events(frame, lake: Path, tag: str = "test") -> None:
     table = EventsTable(frame.sparkSession, Lake.at(lake))
     _, files = table.stage(frame, tag)
     table.replace_dates({str(row[0]) for row in frame.select("event_date").distinct().collect()}, files, {})
+
+
+def catalog_rows(lake: str, catalog: str, branch: str = "ingest") -> list[tuple[str, str]]:
+    """(eventID, event_date) of the events table of record's rows on `branch`, read by pyiceberg through the catalog a
+    lake in S3 names."""
+    from jobs.iceberg.catalog import open_catalog
+
+    table = open_catalog(Lake.at(lake, catalog), catalog).load_table("cloudtrail.events")
+    head = table.metadata.snapshot_by_name(branch)
+    rows = table.scan(snapshot_id=head.snapshot_id, selected_fields=("eventID", "event_date")).to_arrow().to_pylist()
+    return sorted((row["eventID"], str(row["event_date"])) for row in rows)
 
 
 def duckdb_rows(lake: Path) -> list[tuple[str, str]]:

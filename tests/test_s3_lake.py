@@ -15,8 +15,7 @@ import boto3
 import pytest
 
 from jobs import storage
-from jobs.lake import Lake
-from tests.helpers import command, deliver, events_of, succeeded
+from tests.helpers import catalog_rows, command, deliver, events_of, succeeded
 
 pytestmark = pytest.mark.integration
 
@@ -46,13 +45,7 @@ def keys(url: str) -> list[str]:
 
 
 def events_in(url: str, branch: str = "ingest") -> list[tuple[str, str]]:
-    """(eventID, event_date) of the events table of record's rows on `branch`, read by pyiceberg through the catalog."""
-    from jobs.iceberg.catalog import open_catalog
-
-    table = open_catalog(Lake.at(url, "records"), "records").load_table("cloudtrail.events")
-    head = table.metadata.snapshot_by_name(branch)
-    rows = table.scan(snapshot_id=head.snapshot_id, selected_fields=("eventID", "event_date")).to_arrow().to_pylist()
-    return sorted((row["eventID"], str(row["event_date"])) for row in rows)
+    return catalog_rows(url, "records", branch)
 
 
 def test_an_ingest_into_a_lake_in_s3_takes_each_event_once_and_keeps_what_matters_there(s3_lake, landing, tmp_path):
@@ -65,7 +58,7 @@ def test_an_ingest_into_a_lake_in_s3_takes_each_event_once_and_keeps_what_matter
 
     # A later file, and one delivered again: only the new events, the catalog taken from $CLOUDTRAIL_CATALOG.
     deliver(landing, events_of(5, DAY, "a") + events_of(3, DAY + timedelta(days=1), "c"), DAY + timedelta(hours=3))
-    succeeded(in_process(os.environ | {"CLOUDTRAIL_CATALOG": "records"}, *run, "--run-id", "second"))
+    succeeded(command(*run, "--run-id", "second", env=os.environ | {"CLOUDTRAIL_CATALOG": "records"}))
     assert events_in(s3_lake) == sorted([*expected, *((f"c-{i}", "2024-03-02") for i in range(3))])
 
     found = keys(s3_lake)
@@ -79,23 +72,18 @@ def test_an_ingest_into_a_lake_in_s3_takes_each_event_once_and_keeps_what_matter
     assert not (tmp_path / "scratch").exists(), "a folder landing fetches nothing: this machine keeps nothing"
 
     # The gate of the second run, as the DAG runs it: its report in the lake, the dates it passed recorded there.
-    succeeded(in_process(os.environ | {"CLOUDTRAIL_CATALOG": "records"}, "jobs.validate_events", "--lake", s3_lake, "--run-id", "second"))
+    succeeded(command("jobs.validate_events", "--lake", s3_lake, "--run-id", "second", env=os.environ | {"CLOUDTRAIL_CATALOG": "records"}))
     report = json.loads(storage.at(f"{s3_lake}/reports/dq/second.json").read_text())
     assert report["verdict"] == "passed", report
     assert set(json.loads(storage.at(f"{s3_lake}/reports/dq/_validated.json").read_text())["dates"]) == {"2024-03-02"}, "the date it wrote"
 
     # The publish: main, which every reader of the catalog reads, takes the gated date's files in place; the date no
     # gate passed (the first run's 2024-03-01) is held back, nothing copied.
-    succeeded(in_process(os.environ | {"CLOUDTRAIL_CATALOG": "records"}, "jobs.publish", "--lake", s3_lake, "--run-id", "p1"))
+    succeeded(command("jobs.publish", "--lake", s3_lake, "--run-id", "p1", env=os.environ | {"CLOUDTRAIL_CATALOG": "records"}))
     assert events_in(s3_lake, "main") == [row for row in events_in(s3_lake) if row[1] == "2024-03-02"]
     data = [key for key in keys(s3_lake) if key.startswith("iceberg/warehouse/cloudtrail/events/data/")]
     assert not [key for key in keys(s3_lake.rsplit("/", 2)[0] + "/warehouse") if "/data/" in key], "no copy in the warehouse"
     assert data, "the files published are the lake's"
-
-
-def in_process(env: dict[str, str], module: str, *args: object) -> subprocess.CompletedProcess[str]:
-    """`python -m <module> <args>` in its own process with `env` as its environment."""
-    return subprocess.run([sys.executable, "-m", module, *map(str, args)], capture_output=True, text=True, timeout=600, env=env)
 
 
 @pytest.mark.harness
