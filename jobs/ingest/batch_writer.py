@@ -18,6 +18,7 @@ from jobs.landing.layout import place
 from jobs.ledger.store import record_late_files
 from jobs.records.rows import kept_rows, table_rows
 from jobs.reporting.report import BatchStats, RunReport
+from jobs.spark.checkpoint import make_state_folders
 from jobs.spark.logs import batch_time, local_path, stream_id
 from jobs.spark.sinks import write_tables
 from jobs.tables.quarantine import batch_entries, replaced_rows
@@ -84,6 +85,8 @@ class BatchWriter:
         self.clock_skew = config.clock_skew
 
     def __call__(self, rows: DataFrame, batch_id: int) -> None:
+        if batch_id == 0:
+            make_state_folders(self.spark, self.lake.checkpoint)
         events_done, quarantine_done = (self._has(table, batch_id) for table in (self.events, self.quarantine))
         replaced, kept = ([], None) if quarantine_done else self.replaced(batch_id)
         batch = table_rows(rows, batch_time(self.lake.checkpoint, batch_id), self.clock_skew)

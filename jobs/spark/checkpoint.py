@@ -31,7 +31,9 @@ from jobs.spark.logs import (
     restore_stream_metadata,
     source_log_gaps,
     source_offset,
+    state_folder,
 )
+from jobs.spark.state import state_partitions
 from jobs.storage import LakePath, read_record, write_record
 
 if TYPE_CHECKING:
@@ -51,6 +53,23 @@ def checkpoint_location(spark: SparkSession, lake: Lake) -> str:
     if not storage.is_folder(lake.checkpoint):
         spark.conf.set("spark.sql.streaming.checkpointFileManagerClass", OBJECT_STORE_CHECKPOINTS)
     return str(lake.checkpoint)
+
+
+def make_state_folders(spark: SparkSession, checkpoint: LakePath) -> None:
+    """In object storage, each state partition's folder made as the first batch starts, after Spark has checked
+    that a new checkpoint holds no state and before its tasks open the state. Spark's state maintenance may list a
+    partition's folder as a task opens it (RocksDBFileManager.deleteOldVersions), before anything is written there;
+    in object storage nothing is there until an object is, so the list fails, and Spark logs the failure with a
+    stack trace (harmless, and tried again). Hadoop's own mkdirs writes the marker S3A reads as an empty folder."""
+    partitions = state_partitions(checkpoint)
+    if storage.is_folder(checkpoint) or partitions is None:
+        return
+    from jobs.spark.sinks import classic_jvm  # pyspark, which the checkpoint's readers without Spark do not load
+
+    jvm, conf = classic_jvm(spark), spark._jsc.hadoopConfiguration()
+    for partition in range(partitions):
+        folder = jvm.org.apache.hadoop.fs.Path(str(state_folder(checkpoint) / "0" / str(partition)))
+        folder.getFileSystem(conf).mkdirs(folder)
 
 
 @dataclass(frozen=True)
