@@ -15,6 +15,8 @@ import boto3
 import pytest
 
 from jobs import storage
+from jobs.iceberg.catalog import open_catalog
+from jobs.lake import Lake
 from tests.helpers import catalog_rows, command, deliver, events_of, succeeded
 
 pytestmark = pytest.mark.integration
@@ -84,6 +86,56 @@ def test_an_ingest_into_a_lake_in_s3_takes_each_event_once_and_keeps_what_matter
     data = [key for key in keys(s3_lake) if key.startswith("iceberg/warehouse/cloudtrail/events/data/")]
     assert not [key for key in keys(s3_lake.rsplit("/", 2)[0] + "/warehouse") if "/data/" in key], "no copy in the warehouse"
     assert data, "the files published are the lake's"
+
+    # An investigation reads what main holds of its dates, through the catalog, from the objects.
+    found = command("jobs.investigate", "calls_by_region_api", "--lake", s3_lake, "--from-date", "2024-03-01", "--to-date", "2024-03-02",
+                    "--format", "csv", env=os.environ | {"CLOUDTRAIL_CATALOG": "records"})  # fmt: skip
+    succeeded(found)
+    assert sum(int(line.rsplit(",", 1)[1]) for line in found.stdout.splitlines()[1:]) == 8, found.stdout
+
+
+def data_files(url: str, day: str) -> list[str]:
+    """The data files of the events' date on `ingest`, as the catalog names them."""
+    table = open_catalog(Lake.at(url, "records"), "records").load_table("cloudtrail.events")
+    tasks = table.scan(snapshot_id=table.metadata.snapshot_by_name("ingest").snapshot_id, row_filter=f"event_date = '{day}'").plan_files()
+    return sorted(task.file.file_path for task in tasks)
+
+
+def test_a_compaction_and_the_derived_jobs_run_on_a_lake_in_s3(s3_lake, landing):
+    """A compaction rewrites a date's files into one, keeping every event; the derived tables are built from the events
+    into the lake's catalog, their files in the lake."""
+    run = ("jobs.cloudtrail_ingest", "--landing", landing, "--lake", s3_lake, "--settle", "0 seconds", "--catalog", "records")
+    for hour in (1, 2, 3):
+        deliver(landing, events_of(20, DAY, f"r{hour}"), DAY + timedelta(hours=hour))
+        succeeded(command(*run, "--run-id", f"run{hour}"))
+    before, files = events_in(s3_lake), data_files(s3_lake, "2024-03-01")
+    assert len(before) == 60 and len(files) >= 3, files
+
+    compacted = command("jobs.compact", "--lake", s3_lake, "--closed-at", "2024-04-01", "--run-id", "c1", "--catalog", "records")
+    succeeded(compacted)
+    summary = json.loads(compacted.stdout)
+    assert summary["swapped"] is True and summary["dates"]["2024-03-01"]["files_after"] == 1, summary
+    assert events_in(s3_lake) == before
+    after = data_files(s3_lake, "2024-03-01")
+    assert len(after) == 1 and after[0].startswith(f"{s3_lake}/iceberg/") and after[0] not in files, after
+
+    for job in ("activity", "ocsf"):
+        succeeded(command(f"jobs.{job}", "--lake", s3_lake, "--run-id", f"{job}1", "--catalog", "records"))
+    catalog = open_catalog(Lake.at(s3_lake, "records"), "records")
+    hourly = catalog.load_table("cloudtrail.activity_hourly")
+    assert sum(row["events"] for row in hourly.scan().to_arrow().to_pylist()) == 60
+    assert len(catalog.load_table("cloudtrail.ocsf_api_activity").scan().to_arrow()) == 60
+    for name in ("activity_hourly", "ocsf_api_activity"):
+        location = catalog.load_table(f"cloudtrail.{name}").location()
+        assert location.startswith(f"{s3_lake}/iceberg/"), location
+    assert not [key for key in keys(s3_lake.rsplit("/", 2)[0] + "/warehouse") if "/data/" in key], "nothing in the catalog's warehouse"
+
+    # A rebuild of the date from the landing: one overwrite, the same events; its rollback puts the compacted file back.
+    rebuild = ("jobs.rebuild", "--lake", s3_lake, "--catalog", "records")
+    succeeded(command(*rebuild, "--landing", landing, "--from-date", "2024-03-01", "--to-date", "2024-03-01", "--run-id", "b1"))
+    assert events_in(s3_lake) == before and data_files(s3_lake, "2024-03-01") != after
+    succeeded(command(*rebuild, "--rollback", "b1"))
+    assert events_in(s3_lake) == before and data_files(s3_lake, "2024-03-01") == after
 
 
 def test_a_new_checkpoint_in_s3_has_a_folder_for_each_state_partition_as_its_first_batch_starts(spark, aws):

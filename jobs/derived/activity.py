@@ -3,7 +3,7 @@
 Run it with either of:
 
     spark-submit --py-files build/jobs.zip jobs/activity.py --lake DIR [--from-date YYYY-MM-DD --to-date YYYY-MM-DD]
-    python -m jobs.activity --lake DIR [--from-date D --to-date D]
+    python -m jobs.activity --lake DIR|s3://BUCKET/PREFIX [--catalog NAME] [--from-date D --to-date D]
 
 Without dates it rebuilds every event date whose events partition changed since it was last
 built from (a new batch, a late file, a rebuild, a rollback: any change to the partition's data

@@ -14,10 +14,10 @@ changed) makes the date due again. Which jobs there are, their tables and their 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import inspect
 import logging
-import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -60,21 +60,22 @@ class DerivedConfig:
 
     @property
     def layout(self) -> Lake:
-        return Lake.at(self.lake)
+        """The lake; one in S3 keeps its tables of record in the catalog the job names."""
+        lake = Lake.at(self.lake)
+        return lake if storage.is_folder(lake.root) else dataclasses.replace(lake, catalog=self.catalog)
 
     @classmethod
     def parse(cls, prog: str, doc: str | None, argv: list[str] | None) -> DerivedConfig:
         """The job's command line as its config."""
         parser = cli.parser(prog, doc)
-        cli.add_lake(parser)
+        cli.add_lake(parser, in_object_storage=True)
         cli.add_dates(parser, "event date to rebuild")
         cli.add_run_id(parser)
         cli.add_lock_wait(parser)
         cli.add_catalog(parser)
         args = parser.parse_args(argv)
-        cli.existing_lake(parser, args)
         return cls(
-            lake=os.path.abspath(args.lake),
+            lake=str(cli.lake(parser, args, existing=True).root),
             dates=cli.date_range(parser, args.from_date, args.to_date, "--from-date and --to-date"),
             run_id=cli.run_id(args.run_id),
             lock_wait=args.lock_wait,
@@ -192,8 +193,10 @@ def stage(derivation: Derivation, config: DerivedConfig, tables: dict[str, Any],
         # One file per partition: a reader opens each partition's files, and these are a date's rows at most.
         rows = rows.repartition(max(1, len(dates)), *PARTITION_COLUMNS[name])
         table = spark_name(spark_catalog, TABLE_NAMES[name], config.namespace)
+        # A lake in S3 keeps its tables beside its tables of record, whatever warehouse its catalog names.
+        location = None if lake.catalog is None else str(lake.iceberg_warehouse / config.namespace / TABLE_NAMES[name])
         staged[name] = staged_overwrite(
-            table, rows, derivation.of_dates(dates), PARTITION_COLUMNS[name], config.run_id, lake, properties, create=found is None
+            table, rows, derivation.of_dates(dates), PARTITION_COLUMNS[name], config.run_id, lake, properties, found is None, location
         )
     return staged
 

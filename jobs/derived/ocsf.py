@@ -3,7 +3,7 @@ date with the events table, event date by event date.
 
 Run it with either of:
 
-    python -m jobs.ocsf --lake DIR [--catalog NAME] [--namespace NS] [--from-date YYYY-MM-DD --to-date YYYY-MM-DD]
+    python -m jobs.ocsf --lake DIR|s3://BUCKET/PREFIX [--catalog NAME] [--namespace NS] [--from-date YYYY-MM-DD --to-date YYYY-MM-DD]
     spark-submit --py-files build/jobs.zip jobs/ocsf.py --lake DIR [--from-date D --to-date D]
 
 Without dates it rebuilds every event date whose events partition changed since it was last built from,

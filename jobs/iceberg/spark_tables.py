@@ -143,17 +143,19 @@ def staged_overwrite(
     lake: Lake,
     properties: dict[str, str],
     create: bool,
+    location: str | None = None,
 ) -> Staged:
     """`rows` replace those of `table` where `replaced` holds (whole partitions: Iceberg drops their files), as a
-    snapshot staged by run `run_id`; with `create`, the table is created first, partitioned by `partitioned_by`, owned
-    by `lake`, stating `properties`. Each write stages under an id of its own: Iceberg publishes one staged id once, and
-    a retried run writes again."""
+    snapshot staged by run `run_id`; with `create`, the table is created first (at `location`, else where its catalog
+    puts it), partitioned by `partitioned_by`, owned by `lake`, stating `properties`. Each write stages under an id of
+    its own: Iceberg publishes one staged id once, and a retried run writes again."""
     from pyspark.sql import functions as F
 
     spark = rows.sparkSession
     if create:
         writer = rows.limit(0).writeTo(table).partitionedBy(*(F.col(c) for c in partitioned_by))
-        for key, value in (TABLE_PROPERTIES | SPARK_TABLE_PROPERTIES | properties | {OWNER: lake.location}).items():
+        placed = {} if location is None else {"location": location}
+        for key, value in (TABLE_PROPERTIES | SPARK_TABLE_PROPERTIES | properties | placed | {OWNER: lake.location}).items():
             writer = writer.tableProperty(key, value)
         with calling(table, "creating the table"):
             writer.create()

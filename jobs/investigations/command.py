@@ -1,12 +1,13 @@
 """Answer one shipped investigation over the lake's Iceberg tables with DuckDB (jobs/investigate.py is the door).
 
     python -m jobs.investigate NAME --from-date YYYY-MM-DD --to-date YYYY-MM-DD [--param NAME=VALUE ...]
-        [--format table|csv] [--sql] [--lake DIR] [--catalog NAME] [--namespace NS]
+        [--format table|csv] [--sql] [--lake DIR|s3://BUCKET/PREFIX] [--catalog NAME] [--namespace NS]
     python -m jobs.investigate --list
 
 The tables are read as their catalog's current snapshot holds them: the data files of the dates asked for, planned
 through the catalog's manifests (no folder is listed), then read with DuckDB, which skips the row groups that the
-files' statistics and bloom filters rule out (jobs/records/layout.py). What is read is what the gates passed and the
+files' statistics and bloom filters rule out (jobs/records/layout.py); files in object storage, which DuckDB reads
+nothing of here, are read by pyiceberg into memory and queried there. What is read is what the gates passed and the
 publish committed, so the answer is what Athena or Trino would give on the same snapshot (`--sql` prints the query
 for them). Values are shown escaped: a control character in a field prints as its code, and a CSV cell that a
 spreadsheet would run as a formula is quoted.
@@ -59,7 +60,7 @@ def parse_args(argv: list[str] | None = None) -> InvestigateConfig | None:
     parser = cli.parser("python -m jobs.investigate", __doc__)
     parser.add_argument("name", nargs="?", help="the investigation (--list names them)")
     parser.add_argument("--list", action="store_true", help="name every shipped investigation, its parameters and source")
-    cli.add_lake(parser)
+    cli.add_lake(parser, in_object_storage=True)
     cli.add_dates(parser, "event date to look at")
     parser.add_argument("--param", type=_parameter, action="append", default=[], metavar="NAME=VALUE", help="a parameter of the query")
     cli.add_catalog(parser)
@@ -80,9 +81,8 @@ def parse_args(argv: list[str] | None = None) -> InvestigateConfig | None:
         values = found.values(args.from_date, args.to_date, dict(args.param))
     except QueryError as exc:
         parser.error(str(exc))
-    if not args.sql:
-        cli.existing_lake(parser, args)
-    return InvestigateConfig(found, values, Lake.at(args.lake) if args.lake else None, args.catalog, args.namespace, args.output, args.sql)
+    lake = None if args.sql and not args.lake else cli.lake(parser, args, existing=not args.sql)
+    return InvestigateConfig(found, values, lake, args.catalog, args.namespace, args.output, args.sql)
 
 
 def _date_filter(folder: str, values: dict[str, str]) -> str:
@@ -91,14 +91,6 @@ def _date_filter(folder: str, values: dict[str, str]) -> str:
     first, last = (date.fromisoformat(values[name]) for name in ("from_date", "to_date"))
     low, high = (event_day(first), event_day(last)) if column == EVENT_DAY else (first.isoformat(), last.isoformat())
     return f"{column} >= '{low}' and {column} <= '{high}'"
-
-
-def _local(path: str) -> str:
-    if path.startswith("file:"):
-        return local_path(path)
-    if "://" in path:
-        raise QueryError(f"{path.split('://')[0]}:// data files are read by Athena or Trino: print the query with --sql")
-    return path
 
 
 def with_tables(db: Any, config: InvestigateConfig) -> Any:
@@ -111,10 +103,16 @@ def with_tables(db: Any, config: InvestigateConfig) -> Any:
     for name in config.query.tables:
         table = catalog.load_table(f"{config.namespace}.{name}")
         scan = table.scan(row_filter=_date_filter(folders[name], config.values))
-        files = [_local(task.file.file_path) for task in scan.plan_files()]
-        if files:
+        files = [task.file.file_path for task in scan.plan_files()]
+        if any(not path.startswith("file:") and "://" in path for path in files):
+            # DuckDB reads no object store here (its extension is not bundled): pyiceberg reads the dates' files.
+            db.register(f"_{name}_rows", scan.to_arrow())
+            db.execute(f"CREATE VIEW cloudtrail.{name} AS SELECT * FROM _{name}_rows")
+        elif files:
+            files = [local_path(path) if path.startswith("file:") else path for path in files]
             listed = ", ".join(sql_literal(path) for path in files)
-            # The events' files hold no event date (Iceberg's readers take it from the manifests): their folder names do.
+            # Events files an earlier release wrote hold no event date (Iceberg's readers take it from the manifests): their
+            # folder names do.
             hive = f"true, hive_types = {{'{EVENT_DATE}': DATE}}" if name == EVENTS else "false"
             db.execute(
                 f"CREATE VIEW cloudtrail.{name} AS SELECT * FROM read_parquet([{listed}], union_by_name = true, hive_partitioning = {hive})"

@@ -1,6 +1,6 @@
 """Compact closed event dates of the events table: each date's files rewritten into files near a target size.
 
-    python -m jobs.compact --lake DIR [--from-date 2024-01-01 --to-date 2024-01-31 | --closed-at 2024-02-01]
+    python -m jobs.compact --lake DIR|s3://BUCKET/PREFIX [--catalog NAME] [--from-date 2024-01-01 --to-date 2024-01-31 | --closed-at 2024-02-01]
         [--target-size 128m] [--dedup-horizon '2 days'] [--retain '400 days'] [--dry-run]
     spark-submit --py-files build/jobs.zip jobs/compact.py --lake DIR ...
 
@@ -74,7 +74,7 @@ class CompactConfig:
 
 def parse_args(argv: list[str] | None = None) -> CompactConfig:
     parser = cli.parser("compact", __doc__)
-    cli.add_lake(parser)
+    cli.add_lake(parser, in_object_storage=True)
     cli.add_dates(parser, "event date to compact")
     cli.add_run_id(parser)
     cli.add_lock_wait(parser)
@@ -86,11 +86,11 @@ def parse_args(argv: list[str] | None = None) -> CompactConfig:
     parser.add_argument("--retain", type=cli.duration, default=os.environ.get("CLOUDTRAIL_RETAIN") or None,
                         help="drop event dates older than this at --closed-at [$CLOUDTRAIL_RETAIN; none: keep all]")  # fmt: skip
     args = parser.parse_args(argv)
-    cli.existing_lake(parser, args)
+    lake = cli.lake(parser, args, existing=True)
     if args.retain is not None and args.retain <= args.dedup_horizon:
         parser.error(f"--retain {args.retain} would drop dates still open (within --dedup-horizon {args.dedup_horizon})")
     return CompactConfig(
-        lake=Lake.at(args.lake),
+        lake=lake,
         run_id=cli.run_id(args.run_id, "compact"),
         dates=cli.date_range(parser, args.from_date, args.to_date, "--from-date and --to-date"),
         closed_at=args.closed_at,

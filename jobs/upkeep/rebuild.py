@@ -3,8 +3,8 @@
 Run it with either of:
 
     spark-submit --py-files build/jobs.zip jobs/rebuild.py --landing DIR --lake DIR --from-date YYYY-MM-DD --to-date YYYY-MM-DD
-    python -m jobs.rebuild --landing DIR --lake DIR --from-date YYYY-MM-DD --to-date YYYY-MM-DD [--dry-run]
-    python -m jobs.rebuild --lake DIR --rollback TAG
+    python -m jobs.rebuild --landing DIR --lake DIR|s3://BUCKET/PREFIX [--catalog NAME] --from-date YYYY-MM-DD --to-date YYYY-MM-DD [--dry-run]
+    python -m jobs.rebuild --lake DIR|s3://BUCKET/PREFIX [--catalog NAME] --rollback TAG
 
 For each date, the files that may hold its events are those its rows name in _source_file, those delivered in that
 day's folder and the de-duplication horizon's folders after it, and those the ingest job found late events of that
@@ -77,7 +77,8 @@ log = logging.getLogger("rebuild")
 def parse_args(argv: list[str] | None = None) -> RebuildConfig:
     parser = cli.parser("rebuild", __doc__)
     cli.add_landing(parser)
-    cli.add_lake(parser)
+    cli.add_lake(parser, in_object_storage=True)
+    cli.add_catalog(parser, namespace=False)
     cli.add_dates(parser, "event date to rebuild")
     parser.add_argument(
         "--dedup-horizon", type=cli.duration, default=options.DEDUP_HORIZON, help="the ingest job's: how long after a date its files arrive"
@@ -95,17 +96,18 @@ def parse_args(argv: list[str] | None = None) -> RebuildConfig:
     parser.add_argument("--rollback", metavar="TAG", help="undo what the rebuild TAG changed, in one snapshot")
     cli.add_run_id(parser)
     args = parser.parse_args(argv)
-    cli.required(parser, args, "lake")
-    if args.rollback:  # a rebuild from the landing makes a lake as the ingest does; a rollback needs one
-        cli.existing_lake(parser, args)
-        return RebuildConfig(landing="", lake=os.path.abspath(args.lake), dates=(), run_id=args.rollback, rollback=args.rollback)
+    # A rebuild from the landing makes a lake as the ingest does; a rollback needs one.
+    lake = cli.lake(parser, args, existing=bool(args.rollback))
+    if args.rollback:
+        return RebuildConfig(landing="", lake=str(lake.root), dates=(), run_id=args.rollback, rollback=args.rollback, catalog=lake.catalog)
     cli.required(parser, args, "landing", "from_date", "to_date")
-    cache = Lake.at(args.lake).landing_cache
+    cache = lake.landing_cache
     bucket = BucketLanding.at(args.landing, cache) if is_bucket(args.landing) else None
     return RebuildConfig(
         landing=str(cache) if bucket else os.path.abspath(args.landing),
         bucket=bucket,
-        lake=os.path.abspath(args.lake),
+        lake=str(lake.root),
+        catalog=lake.catalog,
         dates=cli.date_range(parser, args.from_date, args.to_date, "--from-date and --to-date") or (),
         run_id=cli.run_id(args.run_id),
         dedup=Dedup(args.dedup_horizon),

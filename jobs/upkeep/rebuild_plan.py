@@ -54,10 +54,12 @@ class RebuildConfig:
     rollback: str | None = None
     # An S3 landing (`landing` is then its cache in the lake): files whose local copies are gone are fetched again.
     bucket: BucketLanding | None = None
+    # The catalog a lake in S3 keeps its tables of record in (None: a folder lake's embedded one).
+    catalog: str | None = None
 
     @property
     def layout(self) -> Lake:
-        return Lake.at(self.lake)
+        return Lake.at(self.lake, self.catalog)
 
 
 @dataclass(frozen=True)
