@@ -3,7 +3,8 @@
 Run it with either of:
 
     spark-submit --py-files build/jobs.zip jobs/rebuild.py --landing DIR --lake DIR --from-date YYYY-MM-DD --to-date YYYY-MM-DD
-    python -m jobs.rebuild --landing DIR --lake DIR|s3://BUCKET/PREFIX [--catalog NAME] --from-date YYYY-MM-DD --to-date YYYY-MM-DD [--dry-run]
+    python -m jobs.rebuild --landing DIR --lake DIR|s3://BUCKET/PREFIX [--catalog NAME]
+        --from-date YYYY-MM-DD --to-date YYYY-MM-DD [--dry-run]
     python -m jobs.rebuild --lake DIR|s3://BUCKET/PREFIX [--catalog NAME] --rollback TAG
 
 For each date, the files that may hold its events are those its rows name in _source_file, those delivered in that
