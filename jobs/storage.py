@@ -100,7 +100,8 @@ def move(source: LakePath, target: LakePath) -> None:
         found = source.fs.find(source.path)  # a file: itself; a folder: each file under it
         for name in found:
             source.fs.copy(name, target.path + name[len(source.path) :])
-        source.fs.rm(found)
+        # A folder's empty-folder markers (S3A's) go with it: find names files only.
+        source.fs.rm(found if found == [source.path] else source.path, recursive=found != [source.path])
         return
     destination = folder(target)
     destination.parent.mkdir(parents=True, exist_ok=True)

@@ -250,6 +250,7 @@ def test_an_error_is_named_by_its_first_line_or_its_type():
 # The commands that run on a lake in S3 (README, "A lake in S3"); the others refuse one.
 IN_OBJECT_STORAGE = {
     "cloudtrail_ingest", "replay_quarantine", "validate_events", "publish", "compact", "activity", "ocsf", "investigate", "rebuild",
+    "rescale",
 }  # fmt: skip
 
 

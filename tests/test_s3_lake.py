@@ -138,6 +138,51 @@ def test_a_compaction_and_the_derived_jobs_run_on_a_lake_in_s3(s3_lake, landing)
     assert events_in(s3_lake) == before and data_files(s3_lake, "2024-03-01") == after
 
 
+def test_a_rescale_of_a_lake_in_s3_keeps_every_key_and_a_swap_cut_short_is_finished(s3_lake, landing):
+    run = ("jobs.cloudtrail_ingest", "--landing", landing, "--lake", s3_lake, "--settle", "0 seconds", "--catalog", "records")
+    seen = events_of(10, DAY, "a")
+    deliver(landing, seen, DAY + timedelta(hours=1))
+    succeeded(command(*run, "--run-id", "first"))
+
+    succeeded(command("jobs.rescale", "--lake", s3_lake, "--state-partitions", "3", "--catalog", "records", "--run-id", "r3"))
+    state = {key.split("/")[4] for key in keys(s3_lake) if key.startswith("_checkpoints/ingest/state/0/") and key.count("/") > 4}
+    assert state == {"0", "1", "2", "_metadata"}, state
+    assert any(key.startswith("_replaced/state/r3/0/3/") for key in keys(s3_lake)), "the old state, its four partitions, kept"
+
+    # The events seen before the rescale come again beside new ones: the copies are dropped.
+    deliver(landing, seen + events_of(4, DAY, "b"), DAY + timedelta(hours=2))
+    succeeded(command(*run, "--run-id", "second"))
+    assert events_in(s3_lake) == sorted((f"{prefix}-{i}", "2024-03-01") for prefix, n in (("a", 10), ("b", 4)) for i in range(n))
+
+
+def test_a_swap_of_the_state_cut_short_in_s3_is_finished_by_the_next_rescale(aws):
+    """In S3 a folder moves object by object: a rescale killed while setting the old state aside left part of it in
+    each place, which the next run took for a swap done (the old state there) and left the lake on the old state."""
+    from jobs.upkeep import rescale
+
+    bucket = f"lake-{uuid.uuid4().hex[:12]}"
+    boto3.client("s3").create_bucket(Bucket=bucket)
+    lake = Lake.at(f"s3://{bucket}/lake", "records")
+    (lake.checkpoint / "offsets" / "4").write_text('v1\n{"conf":{"spark.sql.shuffle.partitions":"2"}}\n{}')
+    old = {f"0/{p}/5.zip": f"old {p}" for p in range(2)}
+    new = {f"0/{p}/5.zip": f"new {p}" for p in range(3)}
+    noted = rescale.Rescale(lake, "cut", 3, 5)
+    for name, text in old.items():
+        (noted.state / name).write_text(text)
+    for name, text in new.items():
+        (noted.seeded / "state" / name).write_text(text)
+    noted.note()
+    storage.move(noted.state / "0" / "0", noted.old / "0" / "0")  # the move, killed after its first partition
+
+    assert rescale.Rescale.noted(lake).phase == rescale.BEGUN
+    rescale.swap(rescale.Rescale.noted(lake))
+    assert {name: (noted.old / name).read_text() for name in old} == old, "the whole old state set aside"
+    assert sorted(str(p.relative_to(noted.state)) for p in noted.state.rglob("*.zip")) == sorted(new), "the new state, alone"
+    assert all((noted.state / name).read_text() == text for name, text in new.items())
+    assert not lake.rescaling.exists() and not noted.work.exists()
+    assert '"spark.sql.shuffle.partitions":"3"' in (lake.checkpoint / "offsets" / "4").read_text()
+
+
 def test_a_new_checkpoint_in_s3_has_a_folder_for_each_state_partition_as_its_first_batch_starts(spark, aws):
     """Spark's state maintenance may list a partition's folder before the partition's first version is written; in S3 no
     folder is there until something is in it, so the list failed and a clean run logged a stack trace."""

@@ -69,7 +69,7 @@ def load(rows: DataFrame, config: IngestConfig, writer: BatchWriter) -> Streamin
     return (
         rows.writeStream.queryName("cloudtrail_ingest")
         .foreachBatch(writer)
-        .option("checkpointLocation", checkpoint_location(rows.sparkSession, config.lake))
+        .option("checkpointLocation", checkpoint_location(rows.sparkSession, config.lake.checkpoint))
         .trigger(**trigger)
         .start()
     )

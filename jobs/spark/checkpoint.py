@@ -48,11 +48,11 @@ OBJECT_STORE_CHECKPOINTS = "org.apache.spark.internal.io.cloud.AbortableStreamBa
 log = logging.getLogger("checkpoint")
 
 
-def checkpoint_location(spark: SparkSession, lake: Lake) -> str:
-    """Where the stream keeps its checkpoint, with the session's checkpoint manager for that storage."""
-    if not storage.is_folder(lake.checkpoint):
+def checkpoint_location(spark: SparkSession, checkpoint: LakePath) -> str:
+    """Where a stream keeps its checkpoint, with the session's checkpoint manager for that storage."""
+    if not storage.is_folder(checkpoint):
         spark.conf.set("spark.sql.streaming.checkpointFileManagerClass", OBJECT_STORE_CHECKPOINTS)
-    return str(lake.checkpoint)
+    return str(checkpoint)
 
 
 def make_state_folders(spark: SparkSession, checkpoint: LakePath) -> None:

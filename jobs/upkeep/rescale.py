@@ -1,6 +1,6 @@
 """Move the ingest's de-duplication state to another number of partitions, keeping every key it holds.
 
-    python -m jobs.rescale --lake DIR --state-partitions 16 [--run-id ID] [--lock-wait SECONDS]
+    python -m jobs.rescale --lake DIR|s3://BUCKET/PREFIX [--catalog NAME] --state-partitions 16 [--run-id ID] [--lock-wait SECONDS]
     spark-submit --py-files build/jobs.zip jobs/rescale.py --lake DIR --state-partitions 16
 
 Spark fixes a stateful query's partitions at its first run (the offset log keeps `spark.sql.shuffle.partitions`)
@@ -10,8 +10,9 @@ as the last committed batch left it, with its expiry (Spark's state data source)
 de-duplication operator into a new state of `--state-partitions` partitions, checks that it holds the same keys
 with the same expiries, and swaps it in with the offset log's partition count. A copy of an event seen before
 the rescale is still dropped: no key is forgotten and no file read again. The old state is kept under
-<lake>/_replaced/state/<run id>/. A rescale that dies part way leaves a note in the checkpoint, the ingest refuses
-to start while it is there, and running this command again finishes the rescale. The note is written when the
+<lake>/_replaced/state/<run id>/. A rescale that dies part way leaves a note in the checkpoint (with how far its swap
+got: in S3 a folder moves object by object), the ingest refuses to start while it is there, and running this command
+again finishes the rescale. The note is written when the
 swap begins: a rescale that fails or dies while it builds the new state leaves the lake as it was.
 Exit codes (jobs/cli.py): 0 rescaled (or already that size), 1 the check failed (the old state is kept), 2 bad
 arguments or a checkpoint with a batch half done, 75 another writer held the lake.
@@ -19,6 +20,7 @@ arguments or a checkpoint with a batch half done, 75 another writer held the lak
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,6 +34,7 @@ from jobs.lake import Lake
 from jobs.ledger.store import verified_checkpoint
 from jobs.lock import LakeLock
 from jobs.records.dedup import Dedup, drop_copies
+from jobs.spark.checkpoint import checkpoint_location
 from jobs.spark.logs import CheckpointError, state_folder
 from jobs.spark.session import STREAM_CONF, JobSession, spark_session, stop_state_stores
 from jobs.spark.state import set_state_partitions, state_partitions, state_version_files
@@ -44,6 +47,9 @@ NOTE_FORMAT = 1
 log = logging.getLogger("cloudtrail_rescale")
 
 KEY_SCHEMA = "_dedup_key string, _arrival_time timestamp"
+# The ingest's, with no state maintenance: the rescale's one batch leaves no old version to delete, and in S3 a
+# maintenance task lists a new partition's folder before anything is in it (jobs/spark/checkpoint.make_state_folders).
+RESCALE_CONF = STREAM_CONF | {"spark.sql.streaming.stateStore.maintenanceInterval": "1h"}
 # No event has it: an eventID never starts with "!", a quarantined row's key is "!<file>#<position>@<run>".
 EXPIRED_KEY = "!rescale"
 
@@ -58,13 +64,19 @@ class RescaleConfig:
 
 def parse_args(argv: list[str] | None = None) -> RescaleConfig:
     parser = cli.parser("rescale", __doc__)
-    cli.add_lake(parser)
+    cli.add_lake(parser, in_object_storage=True)
+    cli.add_catalog(parser, namespace=False)
     cli.add_run_id(parser)
     cli.add_lock_wait(parser)
     parser.add_argument("--state-partitions", type=cli.positive_int, required=True, help="the state's new number of partitions")
     args = parser.parse_args(argv)
-    cli.existing_lake(parser, args)
-    return RescaleConfig(Lake.at(args.lake), cli.run_id(args.run_id, "rescale"), args.state_partitions, args.lock_wait)
+    lake = cli.lake(parser, args, existing=True)
+    return RescaleConfig(lake, cli.run_id(args.run_id, "rescale"), args.state_partitions, args.lock_wait)
+
+
+# How far a swap got, in its note: begun, or the old state set aside. In S3 a folder moves object by object (copies,
+# then deletes), so a move cut short is done again from its phase; in a folder each move is one rename.
+BEGUN, SET_ASIDE = "begun", "set-aside"
 
 
 @dataclass(frozen=True)
@@ -75,6 +87,7 @@ class Rescale:
     run_id: str
     partitions: int
     version: int  # the state version the last committed batch wrote
+    phase: str = BEGUN
 
     @property
     def work(self) -> LakePath:
@@ -92,15 +105,19 @@ class Rescale:
     def state(self) -> LakePath:
         return state_folder(self.lake.checkpoint)
 
-    def note(self) -> None:
-        write_record(self.lake.rescaling, NOTE_FORMAT, {"run_id": self.run_id, "partitions": self.partitions, "version": self.version})
+    def note(self, phase: str = BEGUN) -> Rescale:
+        body = {"run_id": self.run_id, "partitions": self.partitions, "version": self.version, "phase": phase}
+        write_record(self.lake.rescaling, NOTE_FORMAT, body)
+        return dataclasses.replace(self, phase=phase)
 
     @classmethod
     def noted(cls, lake: Lake) -> Rescale | None:
         if not lake.rescaling.exists():
             return None
         body = read_record(lake.rescaling, NOTE_FORMAT)
-        return cls(lake, body["run_id"], int(body["partitions"]), int(body["version"]))
+        found = cls(lake, body["run_id"], int(body["partitions"]), int(body["version"]))
+        # An earlier release's note names no phase: its moves were renames, so the old state set aside tells.
+        return dataclasses.replace(found, phase=body.get("phase") or (SET_ASIDE if found.old.exists() else BEGUN))
 
 
 def state_keys(spark: SparkSession, checkpoint: LakePath) -> DataFrame:
@@ -147,7 +164,7 @@ def seed(spark: SparkSession, keys: DataFrame, rescale: Rescale, dedup: Dedup) -
         query = (
             drop_copies(rows, dedup)
             .writeStream.format("noop")
-            .option("checkpointLocation", str(rescale.seeded))
+            .option("checkpointLocation", checkpoint_location(spark, rescale.seeded))
             .trigger(availableNow=True)
             .start()
         )
@@ -178,12 +195,14 @@ def build(spark: SparkSession, rescale: Rescale, dedup: Dedup) -> bool:
 
 
 def swap(rescale: Rescale) -> None:
-    """Old state aside, new state in, the offset log's partition count changed, the note removed: each step once,
-    so a rescale that died part way is finished by running it again."""
-    if rescale.state.exists() and not rescale.old.exists():
-        rescale.old.parent.mkdir(parents=True, exist_ok=True)
-        storage.move(rescale.state, rescale.old)
-    if not rescale.state.exists():
+    """Old state aside, new state in, the offset log's partition count changed, the note removed: each step done
+    again until its end is noted (a move cut short in S3 left objects in both places), so a rescale that died part
+    way is finished by running it again."""
+    if rescale.phase == BEGUN:
+        if rescale.state.exists():  # else a folder's rename was done, not yet noted
+            storage.move(rescale.state, rescale.old)
+        rescale = rescale.note(SET_ASIDE)
+    if state_folder(rescale.seeded).exists():  # else moved in whole
         storage.move(state_folder(rescale.seeded), rescale.state)
     set_state_partitions(rescale.lake.checkpoint, rescale.partitions)
     storage.remove_tree(rescale.work)
@@ -213,8 +232,7 @@ def rescale_state(config: RescaleConfig, session: JobSession) -> int:
         log.error("the new state does not hold the old one's keys: nothing swapped, the state keeps %d partitions", current)
         storage.remove_tree(rescale.work)
         return cli.FAILED
-    rescale.note()  # from here the rescale is finished, by this call or the next
-    swap(rescale)
+    swap(rescale.note())  # from here the rescale is finished, by this call or the next
     log.info(
         "the state of %s moved from %d to %d partitions; the old state is in %s", config.lake.root, current, config.partitions, rescale.old
     )
@@ -228,5 +246,5 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(config: RescaleConfig) -> int:
     with LakeLock(config.lake, f"a rescale ({config.run_id})", wait_seconds=config.lock_wait):
-        with JobSession(lambda: spark_session("cloudtrail_rescale", STREAM_CONF)) as session:
+        with JobSession(lambda: spark_session("cloudtrail_rescale", RESCALE_CONF)) as session:
             return rescale_state(config, session)
