@@ -130,6 +130,15 @@ def test_the_compaction_dag_compacts_the_dates_closed_at_its_data_interval_end(d
         plan_compact({"lake": "/etc"}, settings, "r1", end)
 
 
+def test_a_lake_in_s3_is_refused_by_the_dags_not_taken_for_a_folder(monkeypatch):
+    """CLOUDTRAIL_LAKE=s3://... was a folder named `s3:` under the working directory, which the DAGs' runs filled."""
+    from cloudtrail_airflow.settings import load_settings
+
+    monkeypatch.setenv("CLOUDTRAIL_LAKE", "s3://acme-security/lake")
+    with pytest.raises(ValueError, match="CLOUDTRAIL_LAKE=s3://acme-security/lake: the DAGs run on a lake folder only for now"):
+        load_settings()
+
+
 def test_activity_parameters_are_checked_before_spark_starts(tmp_path):
     from cloudtrail_airflow.params import InvalidRunParams, plan_derived
     from cloudtrail_airflow.settings import load_settings

@@ -17,6 +17,8 @@ import pytest
 from jobs import storage
 from jobs.iceberg.catalog import open_catalog
 from jobs.lake import Lake
+from jobs.reporting import tally
+from jobs.status import lake_status
 from tests.helpers import catalog_rows, command, deliver, events_of, succeeded
 
 pytestmark = pytest.mark.integration
@@ -62,6 +64,14 @@ def test_an_ingest_into_a_lake_in_s3_takes_each_event_once_and_keeps_what_matter
     deliver(landing, events_of(5, DAY, "a") + events_of(3, DAY + timedelta(days=1), "c"), DAY + timedelta(hours=3))
     succeeded(command(*run, "--run-id", "second", env=os.environ | {"CLOUDTRAIL_CATALOG": "records"}))
     assert events_in(s3_lake) == sorted([*expected, *((f"c-{i}", "2024-03-02") for i in range(3))])
+
+    # `make status` on it: the checkpoint, the freshness of the place delivered and the last run, read from the lake.
+    shown = command("tools.status", "--lake", s3_lake, "--landing", landing, env=os.environ | {"CLOUDTRAIL_CATALOG": "records"})
+    succeeded(shown)
+    assert "PROBLEMS" not in shown.stdout and "backlog: 0 landing files" in shown.stdout, shown.stdout
+    assert "checkpoint: batch " in shown.stdout and "111122223333" in shown.stdout and "second" in shown.stdout, shown.stdout
+    lake = Lake.at(s3_lake, "records")  # and the lake page's rows per date, counted by the table's manifests
+    assert [(day.event_date, day.rows) for day in lake_status.daily_rows(lake, tally.read(lake))] == [("2024-03-01", 30), ("2024-03-02", 8)]
 
     found = keys(s3_lake)
     for place in ("_checkpoints/ingest/commits/1", "_checkpoints/ingest/offsets/1", "_checkpoints/ingest/last_success.json",

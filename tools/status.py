@@ -1,6 +1,6 @@
 """The lake's freshness, backlog and last run, in a terminal (the Airflow UI's lake page shows the same).
 
-python -m tools.status [--lake DIR] [--landing DIR|s3://BUCKET/PREFIX] [--queue-url URL]
+python -m tools.status [--lake DIR|s3://BUCKET/PREFIX] [--catalog NAME] [--landing DIR|s3://BUCKET/PREFIX] [--queue-url URL]
                                                         freshness, backlog (or the queue), the last run
 python -m tools.status --run latest|RUN_ID              what one ingest run did (the end of `make run`)
 """
@@ -12,7 +12,7 @@ import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from jobs import options
+from jobs import options, storage
 from jobs.iceberg.catalog import EMBEDDED, reader_settings
 from jobs.lake import Lake
 from jobs.landing import kept_notifications
@@ -90,7 +90,8 @@ def overview(lake: Lake, landing: str, queue_url: str | None, threshold: timedel
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--lake", type=Path, default=os.environ.get("CLOUDTRAIL_LAKE"))
+    parser.add_argument("--lake", default=os.environ.get("CLOUDTRAIL_LAKE"))
+    parser.add_argument("--catalog", default=os.environ.get("CLOUDTRAIL_CATALOG") or None, help="a lake in S3's catalog")
     parser.add_argument("--landing", default=os.environ.get("CLOUDTRAIL_LANDING"))
     parser.add_argument("--queue-url", default=os.environ.get("CLOUDTRAIL_QUEUE_URL") or None)
     threshold = os.environ.get("CLOUDTRAIL_FRESHNESS_THRESHOLD", options.FRESHNESS_THRESHOLD)
@@ -101,6 +102,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.lake is None or (args.landing is None and not args.run):
         parser.error("--lake and --landing (or $CLOUDTRAIL_LAKE and $CLOUDTRAIL_LANDING) are needed")
     lake = Lake.at(args.lake)
+    if not storage.is_folder(lake.root):  # its tables of record are in the catalog it names
+        if not args.catalog:
+            parser.error(f"--lake {args.lake}: a lake in S3 names the catalog its tables are in (--catalog NAME or $CLOUDTRAIL_CATALOG)")
+        lake = Lake.at(args.lake, args.catalog)
     if args.run:
         lines = run_lines(lake, None if args.run == "latest" else args.run)
     else:

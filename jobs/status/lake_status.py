@@ -25,7 +25,7 @@ from jobs.reporting.report import read_report, read_reports
 from jobs.reporting.tally import Tally
 from jobs.spark.logs import CheckpointError, last_commit, state_folder
 from jobs.storage import LakePath
-from jobs.tables.events import date_files, events_source
+from jobs.tables.events import date_files, date_rows, events_source
 from jobs.tables.tables_of_record import held_batches
 
 # Keys, files and notifications the page names: the first (or newest) this many.
@@ -244,11 +244,14 @@ class DayRows:
 def daily_rows(lake: Lake, runs: Tally, days: int = 30) -> list[DayRows]:
     """Rows per event date in the table for its newest `days` dates, and the late events the runs wrote for each
     (`runs`: their tally, jobs/reporting/tally.py)."""
+    late: dict[str, int] = runs["late_per_event_date"]
+    if not storage.is_folder(lake.root):  # DuckDB reads no object store here: the table's manifests count the rows
+        counts = sorted(date_rows(lake).items())[-days:] if days else []
+        return [DayRows(day, rows, late.get(day, 0), len(date_files(lake, day))) for day, rows in counts]
     source = events_source(lake, newest=days)
     if source is None:
         return []
     counts = duck.connect().execute(f"select cast({EVENT_DATE} as varchar), count(*) from {source} group by 1 order by 1").fetchall()
-    late: dict[str, int] = runs["late_per_event_date"]
     return [DayRows(day, rows, late.get(day, 0), len(date_files(lake, day))) for day, rows in counts]
 
 

@@ -28,6 +28,7 @@ __all__ = [
     "batch_entries",
     "data_files",
     "date_files",
+    "date_rows",
     "date_fingerprint",
     "entries_to_replay",
     "event_dates",

@@ -21,7 +21,7 @@ from jobs.lake import EVENTS, Lake, partition, partition_folders, partition_valu
 from jobs.spark.logs import sink_batch, sink_log
 from jobs.storage import LakePath
 from jobs.tables.partitions import data_files
-from jobs.tables.record_files import record_files, record_location, table_batch, table_metadata
+from jobs.tables.record_files import record_counts, record_files, record_location, table_batch, table_metadata
 
 if TYPE_CHECKING:  # the lake page and `make status` ask here without Spark
     from pyspark.sql import DataFrame, SparkSession
@@ -85,6 +85,11 @@ def date_fingerprint(lake: Lake, day: date | str) -> str:
     """What a date holds, by its data files' names and sizes: any commit changes it."""
     files = sorted((path.name, path.stat().st_size) for path in date_files(lake, day) if path.exists())
     return hashlib.sha256(json.dumps(files).encode()).hexdigest()
+
+
+def date_rows(lake: Lake) -> dict[str, int]:
+    """Per event date, the rows the table holds, as its manifests count them (an earlier release's folder has none)."""
+    return {} if _legacy(lake) else record_counts(lake, EVENTS, INGEST)
 
 
 def all_files(lake: Lake) -> set[LakePath]:

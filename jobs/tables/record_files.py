@@ -32,12 +32,21 @@ def record_location(lake: Lake, table: str) -> str:
 
 def record_files(lake: Lake, table: str, branch: str | None = None) -> dict[str, list[LakePath]]:
     """Per partition value, the local data files a table of record holds on `branch` (None: main); empty before it exists."""
+    return {value: [path for path, _ in files] for value, files in _data_files(lake, table, branch).items()}
+
+
+def record_counts(lake: Lake, table: str, branch: str | None = None) -> dict[str, int]:
+    """Per partition value, the rows a table of record holds on `branch` (None: main), as its manifests count them."""
+    return {value: sum(rows for _, rows in files) for value, files in _data_files(lake, table, branch).items()}
+
+
+def _data_files(lake: Lake, table: str, branch: str | None) -> dict[str, list[tuple[LakePath, int]]]:
     entry = registered(lake, table)
     return {} if entry is None else _files(entry, str(lake.root), branch)
 
 
 @functools.lru_cache(maxsize=8)
-def _files(entry: Registered, root: str, branch: str | None) -> dict[str, list[LakePath]]:
+def _files(entry: Registered, root: str, branch: str | None) -> dict[str, list[tuple[LakePath, int]]]:
     lake = Lake.at(root)
     read = static_table(lake, entry)
     head = read.metadata.snapshot_by_name(branch) if branch else read.current_snapshot()
@@ -47,12 +56,12 @@ def _files(entry: Registered, root: str, branch: str | None) -> dict[str, list[L
 
     column = read.schema().find_field(read.spec().fields[0].source_id)
     dated = isinstance(column.field_type, DateType)  # pyiceberg gives a date partition's value as days since 1970
-    found: dict[str, list[LakePath]] = {}
+    found: dict[str, list[tuple[LakePath, int]]] = {}
     for task in read.scan(snapshot_id=head.snapshot_id).plan_files():
         path = storage.at(entry.mapped(task.file.file_path, lake))
         value = task.file.partition[0]
-        found.setdefault(str(EPOCH + timedelta(days=value)) if dated else str(value), []).append(path)
-    return {value: sorted(files) for value, files in sorted(found.items())}
+        found.setdefault(str(EPOCH + timedelta(days=value)) if dated else str(value), []).append((path, task.file.record_count))
+    return {value: sorted(files, key=lambda file: tuple(file[0].parts)) for value, files in sorted(found.items())}
 
 
 def table_metadata(lake: Lake, table: str) -> dict[str, Any]:

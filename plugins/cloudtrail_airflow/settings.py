@@ -110,7 +110,10 @@ class Settings:
 def load_settings() -> Settings:
     schedule = os.environ.get("CLOUDTRAIL_SCHEDULE", "@hourly")
     landing = os.environ.get("CLOUDTRAIL_LANDING", str(PROJECT_ROOT / "data" / "landing"))
-    lake = Path(os.environ.get("CLOUDTRAIL_LAKE", PROJECT_ROOT / "data" / "lake")).absolute()
+    named = str(os.environ.get("CLOUDTRAIL_LAKE", PROJECT_ROOT / "data" / "lake"))
+    if "://" in named:  # else taken for a relative folder named `s3:`, which the DAGs would fill
+        raise ValueError(f"CLOUDTRAIL_LAKE={named}: the DAGs run on a lake folder only for now (a lake in S3 is run with the commands)")
+    lake = Path(named).absolute()
     return Settings(
         landing=Lake.at(lake).landing_cache if is_bucket(landing) else Path(landing).absolute(),
         lake=lake,
