@@ -111,6 +111,7 @@ def data_files(url: str, day: str) -> list[str]:
     return sorted(task.file.file_path for task in tasks)
 
 
+@pytest.mark.harness  # minutes of commands, each its own process: `make test-harness`, which CI runs
 def test_a_compaction_and_the_derived_jobs_run_on_a_lake_in_s3(s3_lake, landing):
     """A compaction rewrites a date's files into one, keeping every event; the derived tables are built from the events
     into the lake's catalog, their files in the lake."""
@@ -148,6 +149,7 @@ def test_a_compaction_and_the_derived_jobs_run_on_a_lake_in_s3(s3_lake, landing)
     assert events_in(s3_lake) == before and data_files(s3_lake, "2024-03-01") == after
 
 
+@pytest.mark.harness  # minutes of commands, each its own process: `make test-harness`, which CI runs
 def test_a_rescale_of_a_lake_in_s3_keeps_every_key_and_a_swap_cut_short_is_finished(s3_lake, landing):
     run = ("jobs.cloudtrail_ingest", "--landing", landing, "--lake", s3_lake, "--settle", "0 seconds", "--catalog", "records")
     seen = events_of(10, DAY, "a")
