@@ -44,26 +44,17 @@ def parser(prog: str, doc: str | None) -> argparse.ArgumentParser:
     return argparse.ArgumentParser(prog=prog, description=doc, formatter_class=HelpFormatter)
 
 
-def add_lake(parser: argparse.ArgumentParser, in_object_storage: bool = False) -> None:
-    """--lake; with `in_object_storage` (a command that runs on a lake in S3), an s3:// one too, whose catalog the
-    command's --catalog names (`add_catalog`, `lake`)."""
-    lake = os.environ.get("CLOUDTRAIL_LAKE")
-    if not in_object_storage:
-        parser.add_argument("--lake", type=lake_folder, default=lake, help="the lake's folder, root for all outputs [$CLOUDTRAIL_LAKE]")
-        return
-    parser.add_argument("--lake", type=_text, default=lake, help="the lake's folder or s3://BUCKET/PREFIX [$CLOUDTRAIL_LAKE]")
-
-
-def lake_folder(text: str) -> str:
-    """A lake's folder; a URI (s3://...) is refused, where it was taken for a relative folder named `s3:`."""
-    if "://" in text:
-        raise argparse.ArgumentTypeError(f"{text}: a lake in object storage is not supported by this command yet; give a folder")
-    return _text(text)
+def add_lake(parser: argparse.ArgumentParser) -> None:
+    """--lake: a folder, or an S3 prefix whose catalog the command's --catalog names (`add_catalog`, `lake`)."""
+    parser.add_argument("--lake", type=_text, default=os.environ.get("CLOUDTRAIL_LAKE"),
+                        help="the lake's folder or s3://BUCKET/PREFIX [$CLOUDTRAIL_LAKE]")  # fmt: skip
 
 
 def lake(parser: argparse.ArgumentParser, args: argparse.Namespace, existing: bool = False) -> Lake:
     """The lake --lake names: a folder (its tables in the embedded catalog), or an S3 prefix with the catalog --catalog
-    names (an S3 lake has no folder for the embedded one); with `existing`, one that is there (`existing_lake` says why)."""
+    names (an S3 lake has no folder for the embedded one); with `existing`, one that is there: every command but those
+    that make a lake (the ingest, a rebuild from the landing) works on a lake that exists, where a mistyped path was a
+    new, empty lake (a gate of nothing passed, a compaction found nothing to do)."""
     required(parser, args, "lake")
     found = Lake.at(args.lake)
     if not storage.is_folder(found.root):
@@ -140,13 +131,6 @@ def required(parser: argparse.ArgumentParser, args: argparse.Namespace, *names: 
     if missing:
         shown = " and ".join(f"--{name.replace('_', '-')}" for name in missing)
         parser.error(f"{shown} required (--lake and --landing may come from $CLOUDTRAIL_LAKE and $CLOUDTRAIL_LANDING)")
-
-
-def existing_lake(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """--lake given, and a lake there: every command but those that make a lake (the ingest, a rebuild from the landing)
-    works on a lake that exists, where a mistyped path was a new, empty lake (a gate of nothing passed, a compaction
-    found nothing to do)."""
-    lake(parser, args, existing=True)
 
 
 def date_range(parser: argparse.ArgumentParser, first: date | None, last: date | None, names: str) -> tuple[date, ...] | None:

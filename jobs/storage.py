@@ -108,6 +108,29 @@ def move(source: LakePath, target: LakePath) -> None:
     os.replace(source, destination)
 
 
+def read_parquet(path: LakePath, columns: list[str] | None = None) -> Any:
+    """A Parquet file's rows (of `columns`) as a pyarrow table, in a folder or in S3 (through s3fs, as every lake path)."""
+    import pyarrow.parquet as pq
+
+    if is_folder(path):
+        return pq.read_table(path, columns=columns)
+    with path.open("rb") as source:
+        return pq.read_table(source, columns=columns)
+
+
+def write_parquet(rows: Any, path: LakePath, **options: Any) -> LakePath:
+    """A pyarrow table written as the Parquet file at `path`, in a folder or in S3."""
+    import pyarrow.parquet as pq
+
+    if is_folder(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(rows, path, **options)
+        return path
+    with path.open("wb") as sink:
+        pq.write_table(rows, sink, **options)
+    return path
+
+
 def listed(where: LakePath, pattern: str) -> list[LakePath]:
     """The paths in folder `where` matching the glob `pattern`, in order (none where there is no folder)."""
     return sorted(where.glob(pattern), key=lambda path: path.parts) if where.is_dir() else []

@@ -247,17 +247,10 @@ def test_an_error_is_named_by_its_first_line_or_its_type():
     assert cli.first_line(KeyError()) == "KeyError" and cli.first_line(RuntimeError("")) == "RuntimeError"
 
 
-# The commands that run on a lake in S3 (README, "A lake in S3"); the others refuse one.
-IN_OBJECT_STORAGE = {
-    "cloudtrail_ingest", "replay_quarantine", "validate_events", "publish", "compact", "activity", "ocsf", "investigate", "rebuild",
-    "rescale",
-}  # fmt: skip
-
-
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_a_lake_in_object_storage_is_never_taken_for_a_folder(command, tmp_path, monkeypatch, capsys):
-    """`--lake s3://...` was a relative folder named `s3:`, which the ingest filled and every other command read. A
-    command that runs there asks for the catalog such a lake names; the others refuse it."""
+    """`--lake s3://...` was a relative folder named `s3:`, which the ingest filled and every other command read. Every
+    command runs on a lake in S3 (README, "A lake in S3"), and asks for the catalog such a lake names."""
     import importlib
 
     monkeypatch.chdir(tmp_path)
@@ -267,8 +260,5 @@ def test_a_lake_in_object_storage_is_never_taken_for_a_folder(command, tmp_path,
         importlib.import_module(f"jobs.{command}").main(argv)
     assert refused.value.code == cli.USAGE
     why = capsys.readouterr().err.splitlines()[-1]
-    if command in IN_OBJECT_STORAGE:
-        assert "s3://acme-security/lake: a lake in S3 names the catalog its tables are in (--catalog NAME" in why, why
-    else:
-        assert "s3://acme-security/lake: a lake in object storage is not supported by this command yet" in why, why
+    assert "s3://acme-security/lake: a lake in S3 names the catalog its tables are in (--catalog NAME" in why, why
     assert list(tmp_path.iterdir()) == []

@@ -19,7 +19,7 @@ from jobs.iceberg.catalog import open_catalog
 from jobs.lake import Lake
 from jobs.reporting import tally
 from jobs.status import lake_status
-from tests.helpers import catalog_rows, command, deliver, events_of, succeeded
+from tests.helpers import catalog_rows, command, deliver, events_of, refusal, succeeded
 
 pytestmark = pytest.mark.integration
 
@@ -165,6 +165,41 @@ def test_a_rescale_of_a_lake_in_s3_keeps_every_key_and_a_swap_cut_short_is_finis
     deliver(landing, seen + events_of(4, DAY, "b"), DAY + timedelta(hours=2))
     succeeded(command(*run, "--run-id", "second"))
     assert events_in(s3_lake) == sorted((f"{prefix}-{i}", "2024-03-01") for prefix, n in (("a", 10), ("b", 4)) for i in range(n))
+
+
+def copy_prefix(bucket: str, source: str, target: str) -> None:
+    s3 = boto3.client("s3")
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=source):
+        for item in page.get("Contents", []):
+            s3.copy_object(Bucket=bucket, Key=target + item["Key"][len(source) :], CopySource={"Bucket": bucket, "Key": item["Key"]})
+
+
+def delete_prefix(bucket: str, prefix: str) -> None:
+    s3 = boto3.client("s3")
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for item in page.get("Contents", []):
+            s3.delete_object(Bucket=bucket, Key=item["Key"])
+
+
+@pytest.mark.harness  # minutes of commands, each its own process: `make test-harness`, which CI runs
+def test_a_repair_of_a_lake_in_s3_rolls_the_tables_back_to_a_checkpoint_put_back_from_a_backup(s3_lake, landing):
+    run = ("jobs.cloudtrail_ingest", "--landing", landing, "--lake", s3_lake, "--settle", "0 seconds", "--catalog", "records")
+    deliver(landing, events_of(6, DAY, "a"), DAY + timedelta(hours=1))
+    succeeded(command(*run, "--run-id", "first"))
+    bucket, _, prefix = s3_lake.removeprefix("s3://").partition("/")
+    copy_prefix(bucket, f"{prefix}/_checkpoints/", f"{prefix}-backup/_checkpoints/")
+    deliver(landing, events_of(4, DAY, "b") + events_of(2, DAY, "a"), DAY + timedelta(hours=2))
+    succeeded(command(*run, "--run-id", "second"))
+    expected = events_in(s3_lake)
+    assert len(expected) == 10
+
+    delete_prefix(bucket, f"{prefix}/_checkpoints/")  # the checkpoint put back as the first run left it
+    copy_prefix(bucket, f"{prefix}-backup/_checkpoints/", f"{prefix}/_checkpoints/")
+    assert "has committed batches up to" in refusal(command(*run, "--run-id", "refused"))
+    succeeded(command("jobs.repair", "--lake", s3_lake, "--landing", landing, "--catalog", "records"))
+    assert {event_id[0] for event_id, _ in events_in(s3_lake)} == {"a"}, "the second run's batches out of the tables"
+    succeeded(command(*run, "--run-id", "third"))
+    assert events_in(s3_lake) == expected, "read again, once"
 
 
 def test_a_swap_of_the_state_cut_short_in_s3_is_finished_by_the_next_rescale(aws):

@@ -68,7 +68,7 @@ class DerivedConfig:
     def parse(cls, prog: str, doc: str | None, argv: list[str] | None) -> DerivedConfig:
         """The job's command line as its config."""
         parser = cli.parser(prog, doc)
-        cli.add_lake(parser, in_object_storage=True)
+        cli.add_lake(parser)
         cli.add_dates(parser, "event date to rebuild")
         cli.add_run_id(parser)
         cli.add_lock_wait(parser)

@@ -54,7 +54,7 @@ def _parser() -> argparse.ArgumentParser:
     """The command line, by what each group of options sets: the stream, the ledger, a replay and the gate, an S3 landing."""
     parser = cli.parser("cloudtrail_ingest", __doc__)
     cli.add_landing(parser)
-    cli.add_lake(parser, in_object_storage=True)
+    cli.add_lake(parser)
     cli.add_catalog(parser, namespace=False)
     cli.add_run_id(parser)
     cli.add_lock_wait(parser)

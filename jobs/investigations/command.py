@@ -60,7 +60,7 @@ def parse_args(argv: list[str] | None = None) -> InvestigateConfig | None:
     parser = cli.parser("python -m jobs.investigate", __doc__)
     parser.add_argument("name", nargs="?", help="the investigation (--list names them)")
     parser.add_argument("--list", action="store_true", help="name every shipped investigation, its parameters and source")
-    cli.add_lake(parser, in_object_storage=True)
+    cli.add_lake(parser)
     cli.add_dates(parser, "event date to look at")
     parser.add_argument("--param", type=_parameter, action="append", default=[], metavar="NAME=VALUE", help="a parameter of the query")
     cli.add_catalog(parser)

@@ -90,7 +90,7 @@ class PublishConfig:
 
 def parse_args(argv: list[str] | None = None) -> PublishConfig:
     parser = cli.parser("python -m jobs.publish", __doc__)
-    cli.add_lake(parser, in_object_storage=True)
+    cli.add_lake(parser)
     cli.add_run_id(parser)
     cli.add_catalog(parser)
     parser.add_argument(

@@ -65,7 +65,7 @@ class ValidateConfig:
 
 def parse_args(argv: list[str] | None = None) -> ValidateConfig:
     parser = cli.parser("validate_events", __doc__)
-    cli.add_lake(parser, in_object_storage=True)
+    cli.add_lake(parser)
     cli.add_catalog(parser, namespace=False)
     parser.add_argument("--run-id", help="check this run's report against the table")
     cli.add_dates(parser, "event date to validate (one alone: that date)")

@@ -10,6 +10,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from jobs import storage
 from jobs.iceberg.catalog import NAMESPACE, open_catalog
 from jobs.iceberg.embedded import registered
 from jobs.lake import QUARANTINE, Lake
@@ -39,7 +40,6 @@ class QuarantineRollback:
         held = quarantine_batch(lake)
         if held is None or held <= through or registered(lake, QUARANTINE) is None:
             return None
-        import pyarrow.parquet as pq
 
         from jobs.tables.sources import RUN_COLUMN  # pyarrow's: a repair's, not every ingest's import
 
@@ -48,7 +48,7 @@ class QuarantineRollback:
             marked = WRITTEN_BY_BATCH.search(path.name)
             if marked and int(marked[1]) > through:
                 later.append(str(path))
-            elif not marked and runs and set(pq.read_table(path, columns=[RUN_COLUMN]).column(RUN_COLUMN).to_pylist()) & runs:
+            elif not marked and runs and set(storage.read_parquet(path, [RUN_COLUMN]).column(RUN_COLUMN).to_pylist()) & runs:
                 mixed.append(str(path))
         if mixed:
             raise CheckpointError(

@@ -7,8 +7,8 @@ from collections.abc import Iterable
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
+from jobs import storage
 from jobs.lake import QUARANTINE
 from jobs.spark.logs import local_path
 from jobs.storage import LakePath
@@ -30,7 +30,7 @@ def landing_files(table: str, files: Iterable[LakePath], runs: frozenset[str] | 
     column = SOURCE_COLUMN.get(table, DEFAULT_SOURCE_COLUMN)
     found: set[str] = set()
     for path in files:
-        rows = pq.read_table(str(path), columns=[column] if runs is None else [column, RUN_COLUMN])
+        rows = storage.read_parquet(path, [column] if runs is None else [column, RUN_COLUMN])
         if runs is not None:
             rows = rows.filter(pc.is_in(rows[RUN_COLUMN], value_set=pa.array(sorted(runs), pa.string())))
         found.update(local_path(v) for v in rows.column(column).unique().to_pylist() if v)

@@ -75,7 +75,7 @@ class CompactConfig:
 
 def parse_args(argv: list[str] | None = None) -> CompactConfig:
     parser = cli.parser("compact", __doc__)
-    cli.add_lake(parser, in_object_storage=True)
+    cli.add_lake(parser)
     cli.add_dates(parser, "event date to compact")
     cli.add_run_id(parser)
     cli.add_lock_wait(parser)

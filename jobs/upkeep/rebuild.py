@@ -78,7 +78,7 @@ log = logging.getLogger("rebuild")
 def parse_args(argv: list[str] | None = None) -> RebuildConfig:
     parser = cli.parser("rebuild", __doc__)
     cli.add_landing(parser)
-    cli.add_lake(parser, in_object_storage=True)
+    cli.add_lake(parser)
     cli.add_catalog(parser, namespace=False)
     cli.add_dates(parser, "event date to rebuild")
     parser.add_argument(

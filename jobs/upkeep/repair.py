@@ -1,6 +1,6 @@
 """Put the tables and the ledger back in step with the checkpoint, so that ingestion continues exactly.
 
-    python -m jobs.repair --lake DIR --landing DIR [--dry-run]
+    python -m jobs.repair --lake DIR|s3://BUCKET/PREFIX [--catalog NAME] --landing DIR [--dry-run]
 
 The ingest refuses (exit 2) a checkpoint older than the tables: one restored from a backup on
 its own, one whose newest batches were deleted by hand. Its next batches would reuse batch ids
@@ -40,7 +40,6 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from jobs import cli, storage
 from jobs.lake import EVENTS, QUARANTINE, Lake
@@ -75,13 +74,14 @@ class RepairConfig:
 def parse_args(argv: list[str] | None = None) -> RepairConfig:
     parser = cli.parser("repair", __doc__)
     cli.add_lake(parser)
+    cli.add_catalog(parser, namespace=False)
     cli.add_landing(parser)
     cli.add_lock_wait(parser)
     parser.add_argument("--dry-run", action="store_true", help="print what would be done, change nothing")
     args = parser.parse_args(argv)
-    cli.existing_lake(parser, args)
+    lake = cli.lake(parser, args, existing=True)
     cli.required(parser, args, "landing")
-    return RepairConfig(Lake.at(args.lake), Path(args.landing).absolute(), args.dry_run, args.lock_wait)
+    return RepairConfig(lake, Path(args.landing).absolute(), args.dry_run, args.lock_wait)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -197,7 +197,7 @@ def mixed_files(files: list[LakePath], runs: frozenset[str], both: frozenset[str
     for path in files:
         if WRITTEN_BY_BATCH.search(path.name) or not runs:
             continue
-        column = pq.read_table(path, columns=[RUN_COLUMN]).column(RUN_COLUMN).to_pylist()
+        column = storage.read_parquet(path, [RUN_COLUMN]).column(RUN_COLUMN).to_pylist()
         written = [run for run in column if run in runs]
         if set(written) & both:
             raise CheckpointError(
@@ -256,11 +256,9 @@ def apply(lake: Lake, found: dict[str, TableRepair | QuarantineRollback]) -> Non
 
 def without_runs(path: LakePath, runs: frozenset[str], target: LakePath) -> LakePath:
     """A data file's rows but those `runs` wrote, written to `target`."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    rows = pq.read_table(path)
+    rows = storage.read_parquet(path)
     kept = rows.filter(pc.invert(pc.is_in(rows[RUN_COLUMN], value_set=pa.array(sorted(runs), pa.string()))))
-    pq.write_table(kept, target, compression="zstd")
-    return target
+    return storage.write_parquet(kept, target, compression="zstd")
 
 
 def summary(found: dict[str, TableRepair | QuarantineRollback]) -> dict[str, object]:

@@ -11,8 +11,6 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-import pyarrow.parquet as pq
-
 from jobs import storage
 from jobs.lake import QUARANTINE, RETIRED, Lake
 from jobs.landing.layout import day_folders, log_files_in, relative
@@ -93,5 +91,5 @@ def table_event_ids(lake: Lake, wanted: set[str]) -> set[str]:
     """Which of `wanted` the events table holds (one column read, file by file)."""
     held: set[str] = set()
     for path in all_files(lake):
-        held.update(i for i in pq.read_table(path, columns=["eventID"]).column("eventID").to_pylist() if i in wanted)
+        held.update(i for i in storage.read_parquet(path, ["eventID"]).column("eventID").to_pylist() if i in wanted)
     return held

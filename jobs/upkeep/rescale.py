@@ -64,7 +64,7 @@ class RescaleConfig:
 
 def parse_args(argv: list[str] | None = None) -> RescaleConfig:
     parser = cli.parser("rescale", __doc__)
-    cli.add_lake(parser, in_object_storage=True)
+    cli.add_lake(parser)
     cli.add_catalog(parser, namespace=False)
     cli.add_run_id(parser)
     cli.add_lock_wait(parser)
