@@ -8,7 +8,6 @@ its body to `run`, which turns the failures an operator can act on into an exit 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import logging
 import os
 import sys
@@ -56,11 +55,9 @@ def lake(parser: argparse.ArgumentParser, args: argparse.Namespace, existing: bo
     that make a lake (the ingest, a rebuild from the landing) works on a lake that exists, where a mistyped path was a
     new, empty lake (a gate of nothing passed, a compaction found nothing to do)."""
     required(parser, args, "lake")
-    found = Lake.at(args.lake)
-    if not storage.is_folder(found.root):
-        if not getattr(args, "catalog", None):
-            parser.error(f"--lake {args.lake}: a lake in S3 names the catalog its tables are in (--catalog NAME or $CLOUDTRAIL_CATALOG)")
-        found = dataclasses.replace(found, catalog=args.catalog)
+    found = Lake.at(args.lake, getattr(args, "catalog", None))
+    if not storage.is_folder(found.root) and found.catalog is None:
+        parser.error(f"--lake {args.lake}: a lake in S3 names the catalog its tables are in (--catalog NAME or $CLOUDTRAIL_CATALOG)")
     if existing:
         try:
             there = found.root.is_dir()

@@ -99,7 +99,10 @@ class Lake:
 
     @classmethod
     def at(cls, root: str | os.PathLike[str], catalog: str | None = None) -> Lake:
-        return cls(storage.at(root), catalog)
+        """The lake at `root`: in S3, its tables of record in `catalog`; in a folder, always in its embedded one (a
+        catalog named beside a folder lake is where the publish copies to and the derived jobs write)."""
+        path = storage.at(root)
+        return cls(path, None if storage.is_folder(path) else catalog)
 
     @property
     def location(self) -> str:

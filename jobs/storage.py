@@ -100,8 +100,10 @@ def move(source: LakePath, target: LakePath) -> None:
         found = source.fs.find(source.path)  # a file: itself; a folder: each file under it
         for name in found:
             source.fs.copy(name, target.path + name[len(source.path) :])
-        # A folder's empty-folder markers (S3A's) go with it: find names files only.
-        source.fs.rm(found if found == [source.path] else source.path, recursive=found != [source.path])
+        if found == [source.path]:
+            source.fs.rm(source.path)
+        else:  # a folder, with the empty-folder markers (S3A's) that find does not name
+            source.fs.rm(source.path, recursive=True)
         return
     destination = folder(target)
     destination.parent.mkdir(parents=True, exist_ok=True)

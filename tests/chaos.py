@@ -89,7 +89,7 @@ class ChaosRun:
 
 def uncommitted_files(lake: Path | str) -> list[LakePath]:
     """Data files in the events table's folder that no commit names (a killed batch's): no reader's rows."""
-    found = Lake.at(lake, os.environ.get("CLOUDTRAIL_CATALOG") if str(lake).startswith("s3://") else None)
+    found = Lake.at(lake, os.environ.get("CLOUDTRAIL_CATALOG"))
     committed = all_files(found)
     return [p for p in (storage.at(events_location(found)) / "data").rglob("*.parquet") if p not in committed]
 

@@ -12,7 +12,7 @@ import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from jobs import options, storage
+from jobs import cli, options
 from jobs.iceberg.catalog import EMBEDDED, reader_settings
 from jobs.lake import Lake
 from jobs.landing import kept_notifications
@@ -101,11 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.lake is None or (args.landing is None and not args.run):
         parser.error("--lake and --landing (or $CLOUDTRAIL_LAKE and $CLOUDTRAIL_LANDING) are needed")
-    lake = Lake.at(args.lake)
-    if not storage.is_folder(lake.root):  # its tables of record are in the catalog it names
-        if not args.catalog:
-            parser.error(f"--lake {args.lake}: a lake in S3 names the catalog its tables are in (--catalog NAME or $CLOUDTRAIL_CATALOG)")
-        lake = Lake.at(args.lake, args.catalog)
+    lake = cli.lake(parser, args)
     if args.run:
         lines = run_lines(lake, None if args.run == "latest" else args.run)
     else:

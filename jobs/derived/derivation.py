@@ -14,7 +14,6 @@ changed) makes the date due again. Which jobs there are, their tables and their 
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import inspect
 import logging
@@ -61,8 +60,7 @@ class DerivedConfig:
     @property
     def layout(self) -> Lake:
         """The lake; one in S3 keeps its tables of record in the catalog the job names."""
-        lake = Lake.at(self.lake)
-        return lake if storage.is_folder(lake.root) else dataclasses.replace(lake, catalog=self.catalog)
+        return Lake.at(self.lake, self.catalog)
 
     @classmethod
     def parse(cls, prog: str, doc: str | None, argv: list[str] | None) -> DerivedConfig:

@@ -103,13 +103,13 @@ def with_tables(db: Any, config: InvestigateConfig) -> Any:
     for name in config.query.tables:
         table = catalog.load_table(f"{config.namespace}.{name}")
         scan = table.scan(row_filter=_date_filter(folders[name], config.values))
-        files = [task.file.file_path for task in scan.plan_files()]
-        if any(not path.startswith("file:") and "://" in path for path in files):
+        if "://" in table.location() and not table.location().startswith("file:"):
             # DuckDB reads no object store here (its extension is not bundled): pyiceberg reads the dates' files.
             db.register(f"_{name}_rows", scan.to_arrow())
             db.execute(f"CREATE VIEW cloudtrail.{name} AS SELECT * FROM _{name}_rows")
-        elif files:
-            files = [local_path(path) if path.startswith("file:") else path for path in files]
+            continue
+        files = [local_path(path) if path.startswith("file:") else path for path in (t.file.file_path for t in scan.plan_files())]
+        if files:
             listed = ", ".join(sql_literal(path) for path in files)
             # Events files an earlier release wrote hold no event date (Iceberg's readers take it from the manifests): their
             # folder names do.
