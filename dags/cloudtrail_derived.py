@@ -68,4 +68,4 @@ with DAG(
         """Mark the derived tables as updated."""
         return settings.derived_uri
 
-    chain(*jobs, [announce(), publish_task(planned["lake"])])
+    chain(*jobs, [announce(), publish_task(settings, planned["lake"])])

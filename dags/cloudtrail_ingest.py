@@ -67,10 +67,9 @@ with DAG(
         context = get_current_context()
         planned = plan_run(context["params"], settings, context["run_id"], *run_interval(context))
         if settings.queue_url:  # woken by deliveries: their notifications, kept in the lake before anything can fail
-            from jobs.lake import Lake
             from jobs.landing import kept_notifications
 
-            kept = kept_notifications.keep_asset_events(Lake.at(planned["lake"]), context["triggering_asset_events"])
+            kept = kept_notifications.keep_asset_events(settings.lake_at(planned["lake"]), context["triggering_asset_events"])
             print(f"notifications kept in the lake's inbox for this run: {kept}")
         for key, value in planned.items():
             context["ti"].xcom_push(key=key, value=value)
@@ -96,10 +95,9 @@ with DAG(
     @task.branch(trigger_rule="none_failed_min_one_success")
     def choose_gate(lake: str, dates: list[str]) -> str | list[str]:
         """The two paths meet here (after the rebuild, or with it skipped); `plan` skips it in a dry run."""
-        from jobs.lake import Lake
         from jobs.quality import gate
 
-        run_id, layout = get_current_context()["run_id"], Lake.at(lake)
+        run_id, layout = get_current_context()["run_id"], settings.lake_at(lake)
         verdict = gate.verdict(layout, run_id)  # the ingest gated what it wrote in its own application
         if verdict == "passed":
             return ["announce", "publish"]
@@ -114,10 +112,9 @@ with DAG(
     @task
     def rebuild_summary(lake: str) -> dict:
         """The rebuild's report, per partition, as this task's XCom."""
-        from jobs.lake import Lake
         from jobs.reporting.report import read_report
 
-        reports = Lake.at(lake).rebuild_reports(get_current_context()["run_id"])
+        reports = settings.lake_at(lake).rebuild_reports(get_current_context()["run_id"])
         return read_report(reports[-1]) or {}
 
     ingest = lake_job(settings, "ingest", "cloudtrail_ingest", run_plan["ingest_args"], max_retry_delay=timedelta(minutes=15))
@@ -136,6 +133,6 @@ with DAG(
     # choose_mode is upstream of the summary too, so the branch skips both at once and the gate
     # can start on the next scheduler loop, not after a second one skips the summary.
     ingest >> mode >> [rebuild, summary, gate]
-    checked = [announce(), publish_task(run_plan["lake"])]
+    checked = [announce(), publish_task(settings, run_plan["lake"])]
     rebuild >> summary >> gate >> [dq_gate, *checked]
     dq_gate >> checked

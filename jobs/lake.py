@@ -98,7 +98,7 @@ class Lake:
         object.__setattr__(self, "root", storage.at(self.root))
 
     @classmethod
-    def at(cls, root: str | os.PathLike[str], catalog: str | None = None) -> Lake:
+    def at(cls, root: str | os.PathLike[str] | LakePath, catalog: str | None = None) -> Lake:
         """The lake at `root`: in S3, its tables of record in `catalog`; in a folder, always in its embedded one (a
         catalog named beside a folder lake is where the publish copies to and the derived jobs write)."""
         path = storage.at(root)

@@ -170,6 +170,13 @@ def put_raw(landing: Path, content: bytes, delivered: datetime, suffix: str = ".
     return path
 
 
+def with_nan(event_id: str) -> str:
+    """A file of three records whose middle one holds a NaN, which no JSON parser should take."""
+    records = [json.dumps(event(f"{event_id}-{i}", DAY)) for i in range(3)]
+    records[1] = records[1][:-1] + ', "requestParameters": {"ratio": NaN}}'
+    return '{"Records":[' + ",".join(records) + "]}"
+
+
 def events_of(n: int, start: datetime, prefix: str) -> list[dict[str, Any]]:
     return [event(f"{prefix}-{i}", start + timedelta(minutes=i)) for i in range(n)]
 

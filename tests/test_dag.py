@@ -130,12 +130,34 @@ def test_the_compaction_dag_compacts_the_dates_closed_at_its_data_interval_end(d
         plan_compact({"lake": "/etc"}, settings, "r1", end)
 
 
-def test_a_lake_in_s3_is_refused_by_the_dags_not_taken_for_a_folder(monkeypatch):
-    """CLOUDTRAIL_LAKE=s3://... was a folder named `s3:` under the working directory, which the DAGs' runs filled."""
+def test_on_a_lake_in_s3_every_task_is_handed_the_lake_and_its_catalog(monkeypatch):
+    """CLOUDTRAIL_LAKE=s3://... was refused (before it, a folder named `s3:` the runs filled): each job of each DAG gets
+    the lake and the catalog its tables of record are in; a run's `lake` is the configured one, and nothing else."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    from cloudtrail_airflow.params import InvalidRunParams, dag_params, plan_compact, plan_derived, plan_run
     from cloudtrail_airflow.settings import load_settings
 
-    monkeypatch.setenv("CLOUDTRAIL_LAKE", "s3://acme-security/lake")
-    with pytest.raises(ValueError, match="CLOUDTRAIL_LAKE=s3://acme-security/lake: the DAGs run on a lake folder only for now"):
+    lake = "s3://acme-security/lakes/org"
+    monkeypatch.setenv("CLOUDTRAIL_LAKE", lake)
+    with pytest.raises(ValueError, match=f"CLOUDTRAIL_LAKE={lake}: a lake in S3 names the catalog its tables are in"):
+        load_settings()
+    monkeypatch.setenv("CLOUDTRAIL_CATALOG", "records")
+    bag = DagBag(dag_folder=str(ROOT / "dags"))
+    assert bag.import_errors == {}
+    assert bag.dags["cloudtrail_ingest"].get_task("announce").outlets[0].uri == f"{lake}/events"
+    settings = load_settings()
+    params = {name: param.value for name, param in dag_params(settings).items()}
+    assert params["lake"] == lake
+    planned = plan_run({**params, "mode": "rebuild"}, settings, "r", DAY, DAY + timedelta(days=1))
+    for args in (planned["ingest_args"], planned["rebuild_args"], planned["validate_args"], plan_derived({"lake": lake}, settings, "r"),
+                 plan_compact({"lake": lake + "/"}, settings, "r", DAY)):  # fmt: skip
+        assert args[args.index("--lake") :][:4] == ["--lake", lake, "--catalog", "records"], args
+    for other in ("s3://acme-security/lakes/other", "/tmp/lake"):
+        with pytest.raises(InvalidRunParams, match=f"lake='{other}' is not the configured lake {lake}"):
+            plan_run({**params, "lake": other}, settings, "r", DAY, DAY)
+    monkeypatch.setenv("CLOUDTRAIL_LAKE", "gs://acme-security/lake")
+    with pytest.raises(ValueError, match="a lake is a folder or s3://BUCKET/PREFIX"):
         load_settings()
 
 

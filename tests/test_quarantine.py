@@ -15,7 +15,7 @@ from jobs.landing.layout import delivery_path
 from jobs.tables.quarantine import Replay
 from jobs.tables.quarantine_files import quarantine_source
 from jobs.upkeep import replay_quarantine
-from tests.helpers import DAY, duckdb_rows, event, events_of, ingest
+from tests.helpers import DAY, duckdb_rows, event, events_of, ingest, with_nan
 
 
 def quarantined(lake: Path) -> list[tuple[str, int | None, str]]:
@@ -30,13 +30,6 @@ def quarantined(lake: Path) -> list[tuple[str, int | None, str]]:
 def write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(gzip.compress(text.encode()))
-
-
-def with_nan(event_id: str) -> str:
-    """A file of three records whose middle one holds a NaN, which no JSON parser should take."""
-    records = [json.dumps(event(f"{event_id}-{i}", DAY)) for i in range(3)]
-    records[1] = records[1][:-1] + ', "requestParameters": {"ratio": NaN}}'
-    return '{"Records":[' + ",".join(records) + "]}"
 
 
 def test_a_replay_after_a_hand_repair_moves_the_record_into_the_table_once(spark, landing, lake):

@@ -4,12 +4,14 @@ it names; each event once across runs."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import subprocess
 import sys
 import uuid
 from datetime import UTC, datetime, timedelta
+from html import escape
 
 import boto3
 import pytest
@@ -19,7 +21,8 @@ from jobs.iceberg.catalog import open_catalog
 from jobs.lake import Lake
 from jobs.reporting import tally
 from jobs.status import lake_status
-from tests.helpers import catalog_rows, command, deliver, events_of, refusal, succeeded
+from tests.conftest import own_airflow_home
+from tests.helpers import catalog_rows, command, deliver, events_of, put_raw, refusal, succeeded, with_nan
 
 pytestmark = pytest.mark.integration
 
@@ -102,6 +105,71 @@ def test_an_ingest_into_a_lake_in_s3_takes_each_event_once_and_keeps_what_matter
                     "--format", "csv", env=os.environ | {"CLOUDTRAIL_CATALOG": "records"})  # fmt: skip
     succeeded(found)
     assert sum(int(line.rsplit(",", 1)[1]) for line in found.stdout.splitlines()[1:]) == 8, found.stdout
+
+
+def airflow_dags_test(env: dict[str, str], *args: str) -> None:
+    """`airflow dags test DAG [DATE]` in its own process, as `make run` runs it; a failed run's task logs shown."""
+    ran = subprocess.run([sys.executable, "-m", "airflow", "dags", "test", *args], capture_output=True, text=True, timeout=900, env=env)
+    assert ran.returncode == 0, ran.stdout[-4000:] + ran.stderr[-4000:]
+
+
+@pytest.mark.harness  # three DAG runs of real processes (about 3 minutes): `make test-harness`; their arguments: test_dag
+def test_the_dags_run_on_a_lake_in_s3_and_the_lake_page_reads_it(s3_lake, tmp_path, airflow_db, jobs_zip, monkeypatch):
+    """The ingest DAG (its ingest, gate and publish), the compaction DAG and the derived DAG with CLOUDTRAIL_LAKE=s3://...
+    and its catalog: everything through the lake and its catalog, nothing on this machine; then the lake page, in the
+    API server's process, on that lake."""
+    from starlette.requests import Request
+
+    from cloudtrail_airflow import gate_view, lake_view
+
+    landing = tmp_path / "landing"
+    lake_env = {"CLOUDTRAIL_LAKE": s3_lake, "CLOUDTRAIL_CATALOG": "records", "CLOUDTRAIL_LANDING": str(landing)}
+    env = os.environ | lake_env | own_airflow_home(airflow_db, tmp_path / "airflow")
+    deliver(landing, events_of(5, DAY, "cmd"), DAY + timedelta(minutes=10))  # by hand first: two runs of files
+    nan = put_raw(landing, gzip.compress(with_nan("nan").encode()), DAY + timedelta(minutes=15), suffix=".json.gz")
+    succeeded(command("jobs.cloudtrail_ingest", "--landing", landing, "--settle", "0 seconds", "--run-id", "by-hand", env=env))
+    deliver(landing, events_of(20, DAY, "dag") + events_of(3, DAY, "dag"), DAY + timedelta(minutes=20))
+    airflow_dags_test(env, "cloudtrail_ingest", "2024-03-01")
+    expected = sorted([(f"cmd-{i}", "2024-03-01") for i in range(5)] + [(f"dag-{i}", "2024-03-01") for i in range(20)])
+    expected = sorted([*expected, ("nan-0", "2024-03-01"), ("nan-2", "2024-03-01")])
+    assert events_in(s3_lake, "main") == expected, "ingested, gated and published, each event once"
+    (report,) = [key for key in keys(s3_lake) if key.startswith("reports/ingest/") and "by-hand" not in key]
+    body = json.loads(storage.at(f"{s3_lake}/{report}").read_text())
+    assert (body["status"], body["rows_written"], body["duplicates_dropped"]) == ("succeeded", 20, 3), body
+    assert any(key.startswith("reports/publish/") for key in keys(s3_lake))
+
+    assert len(data_files(s3_lake, "2024-03-01")) > 1, "a file a batch at least"
+    airflow_dags_test(env, "cloudtrail_compact", "2024-04-01")
+    assert len(data_files(s3_lake, "2024-03-01")) == 1 and events_in(s3_lake) == expected, "compacted, every event kept"
+    airflow_dags_test(env, "cloudtrail_derived")
+    catalog = open_catalog(Lake.at(s3_lake, "records"), "records")
+    assert len(catalog.load_table("cloudtrail.ocsf_api_activity").scan().to_arrow()) == 27
+    assert catalog.load_table("cloudtrail.activity_hourly").location().startswith(f"{s3_lake}/iceberg/")
+    assert not (tmp_path / "airflow" / "lake").exists() and not (tmp_path / "scratch").exists(), "nothing on this machine"
+
+    for name, value in lake_env.items():
+        monkeypatch.setenv(name, value)
+    shown = lake_view.status_json()
+    assert shown["problems"] == [] and shown["backlog"]["files"] == 0, shown
+    assert [(day["event_date"], day["rows"]) for day in shown["rows_per_event_date"]] == [("2024-03-01", 27)]
+    assert shown["checkpoint"]["committed_batch"] is not None and shown["checkpoint"]["state_bytes"] > 0, shown["checkpoint"]
+    assert [verdict["verdict"] for verdict in shown["gate_verdicts"]][-1] == "passed", shown["gate_verdicts"]
+    assert [row["rows"]["ocsf/api_activity"] for row in shown["derived_rows_per_event_date"]["ocsf"]] == [27]
+    request = Request({"type": "http", "root_path": ""})
+    page = lake_view.lake_page(request, "").body.decode()
+    assert f"lake {s3_lake}" in page and "cannot be read" not in page and "27 rows, 0 late" in page, page[:3000]
+    assert body["run_id"] in gate_view.gates_page(request).body.decode()
+    found = lake_view.lake_page(request, "2024-03-01").body.decode()
+    assert found.count("<td>ingested</td>") == 2 and "<td>ingested and quarantined</td>" in found, "the file ledger, searched"
+    assert "cannot be read" not in found and "<h3>invalid_json</h3>" in found, "the quarantine, read in place"
+    run = lake_view.run_page("cloudtrail_ingest", body["run_id"]).body.decode()
+    assert f"run {escape(body['run_id'])}: succeeded" in run, run[:2000]
+
+    # The record repaired by hand and replayed from the quarantine, which the replay reads in place.
+    nan.write_bytes(gzip.compress(with_nan("nan").replace("NaN", "0.5").encode()))
+    replay = ("jobs.replay_quarantine", "--landing", landing, "--reason", "invalid_json", "--settle", "0 seconds")
+    succeeded(command(*replay, env=env))
+    assert events_in(s3_lake) == sorted([*expected, ("nan-1", "2024-03-01")])
 
 
 def data_files(url: str, day: str) -> list[str]:

@@ -82,7 +82,7 @@ def replay_entries(config: IngestConfig) -> list[Entry]:
     source = quarantine_source(config.lake)
     if source is None or config.replay is None:
         return []
-    rows = duck.connect().execute(f"select source_file, {REASON}, record_index from {source}").fetchall()
+    rows = duck.connect(config.lake.root).execute(f"select source_file, {REASON}, record_index from {source}").fetchall()
     return entries_to_replay(((local_path(path), reason, index) for path, reason, index in rows), config.replay)
 
 

@@ -6,8 +6,8 @@
 
 The tables are read as their catalog's current snapshot holds them: the data files of the dates asked for, planned
 through the catalog's manifests (no folder is listed), then read with DuckDB, which skips the row groups that the
-files' statistics and bloom filters rule out (jobs/records/layout.py); files in object storage, which DuckDB reads
-nothing of here, are read by pyiceberg into memory and queried there. What is read is what the gates passed and the
+files' statistics and bloom filters rule out (jobs/records/layout.py), from a folder or, through the lake's file system,
+from object storage (jobs/duck.py). What is read is what the gates passed and the
 publish committed, so the answer is what Athena or Trino would give on the same snapshot (`--sql` prints the query
 for them). Values are shown escaped: a control character in a field prints as its code, and a CSV cell that a
 spreadsheet would run as a formula is quoted.
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
-from jobs import cli
+from jobs import cli, duck
 from jobs.iceberg.catalog import TABLE_NAMES, CatalogUnusable, open_catalog
 from jobs.investigations.catalogue import Query, QueryError, answer, literal_sql, prepared, queries, query, sql_literal
 from jobs.lake import EVENT_DATE, EVENT_DAY, EVENTS, PARTITION_COLUMNS, Lake, event_day
@@ -103,11 +103,7 @@ def with_tables(db: Any, config: InvestigateConfig) -> Any:
     for name in config.query.tables:
         table = catalog.load_table(f"{config.namespace}.{name}")
         scan = table.scan(row_filter=_date_filter(folders[name], config.values))
-        if "://" in table.location() and not table.location().startswith("file:"):
-            # DuckDB reads no object store here (its extension is not bundled): pyiceberg reads the dates' files.
-            db.register(f"_{name}_rows", scan.to_arrow())
-            db.execute(f"CREATE VIEW cloudtrail.{name} AS SELECT * FROM _{name}_rows")
-            continue
+        duck.reading(db, table.location())
         files = [local_path(path) if path.startswith("file:") else path for path in (t.file.file_path for t in scan.plan_files())]
         if files:
             listed = ", ".join(sql_literal(path) for path in files)
@@ -152,8 +148,6 @@ def investigate(config: InvestigateConfig) -> str:
     """What the command prints: the bound query (--sql), or its answer."""
     if config.sql_only:
         return literal_sql(config.query, config.values) + "\n"
-    from jobs import duck
-
     db = with_tables(prepared(duck.connect()), config)
     columns, rows = answer(db, config.query, config.values)
     return (as_csv if config.output == "csv" else as_table)(columns, rows)

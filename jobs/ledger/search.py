@@ -143,7 +143,7 @@ def _table_rows(
     details: dict[str, list[str]] = {}
     if not paths:
         return written, quarantined, runs, details
-    db = duck.connect()
+    db = duck.connect(lake.root)
     days = {d - timedelta(days=back) for d in (delivery_date(p) for p in paths) if d is not None for back in range(3)}
     named = [source_file(path) for path in paths]
     days |= {d for d, files in late_files(lake.late_files).items() if files & set(named)}

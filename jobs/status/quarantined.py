@@ -40,7 +40,7 @@ def quarantine(lake: Lake, samples_per_reason: int = 3) -> Quarantined:
     source = quarantine_source(lake)
     if source is None:
         return Quarantined([], [])
-    db = duck.connect()
+    db = duck.connect(lake.root)
     counts = db.execute(
         f"select {REASON}, cast(cast(_ingest_time as date) as varchar) d, count(*) from {source} group by 1, 2 order by 2 desc, 1"
     ).fetchall()

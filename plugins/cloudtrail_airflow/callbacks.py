@@ -6,7 +6,6 @@ import logging
 from typing import Any
 
 from cloudtrail_airflow.settings import load_settings
-from jobs.lake import Lake
 
 log = logging.getLogger(__name__)
 
@@ -16,9 +15,9 @@ def log_failure(context: dict[str, Any]) -> None:
 
     ti = context["ti"]
     params = context.get("params") or {}
-    lake = params.get("lake") or str(load_settings().lake)
+    report = load_settings().lake_at(params.get("lake")).ingest_report(context["run_id"])
     error = str(context.get("exception") or "unknown error").splitlines()[0][:300]
     log.error(
         "cloudtrail: %s run %s failed at task %s (try %s): %s | ingest report: %s",
-        ti.dag_id, context["run_id"], ti.task_id, ti.try_number, error, Lake.at(lake).ingest_report(context["run_id"]),
+        ti.dag_id, context["run_id"], ti.task_id, ti.try_number, error, report,
     )  # fmt: skip

@@ -63,7 +63,7 @@ def _gate_reports(lake: Lake) -> dict[str, list[dict[str, Any]]]:
 @router.get("/gates/", response_class=HTMLResponse)
 def gates_page(request: Request) -> HTMLResponse:
     started = time.perf_counter()
-    lake = Lake.at(load_settings().lake)
+    lake = load_settings().lake_at()
     found = [(table, gate) for table, gates in _gate_reports(lake).items() for gate in gates]
     found.sort(key=lambda pair: str(pair[1].get("validated_at", "")), reverse=True)
     rows = [
@@ -88,7 +88,7 @@ def gates_page(request: Request) -> HTMLResponse:
 @router.get("/gates/{table}/{run_id:path}", response_class=HTMLResponse)
 def gate_page(table: str, run_id: str) -> HTMLResponse:
     started = time.perf_counter()
-    lake = Lake.at(load_settings().lake)
+    lake = load_settings().lake_at()
     gate = run_summary.gate_of(_gate_reports(lake).get(table, []), run_id)
     if gate is None:
         missing = f"<p>No {escape(table)} gate report for run {escape(run_id)}.</p>"

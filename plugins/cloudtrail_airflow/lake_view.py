@@ -245,7 +245,7 @@ def _published(lake: Lake) -> str:
 
 def _settings() -> tuple[Settings, Lake]:
     settings = load_settings()
-    return settings, Lake.at(settings.lake)
+    return settings, settings.lake_at()
 
 
 def _deliveries(found: status.DeliveryStatus) -> str:

@@ -45,18 +45,24 @@ def lake_job(settings: Settings, task_id: str, job: str, application_args: Any, 
     return spark_job(settings, task_id, job, application_args, pool=settings.lake_pool, **{**retries, **options})
 
 
-@task(task_id="publish", trigger_rule="none_failed_min_one_success")
-def publish_task(lake: str) -> dict[str, Any]:
-    """Publish the lake's committed, gated tables to the Iceberg catalog (jobs/publishing/command.py; the catalog from
-    $CLOUDTRAIL_CATALOG and pyiceberg's settings, else the embedded one). Per table: its snapshot, the files added and
-    removed, the dates held back and why (XCom); a table that could not be published fails the task, named."""
-    from dataclasses import asdict
+def publish_task(settings: Settings, lake: Any) -> Any:
+    """The publish task, on the run's checked `lake` (an XCom)."""
 
-    from jobs.publishing import command as publish
-    from jobs.reporting.summary import publish_summary
+    @task(task_id="publish", trigger_rule="none_failed_min_one_success")
+    def publish(lake: str) -> dict[str, Any]:
+        """Publish the lake's committed, gated tables to the Iceberg catalog (jobs/publishing/command.py; the catalog
+        the settings name, else the embedded one). Per table: its snapshot, the files added and removed, the dates held
+        back and why (XCom); a table that could not be published fails the task, named."""
+        from dataclasses import asdict
 
-    report = publish.publish_tables(publish.parse_args(["--lake", lake, "--run-id", get_current_context()["run_id"]]))
-    print("\n".join(publish_summary(asdict(report))))
-    if report.status == "failed":
-        raise RuntimeError("; ".join(f"{t.table}: {t.error}" for t in report.tables if t.error))
-    return {t.table: asdict(t) for t in report.tables}
+        from jobs.publishing import command as publish
+        from jobs.reporting.summary import publish_summary
+
+        argv = ["--lake", lake, *settings.catalog_args, "--run-id", get_current_context()["run_id"]]
+        report = publish.publish_tables(publish.parse_args(argv))
+        print("\n".join(publish_summary(asdict(report))))
+        if report.status == "failed":
+            raise RuntimeError("; ".join(f"{t.table}: {t.error}" for t in report.tables if t.error))
+        return {t.table: asdict(t) for t in report.tables}
+
+    return publish(lake)

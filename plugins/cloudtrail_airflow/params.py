@@ -18,7 +18,7 @@ from typing import Any
 from airflow.sdk import Param
 
 from cloudtrail_airflow.settings import Settings
-from jobs import options
+from jobs import options, storage
 from jobs.landing.bucket import is_bucket
 
 log = logging.getLogger(__name__)
@@ -76,7 +76,7 @@ def dag_params(settings: Settings) -> dict[str, Param]:
         ),
         "replay_to": Param(None, type=["null", "string"], format="date", description="Replay only files delivered on or before this date."),
         "landing": Param(settings.landing_url, type="string", description=f"Landing root, inside {settings.landing_url}."),
-        "lake": Param(str(settings.lake), type="string", description=f"Lake root, inside {settings.lake}."),
+        "lake": _lake_param(settings),
         "quarantine_threshold": Param(
             options.QUARANTINE_THRESHOLD, type="number", minimum=0, maximum=1, description="Max share of quarantined records."
         ),
@@ -98,6 +98,20 @@ def _landing(landing: str, settings: Settings) -> str:
             raise InvalidRunParams(f"param landing={landing!r} is not the configured bucket {settings.landing_url}")
         return settings.landing_url
     return _inside(landing, settings.landing, "landing")
+
+
+def _lake(lake: str, settings: Settings) -> str:
+    """The run's lake: inside the configured folder, or the configured lake in S3 itself (its catalog is the setting's)."""
+    if settings.in_object_storage:
+        if lake.rstrip("/") != str(settings.lake).rstrip("/"):
+            raise InvalidRunParams(f"param lake={lake!r} is not the configured lake {settings.lake}")
+        return str(settings.lake)
+    return _inside(lake, storage.folder(settings.lake), "lake")
+
+
+def _lake_param(settings: Settings) -> Param:
+    where = "the configured lake" if settings.in_object_storage else f"inside {settings.lake}"
+    return Param(str(settings.lake), type="string", description=f"Lake root, {where}.")
 
 
 def _date(value: Any, name: str) -> date | None:
@@ -148,7 +162,7 @@ def rebuild_dates(start: datetime, end: datetime) -> list[date]:
     return [first + timedelta(days=n) for n in range((last - first).days + 1)]
 
 
-def _rebuild(params: dict[str, Any], landing: str, lake: str, run_id: str, dates: list[date], horizon: str) -> list[str] | None:
+def _rebuild(params: dict[str, Any], landing: str, lake: list[str], run_id: str, dates: list[date], horizon: str) -> list[str] | None:
     """The rebuild job's arguments; None when the run is incremental or no event date ends in its interval."""
     mode = params.get("mode") or "incremental"
     if mode not in options.MODES:
@@ -156,7 +170,7 @@ def _rebuild(params: dict[str, Any], landing: str, lake: str, run_id: str, dates
     if mode != "rebuild" or not dates:
         return None
     return [
-        "--landing", landing, "--lake", lake, "--run-id", run_id, "--from-date", dates[0].isoformat(),
+        "--landing", landing, *lake, "--run-id", run_id, "--from-date", dates[0].isoformat(),
         "--to-date", dates[-1].isoformat(), "--dedup-horizon", horizon, "--lock-wait", str(options.LOCK_WAIT_SECONDS),
     ]  # fmt: skip
 
@@ -173,7 +187,7 @@ def run_interval(context: Mapping[str, Any]) -> tuple[datetime, datetime]:
 def plan_run(params: dict[str, Any], settings: Settings, run_id: str, interval_start: datetime, interval_end: datetime) -> dict[str, Any]:
     """Check the parameters and return the arguments of each Spark application of the run."""
     landing = _landing(params["landing"], settings)
-    lake = _inside(params["lake"], settings.lake, "lake")
+    lake = _lake(params["lake"], settings)
     validate_from, validate_to = _date(params.get("validate_from"), "validate_from"), _date(params.get("validate_to"), "validate_to")
     if validate_from and validate_to and validate_from > validate_to:
         raise InvalidRunParams(f"validate_from {validate_from} is after validate_to {validate_to}")
@@ -181,7 +195,8 @@ def plan_run(params: dict[str, Any], settings: Settings, run_id: str, interval_s
     if trigger not in ("availableNow", "once"):
         raise InvalidRunParams(f"param trigger={trigger!r} must be availableNow or once")
     horizon = _dedup_horizon(params)
-    ingest = ["--landing", landing, "--lake", lake, "--run-id", run_id, "--trigger", trigger, "--dedup-horizon", horizon]
+    at = ["--lake", lake, *settings.catalog_args]  # every job's lake and its catalog
+    ingest = ["--landing", landing, *at, "--run-id", run_id, "--trigger", trigger, "--dedup-horizon", horizon]
     ingest += ["--settle", settings.settle, "--full-listing-interval", settings.full_listing_interval]
     ingest += ["--clock-skew", f"{int(settings.clock_skew.total_seconds())} seconds", *_replay(params)]
     ingest += ["--queue-url", settings.queue_url] if settings.queue_url else []
@@ -189,7 +204,7 @@ def plan_run(params: dict[str, Any], settings: Settings, run_id: str, interval_s
         ingest += ["--max-files-per-trigger", str(int(params["max_files_per_trigger"]))]
     elif params.get("max_bytes_per_trigger"):
         ingest += ["--max-bytes-per-trigger", str(params["max_bytes_per_trigger"])]
-    rebuild = _rebuild(params, landing, lake, run_id, rebuild_dates(interval_start, interval_end), horizon)
+    rebuild = _rebuild(params, landing, at, run_id, rebuild_dates(interval_start, interval_end), horizon)
     if params.get("mode") == "rebuild" and rebuild is None:
         log.info("no event date ends in this run's data interval %s..%s: nothing to rebuild", interval_start, interval_end)
     # The gate checks what this run wrote, the run's data interval, and the dates asked for.
@@ -199,7 +214,7 @@ def plan_run(params: dict[str, Any], settings: Settings, run_id: str, interval_s
     if rebuild is None:  # the ingest gates what it wrote in its own application; a rebuild's run gates after the rebuild
         ingest += ["--gate-from", first.isoformat(), "--gate-to", last.isoformat(), "--quarantine-threshold", threshold]
     validate = [
-        "--lake", lake, "--run-id", run_id, "--from-date", first.isoformat(), "--to-date", last.isoformat(),
+        *at, "--run-id", run_id, "--from-date", first.isoformat(), "--to-date", last.isoformat(),
         "--quarantine-threshold", threshold,
     ]  # fmt: skip
     return {
@@ -217,27 +232,28 @@ def derived_params(settings: Settings) -> dict[str, Param]:
     return {
         "from_date": Param(None, type=["null", "string"], format="date", description="First event date to rebuild (YYYY-MM-DD)."),
         "to_date": Param(None, type=["null", "string"], format="date", description="Last event date to rebuild (YYYY-MM-DD)."),
-        "lake": Param(str(settings.lake), type="string", description=f"Lake root, inside {settings.lake}."),
+        "lake": _lake_param(settings),
     }
 
 
 def compact_params(settings: Settings) -> dict[str, Param]:
     """cloudtrail_compact's form: the lake (the dates follow from the run's data interval)."""
-    return {"lake": Param(str(settings.lake), type="string", description=f"Lake root, inside {settings.lake}.")}
+    return {"lake": _lake_param(settings)}
 
 
 def plan_compact(params: dict[str, Any], settings: Settings, run_id: str, interval_end: datetime) -> list[str]:
     """jobs.compact's arguments: the event dates closed at the end of the run's data interval."""
-    lake = _inside(params["lake"], settings.lake, "lake")
+    lake = _lake(params["lake"], settings)
     closed_at = interval_end.astimezone(UTC).date().isoformat()
-    return ["--lake", lake, "--run-id", run_id, "--closed-at", closed_at, "--lock-wait", str(options.LOCK_WAIT_SECONDS)]
+    at = ["--lake", lake, *settings.catalog_args]
+    return [*at, "--run-id", run_id, "--closed-at", closed_at, "--lock-wait", str(options.LOCK_WAIT_SECONDS)]
 
 
 def plan_derived(params: dict[str, Any], settings: Settings, run_id: str) -> list[str]:
     """Check cloudtrail_derived's parameters and return the arguments of each derived job (jobs/derived/derivation.py's)."""
-    lake = _inside(params["lake"], settings.lake, "lake")
+    lake = _lake(params["lake"], settings)
     first, last = _date(params.get("from_date"), "from_date"), _date(params.get("to_date"), "to_date")
     if (first is None) != (last is None) or (first and last and first > last):
         raise InvalidRunParams(f"from_date {first} and to_date {last} go together, the first not after the second")
     dates = ["--from-date", first.isoformat(), "--to-date", last.isoformat()] if first and last else []
-    return ["--lake", lake, "--run-id", run_id, *dates, "--lock-wait", str(options.LOCK_WAIT_SECONDS)]
+    return ["--lake", lake, *settings.catalog_args, "--run-id", run_id, *dates, "--lock-wait", str(options.LOCK_WAIT_SECONDS)]

@@ -11,9 +11,10 @@ from typing import Any
 
 from airflow.sdk import Asset
 
-from jobs import options
+from jobs import options, storage
 from jobs.lake import Lake
 from jobs.landing.bucket import is_bucket
+from jobs.storage import LakePath
 
 INGEST_DAG_ID = "cloudtrail_ingest"
 PROJECT_ROOT = Path(os.environ.get("CLOUDTRAIL_HOME", Path(__file__).resolve().parents[2]))
@@ -23,7 +24,8 @@ PROJECT_ROOT = Path(os.environ.get("CLOUDTRAIL_HOME", Path(__file__).resolve().p
 class Settings:
     # The folder the lake page walks: the landing, or an S3 landing's cache in the lake.
     landing: Path
-    lake: Path
+    # The lake: a folder, or an S3 prefix whose tables of record are in `catalog`.
+    lake: LakePath
     schedule: str | None
     python: str
     driver_memory: str
@@ -37,6 +39,22 @@ class Settings:
     landing_url: str = ""
     queue_url: str | None = None
     aws_conn_id: str = "aws_default"
+    # The pyiceberg catalog every job is handed (--catalog): an S3 lake's tables of record; beside a folder lake, where
+    # the publish copies to and the derived jobs write. None: a folder lake's embedded one.
+    catalog: str | None = None
+
+    @property
+    def in_object_storage(self) -> bool:
+        return not storage.is_folder(self.lake)
+
+    def lake_at(self, location: str | None = None) -> Lake:
+        """The lake at `location` (a run's checked `lake` parameter; by default the configured one), its catalog this one."""
+        return Lake.at(location or self.lake, self.catalog)
+
+    @property
+    def catalog_args(self) -> list[str]:
+        """What every job is handed to reach the lake's catalog."""
+        return ["--catalog", self.catalog] if self.catalog else []
 
     @property
     def bucket(self) -> bool:
@@ -69,11 +87,11 @@ class Settings:
 
     @property
     def events_uri(self) -> str:
-        return Lake.at(self.lake).events.as_uri()
+        return self.lake_at().events.as_uri()
 
     @property
     def derived_uri(self) -> str:
-        return Lake.at(self.lake).table("activity_hourly").as_uri()
+        return self.lake_at().table("activity_hourly").as_uri()
 
     @property
     def events_asset(self) -> Asset:
@@ -111,15 +129,18 @@ def load_settings() -> Settings:
     schedule = os.environ.get("CLOUDTRAIL_SCHEDULE", "@hourly")
     landing = os.environ.get("CLOUDTRAIL_LANDING", str(PROJECT_ROOT / "data" / "landing"))
     named = str(os.environ.get("CLOUDTRAIL_LAKE", PROJECT_ROOT / "data" / "lake"))
-    if "://" in named:  # else taken for a relative folder named `s3:`, which the DAGs would fill
-        raise ValueError(f"CLOUDTRAIL_LAKE={named}: the DAGs run on a lake folder only for now (a lake in S3 is run with the commands)")
-    lake = Path(named).absolute()
+    lake, catalog = storage.at(named), os.environ.get("CLOUDTRAIL_CATALOG") or None
+    if storage.is_folder(lake) and "://" in named and not named.startswith("file:"):  # else a relative folder named `gs:`
+        raise ValueError(f"CLOUDTRAIL_LAKE={named}: a lake is a folder or s3://BUCKET/PREFIX")
+    if not storage.is_folder(lake) and catalog is None:
+        raise ValueError(f"CLOUDTRAIL_LAKE={named}: a lake in S3 names the catalog its tables are in (CLOUDTRAIL_CATALOG)")
     return Settings(
         landing=Lake.at(lake).landing_cache if is_bucket(landing) else Path(landing).absolute(),
         lake=lake,
         landing_url=landing if is_bucket(landing) else str(Path(landing).absolute()),
         queue_url=(os.environ.get("CLOUDTRAIL_QUEUE_URL") or None) if is_bucket(landing) else None,
         aws_conn_id=os.environ.get("CLOUDTRAIL_AWS_CONN_ID", "aws_default"),
+        catalog=catalog,
         schedule=None if schedule.lower() in ("", "none") else schedule,
         python=os.environ.get("CLOUDTRAIL_SPARK_PYTHON", sys.executable),
         driver_memory=os.environ.get("CLOUDTRAIL_DRIVER_MEMORY", "2g"),
