@@ -12,11 +12,12 @@ import socket
 import threading
 import time
 import uuid
-from datetime import UTC, datetime
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 from typing import IO, Any
 
-from jobs import object_store, storage
+from jobs import object_store, options, storage
 from jobs.cli import LAKE_BUSY, Refused
 from jobs.lake import Lake
 
@@ -66,7 +67,7 @@ class LakeLock:
 
     def __enter__(self) -> LakeLock:
         if not storage.is_folder(self.path):  # a lake in object storage: no kernel is shared, a lease is
-            self._lease = LeaseLock(str(self.path), self.who, self.wait_seconds).__enter__()
+            self._lease = LeaseLock(str(self.path), self.who, self.wait_seconds, lease_seconds()).__enter__()
             return self
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -104,6 +105,23 @@ class LakeLock:
 # How long a lease lasts unless renewed; its holder renews it every third of that. A holder that dies (a lost machine,
 # SIGKILL) holds the lake until then; one that stalls longer (a paused VM) loses it and fails when it exits.
 LEASE_SECONDS = 120.0
+# The shortest lease $CLOUDTRAIL_LEASE may set: renewals a third of it apart must outlast a slow request to the store.
+SHORTEST_LEASE = timedelta(seconds=5)
+
+
+def lease_seconds(env: Mapping[str, str] = os.environ) -> float:
+    """A lake's lease, $CLOUDTRAIL_LEASE (a duration, at least SHORTEST_LEASE), else LEASE_SECONDS: how long a lost
+    driver holds the lake."""
+    text = env.get("CLOUDTRAIL_LEASE")
+    if not text:
+        return LEASE_SECONDS
+    try:
+        span = options.duration(text)
+    except ValueError as exc:
+        raise LakeUnusableError(f"CLOUDTRAIL_LEASE: {exc}") from None
+    if span < SHORTEST_LEASE:
+        raise LakeUnusableError(f"CLOUDTRAIL_LEASE={text!r}: a lease shorter than {SHORTEST_LEASE.seconds} s could lapse under its holder")
+    return span.total_seconds()
 
 
 class LeaseLock:

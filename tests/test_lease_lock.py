@@ -142,3 +142,13 @@ def test_a_renewal_that_fails_once_is_tried_again_and_the_holder_keeps_the_lake(
         LeaseLock(lease, "another").__enter__()
     lock.__exit__(None)
     assert body(lease)["released"] is True
+
+
+@pytest.mark.unit
+def test_a_lakes_lease_is_two_minutes_unless_cloudtrail_lease_sets_another_and_never_under_five_seconds():
+    from jobs.lock import LakeUnusableError, lease_seconds
+
+    assert lease_seconds({}) == 120 and lease_seconds({"CLOUDTRAIL_LEASE": "30 seconds"}) == 30
+    for text, why in (("2 seconds", "a lease shorter than 5 s could lapse under its holder"), ("soon", "is not a duration")):
+        with pytest.raises(LakeUnusableError, match=why):
+            lease_seconds({"CLOUDTRAIL_LEASE": text})

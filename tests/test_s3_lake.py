@@ -7,8 +7,10 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import shutil
 import subprocess
 import sys
+import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from html import escape
@@ -330,3 +332,44 @@ def test_the_chaos_harness_kills_ingests_of_a_lake_in_s3_and_every_event_stays_o
     result = subprocess.run(argv, capture_output=True, text=True, timeout=1200)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "every event once" in result.stdout.splitlines()[-1]
+
+
+def test_a_driver_machine_lost_mid_run_and_between_runs_leaves_the_next_run_on_a_fresh_machine_exact(s3_lake, trail, tmp_path):
+    """An S3 landing into a lake in S3: the driver is killed while a batch reads its files, and everything its machine
+    held is deleted (its fetched objects, its Spark folders); a fresh machine with the same settings but a scratch folder
+    of its own runs next, then another after it is lost in turn. Each event once, nothing this machine kept needed."""
+    from tests.aws import cloudtrail_sns
+
+    now = datetime.now(tz=UTC).replace(microsecond=0)
+    delivered = [trail.deliver(events_of(30, now - timedelta(hours=2), f"a{n}"), now, f"a-{n}") for n in range(3)]
+    trail.notify_many([cloudtrail_sns(trail.bucket, [key]) for key in delivered])
+    job = ["--landing", trail.url, "--lake", s3_lake, "--catalog", "records", "--queue-url", trail.queue_url, "--visibility-timeout", "2",
+           "--reconcile-interval", "3650 days", "--max-files-per-trigger", "1", "--settle", "0 seconds"]  # fmt: skip
+
+    def machine(name: str) -> dict[str, str]:  # the dead driver's lease lapses in 6 s (by default 2 minutes)
+        folders = {"CLOUDTRAIL_SCRATCH": str(tmp_path / name / "scratch"), "TMPDIR": str(tmp_path / name / "tmp")}
+        return os.environ | folders | {"CLOUDTRAIL_LEASE": "6 seconds"}
+
+    for name in ("a", "b", "c"):
+        (tmp_path / name / "tmp").mkdir(parents=True)
+    argv = [sys.executable, "-m", "tests.fault_runner", "reading", "1", "--", *job, "--run-id", "killed"]
+    killed = subprocess.run(argv, start_new_session=True, capture_output=True, text=True, timeout=600, env=machine("a"))
+    assert killed.returncode == -9, killed.stderr[-3000:]
+    assert any(key.startswith("_checkpoints/ingest/offsets/1") for key in keys(s3_lake)), "killed with batch 1 planned"
+    assert not any(key.startswith("_checkpoints/ingest/commits/1") for key in keys(s3_lake)), "and not committed"
+    assert (tmp_path / "a" / "scratch").exists(), "machine a fetched the objects"
+    shutil.rmtree(tmp_path / "a")
+
+    time.sleep(2.5)  # the messages the killed run received and did not delete come back
+    again = [trail.deliver(events_of(10, now - timedelta(hours=1), "b"), now, "b-0"), delivered[0]]  # one new, one again
+    trail.notify_many([cloudtrail_sns(trail.bucket, [key]) for key in again])
+    succeeded(command("jobs.cloudtrail_ingest", *job, "--run-id", "fresh", env=machine("b")))
+    assert [event_id for event_id, _ in events_in(s3_lake)] == trail.oracle(), "each event once after the lost machine"
+    fresh = json.loads(storage.at(f"{s3_lake}/reports/ingest/fresh.json").read_text())
+    assert fresh["deliveries"]["fetched_again"]["files"] == 2, "batch 1's file, which the dead run planned, and batch 2's"
+    shutil.rmtree(tmp_path / "b")
+
+    trail.notify(cloudtrail_sns(trail.bucket, [delivered[1], again[0]]))  # delivered again, to a machine that never saw them
+    quiet = succeeded(command("jobs.cloudtrail_ingest", *job, "--run-id", "fresher", env=machine("c")))
+    assert "nothing new" in quiet and len(events_in(s3_lake)) == len(trail.oracle()) == 100, "nothing twice"
+    assert trail.waiting() == 0

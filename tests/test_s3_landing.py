@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -446,3 +447,23 @@ def test_an_inbox_or_outside_entry_that_cannot_be_read_is_kept_with_its_reason_a
     assert not (lake.inbox / "broken.json").exists() and not (lake.outside_messages / "broken.json").exists()
     reasons = sorted(entry["reason"].split(" that cannot be read")[0] for entry in kept_notifications.kept(lake))
     assert reasons == ["a kept outside entry", "an inbox entry"]
+
+
+@pytest.mark.unit
+def test_a_manifest_written_on_another_machine_names_each_file_where_this_machines_cache_holds_it(spark):
+    """A manifest names the cache of the machine that planned it; the stream reads each file at its place from AWSLogs/
+    on (the ledger's identity of a file, `layout.relative`) under this machine's cache."""
+    from jobs.ingest.deliveries import in_this_cache
+    from jobs.landing.layout import relative
+
+    elsewhere = "/scratch-a/cloudtrail/0123/landing"
+    named = [
+        f"{elsewhere}/AWSLogs/111122223333/CloudTrail/us-east-1/2024/03/01/111122223333_CloudTrail_us-east-1_20240301T0000Z_a.json.gz",
+        f"{elsewhere}/AWSLogs/o-org1/111122223333/CloudTrail/eu-west-1/2024/03/01/111122223333_CloudTrail_eu-west-1_x.json.gz",
+        "/mnt/AWSLogs/landing/AWSLogs/111122223333/CloudTrail/us-east-1/2024/03/02/f.json.gz",  # 'AWSLogs' higher up too
+        "/somewhere/odd.json.gz",  # no place under AWSLogs/: read as named
+    ]
+    files = spark.createDataFrame([(path, 1) for path in named], "path string, size long")
+    found = [row.path for row in in_this_cache(files, Path("/scratch-b/landing")).collect()]
+    assert found == [f"/scratch-b/landing/{relative(path)}" for path in named[:3]] + [named[3]]
+    assert [relative(path) for path in found] == [relative(path) for path in named]

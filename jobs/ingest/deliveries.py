@@ -6,6 +6,11 @@ as outside the landing, sorted out against it), the files a due reconciliation f
 one: a listing of the bucket from --since on, of objects not cached as they are; the cache is then walked as a
 landing folder. After the plan has written the manifests, `Deliveries.done` deletes the messages: a run that dies
 before that leaves them in the queue, and the ledger takes nothing twice.
+
+The cache is this machine's scratch: the lake's manifests name files in the cache of the machine that planned them. So
+before the stream reads them, the files of every manifest no committed batch has read whose copies are not in this
+machine's cache are fetched again (`refetch_uncommitted`: another driver planned them, or this one lost its scratch),
+and the stream reads each where this cache holds it (`in_this_cache`), never a missing file quarantined as unreadable.
 """
 
 from __future__ import annotations
@@ -19,12 +24,17 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from jobs import storage
 from jobs.ingest.config import IngestConfig
 from jobs.landing.bucket import BucketLanding, Fetched, s3_client
-from jobs.landing.layout import newest_of
+from jobs.landing.layout import newest_of, relative
 from jobs.landing.sqs import Received, receive, sqs_client
 from jobs.ledger.planner import Plan
 from jobs.ledger.reconcile import missing_files
+from jobs.ledger.store import MANIFESTS, read_manifest
 from jobs.spark.checkpoint import CheckpointSnapshot
 
 log = logging.getLogger("cloudtrail_ingest")
@@ -112,6 +122,35 @@ def _fetch_notified(
     if received.outside:
         summary["outside_landing"] = outside_summary(landing, received)
     return Deliveries(fetched.files, fetched, received, summary=summary)
+
+
+def refetch_uncommitted(config: IngestConfig, checkpoint: CheckpointSnapshot) -> dict[str, Any] | None:
+    """An S3 landing: the files of the manifests no committed batch has read (a batch a dead run planned, the backlog)
+    whose copies are not in this machine's cache, fetched again; what was fetched (None for a folder landing)."""
+    landing = config.bucket
+    if landing is None:
+        return None
+    committed = checkpoint.committed_offset
+    read = {entry.path for entry in checkpoint.sources.entries if committed is not None and entry.batch_id <= committed}
+    unread = [path for path in storage.listed(config.lake.manifests, MANIFESTS) if str(path) not in read]  # read only those
+    named = {relative(entry.path) for path in unread for entry in read_manifest(path).entries}
+    missing = sorted(key for key in named if key.startswith("AWSLogs/") and not (landing.cache / key).exists())
+    if not missing:
+        return {"files": 0}
+    fetched = landing.fetch(s3_client(), [landing.prefix + key for key in missing])
+    log.info("fetched %d files again from %s: their manifests name another cache (another machine, or scratch lost)",
+             fetched.downloaded, landing.url)  # fmt: skip
+    for problem in fetched.problems[:10]:
+        log.warning("s3://%s/%s not fetched again: %s", problem.bucket, problem.key, problem.reason)
+    return {"files": len(missing), "fetched": fetched.downloaded, "problems": [p.to_json() for p in fetched.problems[:PROBLEMS_SHOWN]]}
+
+
+def in_this_cache(files: DataFrame, cache: Path) -> DataFrame:
+    """Manifest rows (`path`, ...) naming each landing file where this machine's cache holds it: a manifest names the
+    cache of the machine that planned it, and a file's place from AWSLogs/ on (`layout.relative`) is its identity
+    wherever a cache is. A path with no such place is kept as it is."""
+    place = [F.nullif(F.regexp_extract("path", rf"(AWSLogs(?:/[^/]+){{{parts}}})$", 1), F.lit("")) for parts in (7, 8)]
+    return files.withColumn("path", F.coalesce(F.concat(F.lit(f"{cache}/"), F.coalesce(*place)), F.col("path")))
 
 
 def outside_summary(landing: BucketLanding, received: Received) -> dict[str, Any]:

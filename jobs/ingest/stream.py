@@ -18,9 +18,10 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
 from jobs import storage
+from jobs.ingest import deliveries
 from jobs.ingest.batch_writer import BatchWriter
 from jobs.ingest.config import IngestConfig
-from jobs.ledger.store import MANIFEST_DDL
+from jobs.ledger.store import MANIFEST_DDL, MANIFESTS
 from jobs.records.dedup import deduplicate
 from jobs.records.rows import mark_late
 from jobs.records.transforms import read_records
@@ -49,9 +50,10 @@ def extract(spark: SparkSession, config: IngestConfig) -> DataFrame:
         # last committed batch again at start: the base path must hold both folders (and Spark sets
         # it to the source's path itself unless that path is a glob).
         .option("basePath", os.path.commonpath([manifests, config.landing]) if storage.is_folder(manifests) else str(manifests))
-        .load(f"{manifests}/[0-9]*.jsonl")
+        .load(f"{manifests}/{MANIFESTS}")
     )
-    return stream.select(F.from_json("value", MANIFEST_DDL).alias("file")).select("file.*")
+    files = stream.select(F.from_json("value", MANIFEST_DDL).alias("file")).select("file.*")
+    return files if config.bucket is None else deliveries.in_this_cache(files, config.bucket.cache)
 
 
 def transform(files: DataFrame, config: IngestConfig, committed_watermark: datetime | None) -> DataFrame:

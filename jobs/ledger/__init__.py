@@ -9,6 +9,7 @@ __all__ = [
     "Entry",
     "LedgerHit",
     "LedgerOptions",
+    "MANIFESTS",
     "MANIFEST_DDL",
     "Plan",
     "RetiredIndex",

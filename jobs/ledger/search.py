@@ -16,7 +16,7 @@ from pathlib import Path
 from jobs import duck, storage
 from jobs.lake import REASON, Lake
 from jobs.landing.layout import day_folders, delivery_date, log_files_in
-from jobs.ledger.store import late_files, read_manifest
+from jobs.ledger.store import MANIFESTS, late_files, read_manifest
 from jobs.spark.logs import last_commit, local_path, read_source_log, source_file, source_offset
 
 # The events' rows of some event dates as a DuckDB table function, None when they hold none.
@@ -57,7 +57,7 @@ def _manifest(path: str, mtime_ns: int) -> tuple[tuple[tuple[str, int | None, bo
 def manifests(lake: Lake) -> list[tuple[str, tuple[tuple[str, int | None, bool], ...], date | None]]:
     """Every manifest of the ledger, oldest first: its path, files and newest delivery date."""
     found = []
-    for path in storage.listed(lake.manifests, "[0-9]*.jsonl"):
+    for path in storage.listed(lake.manifests, MANIFESTS):
         try:
             found.append((str(path), *_manifest(str(path), path.stat().st_mtime_ns)))
         except FileNotFoundError:

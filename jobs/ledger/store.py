@@ -32,6 +32,8 @@ from jobs.storage import FORMAT, LakePath, read_record, record_body, under, writ
 # theirs: 2 since issue #68 (format 1: the hash under `fingerprint`; the late files the dates object alone).
 ENTRY_FORMAT = 2
 LATE_FILES_FORMAT = 2
+# The complete manifests' names in their folder (a partial one is hidden).
+MANIFESTS = "[0-9]*.jsonl"
 MANIFEST_DDL = "path string, size long, mtime_ms long, arrival_ms long, only_records array<long>, supersedes boolean"
 
 
@@ -104,7 +106,7 @@ def read_manifest(path: LakePath) -> Manifest:
 
 def read_manifests(folder: LakePath) -> list[Manifest]:
     """Every complete manifest, oldest first (a partial one is hidden, and Spark skips it too)."""
-    return [read_manifest(path) for path in storage.listed(folder, "[0-9]*.jsonl")]
+    return [read_manifest(path) for path in storage.listed(folder, MANIFESTS)]
 
 
 def write_manifests(folder: LakePath, batches: Iterable[list[Entry]], stamp_ns: int) -> tuple[Manifest, ...]:

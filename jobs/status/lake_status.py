@@ -20,7 +20,7 @@ from jobs.derived.state import built_dates
 from jobs.lake import EVENT_DATE, Derived, Lake
 from jobs.landing.layout import day_folders, delivered_at, log_files_in, newest_deliveries, newest_of
 from jobs.ledger.search import manifests
-from jobs.ledger.store import verified_checkpoint
+from jobs.ledger.store import MANIFESTS, verified_checkpoint
 from jobs.reporting.report import read_report, read_reports
 from jobs.reporting.tally import Tally
 from jobs.spark.logs import CheckpointError, last_commit, state_folder
@@ -338,5 +338,5 @@ def checkpoint_health(lake: Lake) -> CheckpointHealth:
         _size(state_folder(lake.checkpoint))[0],
         source_bytes,
         source_files,
-        len(list(lake.manifests.glob("[0-9]*.jsonl"))),
+        len(list(lake.manifests.glob(MANIFESTS))),
     )
