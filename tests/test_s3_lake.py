@@ -334,10 +334,11 @@ def test_the_chaos_harness_kills_ingests_of_a_lake_in_s3_and_every_event_stays_o
     assert "every event once" in result.stdout.splitlines()[-1]
 
 
-def test_a_driver_machine_lost_mid_run_and_between_runs_leaves_the_next_run_on_a_fresh_machine_exact(s3_lake, trail, tmp_path):
+def test_a_driver_machine_lost_mid_run_leaves_the_next_run_exact_and_two_drivers_never_run_together(s3_lake, trail, tmp_path):
     """An S3 landing into a lake in S3: the driver is killed while a batch reads its files, and everything its machine
     held is deleted (its fetched objects, its Spark folders); a fresh machine with the same settings but a scratch folder
-    of its own runs next, then another after it is lost in turn. Each event once, nothing this machine kept needed."""
+    of its own runs next; then two drivers start at once on two more machines: one runs, the other refuses in one line
+    naming it. Each event once, nothing a machine kept needed."""
     from tests.aws import cloudtrail_sns
 
     now = datetime.now(tz=UTC).replace(microsecond=0)
@@ -350,7 +351,7 @@ def test_a_driver_machine_lost_mid_run_and_between_runs_leaves_the_next_run_on_a
         folders = {"CLOUDTRAIL_SCRATCH": str(tmp_path / name / "scratch"), "TMPDIR": str(tmp_path / name / "tmp")}
         return os.environ | folders | {"CLOUDTRAIL_LEASE": "6 seconds"}
 
-    for name in ("a", "b", "c"):
+    for name in ("a", "b", "c", "d"):
         (tmp_path / name / "tmp").mkdir(parents=True)
     argv = [sys.executable, "-m", "tests.fault_runner", "reading", "1", "--", *job, "--run-id", "killed"]
     killed = subprocess.run(argv, start_new_session=True, capture_output=True, text=True, timeout=600, env=machine("a"))
@@ -369,7 +370,20 @@ def test_a_driver_machine_lost_mid_run_and_between_runs_leaves_the_next_run_on_a
     assert fresh["deliveries"]["fetched_again"]["files"] == 2, "batch 1's file, which the dead run planned, and batch 2's"
     shutil.rmtree(tmp_path / "b")
 
-    trail.notify(cloudtrail_sns(trail.bucket, [delivered[1], again[0]]))  # delivered again, to a machine that never saw them
-    quiet = succeeded(command("jobs.cloudtrail_ingest", *job, "--run-id", "fresher", env=machine("c")))
-    assert "nothing new" in quiet and len(events_in(s3_lake)) == len(trail.oracle()) == 100, "nothing twice"
+    # Two drivers at once on machines c and d (two deployments by mistake): one runs, the other refuses naming it.
+    trail.notify(cloudtrail_sns(trail.bucket, [trail.deliver(events_of(5, now, "c"), now, "c-0"), delivered[1], again[0]]))
+    first = subprocess.Popen([sys.executable, "-m", "jobs.cloudtrail_ingest", *job, "--run-id", "on-c"], env=machine("c"),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    lease = storage.at(f"{s3_lake}/_checkpoints/ingest.lock")
+    deadline = time.monotonic() + 120
+    while not (lease.exists() and '"released": false' in lease.read_text() and "on-c" in lease.read_text()):
+        assert first.poll() is None and time.monotonic() < deadline, "machine c never took the lake"
+        time.sleep(0.2)
+    second = command("jobs.cloudtrail_ingest", *job, "--run-id", "on-d", "--lock-wait", "0", env=machine("d"))
+    errors = [line for line in second.stderr.splitlines() if " ERROR " in line]
+    assert second.returncode == 75 and len(errors) == 1 and "ingest run on-c (pid" in errors[0], second.stderr[-3000:]
+    assert "Traceback" not in second.stderr
+    _, stderr = first.communicate(timeout=600)
+    assert first.returncode == 0, stderr[-3000:]
+    assert [event_id for event_id, _ in events_in(s3_lake)] == trail.oracle() and len(trail.oracle()) == 105, "nothing twice"
     assert trail.waiting() == 0
