@@ -334,6 +334,7 @@ def test_the_chaos_harness_kills_ingests_of_a_lake_in_s3_and_every_event_stays_o
     assert "every event once" in result.stdout.splitlines()[-1]
 
 
+@pytest.mark.harness  # four drivers' processes, a lease to lapse (90 s): `make test-harness`, which CI runs
 def test_a_driver_machine_lost_mid_run_leaves_the_next_run_exact_and_two_drivers_never_run_together(s3_lake, trail, tmp_path):
     """An S3 landing into a lake in S3: the driver is killed while a batch reads its files, and everything its machine
     held is deleted (its fetched objects, its Spark folders); a fresh machine with the same settings but a scratch folder
