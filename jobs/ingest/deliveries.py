@@ -27,14 +27,12 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from jobs import storage
 from jobs.ingest.config import IngestConfig
 from jobs.landing.bucket import BucketLanding, Fetched, s3_client
 from jobs.landing.layout import newest_of, relative
 from jobs.landing.sqs import Received, receive, sqs_client
 from jobs.ledger.planner import Plan
 from jobs.ledger.reconcile import missing_files
-from jobs.ledger.store import MANIFESTS, read_manifest
 from jobs.spark.checkpoint import CheckpointSnapshot
 
 log = logging.getLogger("cloudtrail_ingest")
@@ -124,25 +122,15 @@ def _fetch_notified(
     return Deliveries(fetched.files, fetched, received, summary=summary)
 
 
-def refetch_uncommitted(config: IngestConfig, checkpoint: CheckpointSnapshot) -> dict[str, Any] | None:
+def refetch_uncommitted(config: IngestConfig, plan: Plan) -> dict[str, Any] | None:
     """An S3 landing: the files of the manifests no committed batch has read (a batch a dead run planned, the backlog)
     whose copies are not in this machine's cache, fetched again; what was fetched (None for a folder landing)."""
-    landing = config.bucket
-    if landing is None:
+    if config.bucket is None:
         return None
-    committed = checkpoint.committed_offset
-    read = {entry.path for entry in checkpoint.sources.entries if committed is not None and entry.batch_id <= committed}
-    unread = [path for path in storage.listed(config.lake.manifests, MANIFESTS) if str(path) not in read]  # read only those
-    named = {relative(entry.path) for path in unread for entry in read_manifest(path).entries}
-    missing = sorted(key for key in named if key.startswith("AWSLogs/") and not (landing.cache / key).exists())
-    if not missing:
-        return {"files": 0}
-    fetched = landing.fetch(s3_client(), [landing.prefix + key for key in missing])
-    log.info("fetched %d files again from %s: their manifests name another cache (another machine, or scratch lost)",
-             fetched.downloaded, landing.url)  # fmt: skip
-    for problem in fetched.problems[:10]:
-        log.warning("s3://%s/%s not fetched again: %s", problem.bucket, problem.key, problem.reason)
-    return {"files": len(missing), "fetched": fetched.downloaded, "problems": [p.to_json() for p in fetched.problems[:PROBLEMS_SHOWN]]}
+    named = {relative(entry.path) for manifest in plan.uncommitted for entry in manifest.entries}
+    fetched = config.bucket.fetch_missing(named, "their manifests name another cache: another machine's, or scratch lost")
+    problems = [problem.to_json() for problem in fetched.problems[:PROBLEMS_SHOWN]]
+    return {"files": len(fetched.files) + len(fetched.problems), "fetched": fetched.downloaded, "problems": problems}
 
 
 def in_this_cache(files: DataFrame, cache: Path) -> DataFrame:

@@ -55,7 +55,7 @@ def run(config: IngestConfig, session: Callable[[], SparkSession]) -> RunReport:
             log.info("nothing new in %s since the last successful run; Spark not started", config.landing)
         else:  # a crashed attempt's files are no rows of the tables of record: nothing to sweep
             if fetched is not None:
-                report.deliveries["fetched_again"] = deliveries.refetch_uncommitted(config, checkpoint)
+                report.deliveries["fetched_again"] = deliveries.refetch_uncommitted(config, files)
             spark = session()
             stream.stream(spark, config, checkpoint.watermark, report, RecordTables.opened(spark, config.lake))
         report.watermark_after = _iso(record_success(config.lake, files.check_times).watermark)

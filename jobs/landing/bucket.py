@@ -17,6 +17,7 @@ instance role) and the endpoints in AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_S3 and AW
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import shutil
 import uuid
@@ -32,6 +33,7 @@ from jobs import object_store
 from jobs.landing.layout import FILE_NAME, day_folders, delivery_date, place
 from jobs.storage import write_whole
 
+log = logging.getLogger("landing")
 SCHEME = "s3://"
 # Objects fetched at once: a fetch waits on the network, not on the CPU.
 FETCH_THREADS = 16
@@ -164,6 +166,18 @@ class BucketLanding:
                 if size is not None:
                     fetched.downloaded += 1
                     fetched.downloaded_bytes += size
+        return fetched
+
+    def fetch_missing(self, places: Iterable[str], why: str) -> Fetched:
+        """Fetch again the log files at these places under the prefix (AWSLogs/...) whose copies this cache does not
+        hold (cleaned, another machine's, a lake restored without it); `why` they are wanted, for the log."""
+        missing = sorted(place for place in places if place.startswith("AWSLogs/") and not (self.cache / place).exists())
+        if not missing:
+            return Fetched()
+        fetched = self.fetch(s3_client(), [self.prefix + place for place in missing])
+        log.info("fetched %d files again from %s (%s)", fetched.downloaded, self.url, why)
+        for problem in fetched.problems[:10]:
+            log.warning("s3://%s/%s not fetched again: %s", problem.bucket, problem.key, problem.reason)
         return fetched
 
     def _fetch_one(self, s3: Any, key: str) -> tuple[Path, int | None] | Problem:

@@ -87,6 +87,8 @@ class Plan:
     """What one run takes, and what it let go of."""
 
     written: tuple[Manifest, ...] = ()
+    # The manifests no committed batch has read, this run's included: what the stream reads next.
+    uncommitted: tuple[Manifest, ...] = ()
     new_files: int = 0
     changed_files: int = 0
     # The files whose content changed since their read, by path (the first SKIPPED_SHOWN in the report).
@@ -323,6 +325,7 @@ def plan_files(
     backlog = [entry for manifest in unread for entry in manifest.entries]
     return Plan(
         written=written,
+        uncommitted=tuple(ledger.uncommitted(written)),
         new_files=len(listing.new),
         changed_files=len(listing.changed),
         changed=tuple(entry.path for entry in listing.changed),

@@ -108,6 +108,12 @@ class Ledger:
         """Manifests no batch has read yet, this run's `written` included."""
         return [m for m in self.manifests if str(m.path) not in self.read_by_spark] + list(written)
 
+    def uncommitted(self, written: tuple[Manifest, ...]) -> list[Manifest]:
+        """Manifests no committed batch has read: those a planned batch reads (its run may have died) and the unread."""
+        committed = self.checkpoint.committed_offset
+        read = {path for path, entry in self.read_by_spark.items() if committed is not None and entry.batch_id <= committed}
+        return [m for m in self.manifests if str(m.path) not in read] + list(written)
+
 
 def newest_delivery(paths: Iterable[str]) -> date | None:
     """The newest delivery folder the ledger names."""

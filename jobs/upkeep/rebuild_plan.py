@@ -10,12 +10,11 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 from datetime import date, timedelta
-from pathlib import Path
 from typing import Any
 
 from jobs import options
 from jobs.lake import EVENTS, Lake
-from jobs.landing.bucket import BucketLanding, s3_client
+from jobs.landing.bucket import BucketLanding
 from jobs.landing.layout import day_folders, delivery_date, log_files_in, relative
 from jobs.ledger.state import known_files, read_files
 from jobs.ledger.store import Entry, late_files, verified_checkpoint
@@ -117,18 +116,13 @@ def plan_rebuild(config: RebuildConfig) -> list[DateRebuild]:
 def refetch(config: RebuildConfig, bucket: BucketLanding, checkpoint: CheckpointSnapshot, horizon_days: int) -> None:
     """An S3 landing: fetch again the files of the dates' delivery days the ledger took, and those the partitions name,
     whose copies in the cache are gone (cleaned, or a lake restored without it)."""
-    lake, cache = config.layout, Path(config.landing)
+    lake = config.layout
     days = {d for day in config.dates for d in options.date_range(day - timedelta(days=1), day + timedelta(days=horizon_days))}
     wanted = {key for key in known_files(checkpoint, lake.manifests, sorted(days)) if delivery_date(key) in days}
     late = late_files(lake.late_files)
     for day in config.dates:
         wanted |= {relative(path) for path in source_files(lake, day) | {local_path(p) for p in late.get(day, ())}}
-    missing = sorted(key for key in wanted if key.startswith("AWSLogs/") and not (cache / key).exists())
-    if missing:
-        fetched = bucket.fetch(s3_client(), [bucket.prefix + key for key in missing])
-        log.info("fetched %d files again from %s (their local copies were gone)", fetched.downloaded, bucket.url)
-        for problem in fetched.problems[:10]:
-            log.warning("s3://%s/%s not fetched: %s", problem.bucket, problem.key, problem.reason)
+    bucket.fetch_missing(wanted, "the rebuilt dates' files: their local copies were gone")
 
 
 def dry_run_summary(plans: list[DateRebuild]) -> dict[str, Any]:

@@ -58,7 +58,7 @@ def publish_task(settings: Settings, lake: Any) -> Any:
         from jobs.publishing import command as publish
         from jobs.reporting.summary import publish_summary
 
-        argv = ["--lake", lake, *settings.catalog_args, "--run-id", get_current_context()["run_id"]]
+        argv = [*settings.lake_args(lake), "--run-id", get_current_context()["run_id"]]
         report = publish.publish_tables(publish.parse_args(argv))
         print("\n".join(publish_summary(asdict(report))))
         if report.status == "failed":

@@ -195,7 +195,7 @@ def plan_run(params: dict[str, Any], settings: Settings, run_id: str, interval_s
     if trigger not in ("availableNow", "once"):
         raise InvalidRunParams(f"param trigger={trigger!r} must be availableNow or once")
     horizon = _dedup_horizon(params)
-    at = ["--lake", lake, *settings.catalog_args]  # every job's lake and its catalog
+    at = settings.lake_args(lake)
     ingest = ["--landing", landing, *at, "--run-id", run_id, "--trigger", trigger, "--dedup-horizon", horizon]
     ingest += ["--settle", settings.settle, "--full-listing-interval", settings.full_listing_interval]
     ingest += ["--clock-skew", f"{int(settings.clock_skew.total_seconds())} seconds", *_replay(params)]
@@ -245,8 +245,7 @@ def plan_compact(params: dict[str, Any], settings: Settings, run_id: str, interv
     """jobs.compact's arguments: the event dates closed at the end of the run's data interval."""
     lake = _lake(params["lake"], settings)
     closed_at = interval_end.astimezone(UTC).date().isoformat()
-    at = ["--lake", lake, *settings.catalog_args]
-    return [*at, "--run-id", run_id, "--closed-at", closed_at, "--lock-wait", str(options.LOCK_WAIT_SECONDS)]
+    return [*settings.lake_args(lake), "--run-id", run_id, "--closed-at", closed_at, "--lock-wait", str(options.LOCK_WAIT_SECONDS)]
 
 
 def plan_derived(params: dict[str, Any], settings: Settings, run_id: str) -> list[str]:
@@ -256,4 +255,4 @@ def plan_derived(params: dict[str, Any], settings: Settings, run_id: str) -> lis
     if (first is None) != (last is None) or (first and last and first > last):
         raise InvalidRunParams(f"from_date {first} and to_date {last} go together, the first not after the second")
     dates = ["--from-date", first.isoformat(), "--to-date", last.isoformat()] if first and last else []
-    return ["--lake", lake, *settings.catalog_args, "--run-id", run_id, *dates, "--lock-wait", str(options.LOCK_WAIT_SECONDS)]
+    return [*settings.lake_args(lake), "--run-id", run_id, *dates, "--lock-wait", str(options.LOCK_WAIT_SECONDS)]

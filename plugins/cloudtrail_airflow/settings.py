@@ -51,10 +51,9 @@ class Settings:
         """The lake at `location` (a run's checked `lake` parameter; by default the configured one), its catalog this one."""
         return Lake.at(location or self.lake, self.catalog)
 
-    @property
-    def catalog_args(self) -> list[str]:
-        """What every job is handed to reach the lake's catalog."""
-        return ["--catalog", self.catalog] if self.catalog else []
+    def lake_args(self, location: str) -> list[str]:
+        """What every job is handed to reach the lake at `location` (a run's checked `lake`) and its catalog."""
+        return ["--lake", location, *(["--catalog", self.catalog] if self.catalog else [])]
 
     @property
     def bucket(self) -> bool:
