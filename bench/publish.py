@@ -61,6 +61,7 @@ def counting(server: Any) -> Counter[str]:
         else:
             listing = environ["REQUEST_METHOD"] == "GET" and "list-type" in environ.get("QUERY_STRING", "")
             calls[f"S3 {'LIST' if listing else environ['REQUEST_METHOD']}"] += 1
+            calls["S3 bytes sent"] += int(environ.get("CONTENT_LENGTH") or 0)
         return inner(environ, start_response)
 
     server._server.app = app

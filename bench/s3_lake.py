@@ -5,7 +5,9 @@
 Per repeat, the two kinds alternating: a fresh lake takes a real-shaped zone (1,000 records a file) in one run of the
 product's command, then one more file in a second run. The seconds of each run, the S3 lake's against the folder
 lake's; what each lake holds (objects and bytes under the prefix, files and bytes in the folder); the peak memory of
-each run's processes; and what this machine kept after an S3 run (its scratch folder). moto's server is Python on
+each run's processes; what this machine kept after an S3 run (its scratch folder); the requests each S3 run made, by
+kind, and the bytes it sent; and the folder lake moved to S3 by `python -m jobs.migrate`: its seconds, requests and
+bytes. moto's server is Python on
 loopback, serving each request in turn: its seconds bound S3's from above, while the counts and bytes carry over.
 Writes bench-work/s3_lake.json.
 """
@@ -28,6 +30,7 @@ from typing import Any
 import boto3
 
 from bench.benchmark import SAMPLES, WORK, measure
+from bench.publish import counting
 from jobs.landing.layout import delivery_path
 from tests.aws import ENVIRONMENT, start_server
 from tools.generate_landing import generate, like, real_records, write_delivery
@@ -79,11 +82,12 @@ def main(argv: list[str] | None = None) -> int:
     server, url = start_server()
     os.environ.update({**ENVIRONMENT, "AWS_ENDPOINT_URL": url, "CLOUDTRAIL_SCRATCH": str(work / "scratch")})
     runs: dict[str, list[dict[str, Any]]] = {"folder": [], "s3": []}
+    calls = counting(server)
     try:
         generate(work / "landing", records=records, days=2, seed=11, records_per_file=1000, duplicate_rate=0.01)
         for repeat in range(repeats):
             for kind in ("folder", "s3"):
-                runs[kind].append(_one_lake(kind, work, repeat))
+                runs[kind].append(_one_lake(kind, work, repeat, calls))
     finally:
         server.stop()
         shutil.rmtree(work, ignore_errors=True)
@@ -97,26 +101,49 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _one_lake(kind: str, work: Path, repeat: int) -> dict[str, Any]:
-    """A fresh lake of `kind` takes the zone, then one more file."""
+def _s3_lake(work: Path, name: str) -> tuple[str, dict[str, str]]:
+    """A fresh bucket's prefix and the environment naming its catalog (SQL, a file of its own)."""
+    bucket = f"lake-{uuid.uuid4().hex[:12]}"
+    boto3.client("s3").create_bucket(Bucket=bucket)
+    catalog = {"TYPE": "sql", "URI": f"sqlite:///{work / f'catalog-{name}.db'}", "WAREHOUSE": f"s3://{bucket}/warehouse"}
+    return f"s3://{bucket}/lake", {f"PYICEBERG_CATALOG__BENCH__{key}": value for key, value in catalog.items()} | {
+        "CLOUDTRAIL_CATALOG": "bench"
+    }
+
+
+def _taken(calls: Any) -> dict[str, int]:
+    """The requests counted since the last call, by kind (and the bytes they sent), then counted anew."""
+    taken = dict(sorted(calls.items()))
+    calls.clear()
+    return taken
+
+
+def _one_lake(kind: str, work: Path, repeat: int, calls: Any) -> dict[str, Any]:
+    """A fresh lake of `kind` takes the zone, then one more file; a folder lake is then migrated to S3."""
     landing = work / f"landing-{kind}-{repeat}"
     shutil.copytree(work / "landing", landing)
-    env: dict[str, str] = {}
-    if kind == "s3":
-        bucket = f"lake-{uuid.uuid4().hex[:12]}"
-        boto3.client("s3").create_bucket(Bucket=bucket)
-        lake = f"s3://{bucket}/lake"
-        catalog = {"TYPE": "sql", "URI": f"sqlite:///{work / f'catalog-{repeat}.db'}", "WAREHOUSE": f"s3://{bucket}/warehouse"}
-        env = {f"PYICEBERG_CATALOG__BENCH__{key}": value for key, value in catalog.items()} | {"CLOUDTRAIL_CATALOG": "bench"}
-    else:
-        lake = str(work / f"lake-{repeat}")
+    lake, env = _s3_lake(work, str(repeat)) if kind == "s3" else (str(work / f"lake-{repeat}"), {})
+    _taken(calls)
     backfill, backfill_mb = ingest(landing, lake, "backfill", env)
+    backfill_calls = _taken(calls)
     one_more_file(landing, repeat)
     one_file, _ = ingest(landing, lake, "one-file", env)
+    one_file_calls = _taken(calls)
     files, size = held(lake)
     scratch = [path for path in (work / "scratch").rglob("*") if path.is_file()] if (work / "scratch").exists() else []
-    return {"backfill_seconds": round(backfill, 1), "one_file_seconds": round(one_file, 1), "peak_mb": round(backfill_mb),
-            "files": files, "bytes": size, "scratch_files_left": len(scratch)}  # fmt: skip
+    result = {"backfill_seconds": round(backfill, 1), "one_file_seconds": round(one_file, 1), "peak_mb": round(backfill_mb),
+              "files": files, "bytes": size, "scratch_files_left": len(scratch)}  # fmt: skip
+    if kind == "s3":
+        return result | {"backfill_requests": backfill_calls, "one_file_requests": one_file_calls}
+    target, env = _s3_lake(work, f"migrated-{repeat}")
+    wall, *_ = measure([sys.executable, "-m", "jobs.migrate", "--lake", lake, "--to", target], env=env)
+    from jobs.lake import Lake
+
+    if not json.loads(Lake.at(lake).migration.read_text()).get("done"):
+        raise SystemExit(f"the migration of {lake} to {target} did not finish")
+    moved_files, moved_size = held(target)
+    return result | {"migration_seconds": round(wall, 1), "migration_requests": _taken(calls), "migrated_objects": moved_files,
+                     "migrated_bytes": moved_size}  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -53,7 +53,7 @@ PACKAGES = (
 )
 # The commands a user or a DAG runs: jobs/<command>.py, each a door into its package.
 COMMANDS = ("cloudtrail_ingest", "replay_quarantine", "validate_events", "rebuild", "repair", "rescale", "compact",
-            "activity", "ocsf", "publish", "investigate")  # fmt: skip
+            "activity", "ocsf", "publish", "investigate", "migrate")  # fmt: skip
 # A command's entry points, the same names in each command's module: reached there, not listed in `__all__`.
 ENTRY_POINTS = ("main", "parse_args", "run")
 

@@ -6,7 +6,7 @@ Every path under the lake root is named here and nowhere else (README, "Under th
     quarantine/reason=R/                             an earlier release's quarantine, until its rows move into the
                                                      Iceberg table (jobs/tables/quarantine_table.py)
     _checkpoints/ingest/ (manifests/, late_files/, retired/, restamped.jsonl, reconciled/, last_success.json)
-    _checkpoints/<job>.json, publish.json, rebuilds/<run>.json, ingest.lock, rescale/
+    _checkpoints/<job>.json, publish.json, rebuilds/<run>.json, ingest.lock, rescale/, migration.json
     _staging/<run>/<table>/, _swept/<table>/<time>/, _replaced/<table>/<tag>/   hidden from every reader
     landing/AWSLogs/...                              an S3 landing's objects, fetched (jobs/landing/bucket.py)
     notifications/{inbox,kept,outside,refused}/      the event-driven DAG's notifications (jobs/landing/sqs.py)
@@ -158,6 +158,11 @@ class Lake:
     @property
     def lock(self) -> LakePath:
         return self.checkpoints / "ingest.lock"
+
+    @property
+    def migration(self) -> LakePath:
+        """A migration's note (jobs/upkeep/migrate.py): in the lake it copies to until done, then in the lake it left."""
+        return self.checkpoints / "migration.json"
 
     @property
     def landing_cache(self) -> Path:

@@ -32,6 +32,10 @@ class LakeUnusableError(Refused):
     """The lake's folder cannot be written: a file, a read-only mount, no permission."""
 
 
+class LakeMovedError(Refused):
+    """The lake migrated to another location, or a migration to it did not finish: no writer starts on it."""
+
+
 class LeaseLostError(Refused):
     """A holder's lease was taken over while it ran: it stalled past the lease, and another writer may have started."""
 
@@ -58,14 +62,17 @@ class LakeLock:
     file, so a writer that gives up says who held the lake.
     """
 
-    def __init__(self, lake: Lake, who: str, wait_seconds: float = 0) -> None:
+    def __init__(self, lake: Lake, who: str, wait_seconds: float = 0, migrating: bool = False) -> None:
         self.lake, self.path = lake, lake.lock
         self.who = who
         self.wait_seconds = wait_seconds
+        self.migrating = migrating  # the migration's own lock: it takes a lake its note names
         self._file: IO[str] | None = None
         self._lease: LeaseLock | None = None
 
     def __enter__(self) -> LakeLock:
+        if not self.migrating and (note := migration(self.lake)) is not None:
+            raise moved_refusal(self.lake, note)
         if not storage.is_folder(self.path):  # a lake in object storage: no kernel is shared, a lease is
             self._lease = LeaseLock(str(self.path), self.who, self.wait_seconds, lease_seconds()).__enter__()
             return self
@@ -100,6 +107,27 @@ class LakeLock:
             fcntl.flock(self._file, fcntl.LOCK_UN)
             self._file.close()
             self._file = None
+
+
+# The migration note's format (jobs/storage.py's `record_body`).
+MIGRATION_FORMAT = 1
+
+
+def migration(lake: Lake) -> dict[str, Any] | None:
+    """The note of a migration from or to `lake` (`from`, `to`, `done`), or None."""
+    try:
+        return storage.read_record(lake.migration, MIGRATION_FORMAT)
+    except FileNotFoundError:
+        return None
+
+
+def moved_refusal(lake: Lake, note: dict[str, Any]) -> LakeMovedError:
+    """Why no writer starts on a lake a migration's note names: it moved, or a migration to it did not finish."""
+    if note["to"] != lake.location:
+        return LakeMovedError(f"this lake moved to {note['to']} (python -m jobs.migrate): point --lake and --catalog "
+                              f"($CLOUDTRAIL_LAKE, $CLOUDTRAIL_CATALOG) there; {lake.root} is kept as it was")  # fmt: skip
+    return LakeMovedError(f"a migration from {note['from']} to this lake did not finish: run python -m jobs.migrate "
+                          f"--lake {note['from']} --to {lake.location} again to finish it")  # fmt: skip
 
 
 # How long a lease lasts unless renewed; its holder renews it every third of that. A holder that dies (a lost machine,

@@ -142,3 +142,4 @@ def test_s3_lake_harness_ingests_a_zone_into_a_folder_lake_and_a_lake_in_s3():
     assert s3["files"] > 0 and s3["bytes"] > 0 and folder["bytes"] > 0, result
     assert s3["scratch_files_left"] == 0, "a folder landing into a lake in S3 leaves nothing on this machine"
     assert result["backfill_seconds_s3_over_folder"] > 0 and result["one_file_seconds_s3_over_folder"] > 0
+    assert s3["one_file_requests"]["S3 PUT"] > 0 and folder["migration_requests"]["S3 PUT"] >= folder["migrated_objects"] > 0, result

@@ -223,6 +223,7 @@ ON_A_LAKE = {
     "validate_events": ["--run-id", "r"], "rebuild": ["--rollback", "tag"],
     "repair": ["--landing", "x"], "rescale": ["--state-partitions", "2"], "compact": [], "activity": [], "ocsf": [],
     "publish": [], "investigate": ["iam_changes", "--from-date", "2024-01-01", "--to-date", "2024-01-01"],
+    "migrate": ["--to", "s3://acme-security/elsewhere"],
 }  # fmt: skip
 
 

@@ -32,6 +32,7 @@ __all__ = [
     "spark_name",
     "staged_by",
     "staged_overwrite",
+    "moved",
     "static_table",
     "use_catalog",
     "with_partition_columns",

@@ -79,7 +79,7 @@ def delete_orphans(table: Any, before: datetime, now: datetime, registered_in: L
     scheme, netloc, rest = PyArrowFileIO.parse_location(table.location())  # a URI, or a plain path (the embedded catalog's)
     filesystem = table.io.fs_by_scheme(scheme, netloc)  # the catalog's own settings (an endpoint, keys)
     keep = {_without_scheme(path) for path in referenced(table)}
-    roots = [(rest, False), *([(str(registered_in), True)] if registered_in is not None else [])]
+    roots = [(rest, False), *([(_without_scheme(str(registered_in)), True)] if registered_in is not None else [])]
     orphans: list[tuple[str, bool]] = []
     for root, data_only in roots:
         for info in filesystem.get_file_info(fs.FileSelector(root, recursive=True, allow_not_found=True)):
@@ -89,7 +89,7 @@ def delete_orphans(table: Any, before: datetime, now: datetime, registered_in: L
                 orphans.append((info.path, data_only))
     for path, data_only in orphans:
         filesystem.delete_file(path)
-        if data_only:  # Hadoop's checksum beside a registered folder's data file, which its listing passed over
+        if data_only and "://" not in table.location():  # Hadoop's checksum beside a local data file, which its listing passed over
             Path(path).with_name(f".{Path(path).name}.crc").unlink(missing_ok=True)
     if orphans:
         log.info("%d files no snapshot references deleted from %s", len(orphans), table.location())

@@ -29,6 +29,7 @@ __all__ = [
     "open_for_ingest",
     "planned_batch_id",
     "read_source_log",
+    "relocate_source_log",
     "record_success",
     "rewrite_compaction",
     "rollback_checkpoint",

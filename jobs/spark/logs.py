@@ -275,7 +275,10 @@ def read_source_log(checkpoint: LakePath, folder: LakePath | None = None) -> Sou
 
 
 def hadoop_uri(path: LakePath) -> str:
-    """A local path as Hadoop writes it into a file log: file:// and the path, quoted as java.net.URI quotes one."""
+    """A path as Hadoop writes it into a file log: a local one as file:// and the path, quoted as java.net.URI quotes
+    one; one in S3 as its URI (the lake's names need no quoting)."""
+    if not storage.is_folder(path):
+        return str(path)
     return "file://" + quote(str(path), safe="/:@!$&'()*+,;=-._~")
 
 

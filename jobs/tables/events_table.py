@@ -45,8 +45,8 @@ class EventsTable(RecordTable):
 
     table, schema, partition, branch, order = EVENTS, EVENTS_SCHEMA, EVENT_DATE, INGEST, layout.SORT_COLUMNS
 
-    def __init__(self, spark: SparkSession, lake: Lake) -> None:
-        super().__init__(spark, lake)
+    def __init__(self, spark: SparkSession, lake: Lake, moving_from: Lake | None = None) -> None:
+        super().__init__(spark, lake, moving_from)
         self.open()
         if sink_log(lake.events).is_dir() and not self.table_has_branch():
             self._moved_in()

@@ -50,8 +50,8 @@ class QuarantineTable(RecordTable):
 
     table, schema, partition = QUARANTINE, QUARANTINE_SCHEMA, REASON
 
-    def __init__(self, spark: SparkSession, lake: Lake) -> None:
-        super().__init__(spark, lake)
+    def __init__(self, spark: SparkSession, lake: Lake, moving_from: Lake | None = None) -> None:
+        super().__init__(spark, lake, moving_from)
         self.open()
         if lake.quarantine.is_dir():
             self._moved_in()

@@ -22,7 +22,7 @@ from pyspark.sql.types import StructType
 
 from jobs import cli, storage
 from jobs.iceberg.catalog import NAMESPACE, OWNER, TABLE_PROPERTIES, owned_by_another
-from jobs.iceberg.embedded import Registered, registered, static_table
+from jobs.iceberg.embedded import moved, registered, static_table
 from jobs.iceberg.spark_tables import calling, use_catalog
 from jobs.lake import Lake, partition_value
 from jobs.spark.logs import local_path
@@ -55,8 +55,9 @@ class RecordTable:
     branch: str | None = None  # where its commits go (None: main)
     order: tuple[str, ...] = ()  # the columns its writers sort a partition's rows by (its declared sort order)
 
-    def __init__(self, spark: SparkSession, lake: Lake) -> None:
+    def __init__(self, spark: SparkSession, lake: Lake, moving_from: Lake | None = None) -> None:
         self.spark, self.lake = spark, lake
+        self.moving_from = moving_from  # a lake migrating here (jobs/upkeep/migrate.py): its table is registered here
         catalog = use_catalog(spark, lake, lake.catalog)
         self.name = f"{catalog}.{NAMESPACE}.{self.table}"
         self.location = record_location(lake, self.table)
@@ -69,9 +70,12 @@ class RecordTable:
     def open(self) -> None:
         """The table, created, or claimed; registered anew where the lake is when its metadata names an old path."""
         registering = self.iceberg.catalog.TableIdentifier.parse(f"{NAMESPACE}.{self.table}{REGISTERING}")
-        entry = registered(self.lake, self.table)
-        if entry is not None and entry.moved_from is not None:
-            self._registered_here(entry, registering)
+        source = self.moving_from
+        if source is not None and self._owner() != self.lake.location:
+            if (entry := registered(source, self.table)) is not None:
+                self._registered_here(static_table(source, entry), str(source.root), registering)
+        elif (entry := registered(self.lake, self.table)) is not None and entry.moved_from is not None:
+            self._registered_here(static_table(self.lake, entry), entry.moved_from, registering)
         with calling(self.name, "opening the table"):
             if not self.catalog.tableExists(self.identifier) and self.catalog.tableExists(registering):
                 self.catalog.renameTable(registering, self.identifier)  # a registration's last step
@@ -80,12 +84,22 @@ class RecordTable:
             else:
                 self._claim()
 
-    def _registered_here(self, entry: Registered, registering: Any) -> None:
-        """A table whose metadata names the lake's old path (the lake moved, or is a copy): registered anew at the lake's
-        path under a name of its own, each branch's files in place and its ingest batch kept, then put in the old
-        entry's place. A run that dies before that finds the old entry and starts over; one that dies in between finds
-        the new table alone and gives it its name (`open`)."""
-        old = static_table(self.lake, entry)
+    def _owner(self) -> str | None:
+        """The lake the catalog's table is owned by (None: no such table); refused when it is neither this lake nor the
+        one migrating here (whose publish put a copy of it in this catalog)."""
+        if not self.catalog.tableExists(self.identifier):
+            return None
+        owner = self.java().properties().get(OWNER)
+        if owner is not None and owner not in (self.lake.location, self.moving_from and self.moving_from.location):
+            raise owned_by_another(self.name, str(owner), self.lake)
+        return None if owner is None else str(owner)
+
+    def _registered_here(self, old: Any, old_root: str, registering: Any) -> None:
+        """A table whose metadata names the lake's old path (the lake moved, is a copy, or migrated here from
+        `old_root`), `old` as that metadata holds it: registered anew at the lake's path under a name of its own, each
+        branch's files in place and its ingest batch kept, then put in the old entry's place. A run that dies before
+        that finds the old entry and starts over; one that dies in between finds the new table alone and gives it its
+        name (`open`)."""
         ours = self.branch or "main"
         with calling(self.name, "registering the moved table"):
             if self.catalog.tableExists(registering):
@@ -94,13 +108,13 @@ class RecordTable:
             for branch in sorted({"main", ours}, key=lambda name: name == "main"):  # the branch first: it starts from main
                 head = old.metadata.snapshot_by_name(branch)
                 scan = old.scan(snapshot_id=head.snapshot_id).plan_files() if head else []
-                files = [entry.mapped(task.file.file_path, self.lake) for task in scan]
+                files = [moved(task.file.file_path, old_root, str(self.lake.root)) for task in scan]
                 batch = old.properties.get(INGEST_BATCH) if branch == ours else None
                 table = self.catalog.loadTable(registering)
-                self.commit(table, files, [], {MOVED_FROM: entry.moved_from or ""}, batch, branch)
+                self.commit(table, files, [], {MOVED_FROM: old_root}, batch, branch)
             self.catalog.dropTable(self.identifier, False)  # only its entry: its files are the new table's
             self.catalog.renameTable(registering, self.identifier)
-        log.warning("the lake moved from %s: its %s table is registered again at %s", entry.moved_from, self.table, self.location)
+        log.warning("the lake moved from %s: its %s table is registered again at %s", old_root, self.table, self.location)
 
     def create(self, identifier: Any) -> None:
         """The table, in one commit: its schema, partitioned by its column, at the lake's location, owned by the lake."""
