@@ -152,3 +152,24 @@ def test_a_lakes_lease_is_two_minutes_unless_cloudtrail_lease_sets_another_and_n
     for text, why in (("2 seconds", "a lease shorter than 5 s could lapse under its holder"), ("soon", "is not a duration")):
         with pytest.raises(LakeUnusableError, match=why):
             lease_seconds({"CLOUDTRAIL_LEASE": text})
+
+
+@pytest.mark.unit
+def test_no_writer_starts_on_a_lake_that_moved_or_on_one_a_migration_has_not_finished(tmp_path):
+    """jobs.migrate's note: in the folder it left, every writer refused naming where the lake went; in the lake it
+    copies to, every writer refused until the migration is run again; the migration's own lock takes both."""
+    from jobs.lake import Lake
+    from jobs.lock import MIGRATION_FORMAT, LakeLock, LakeMovedError
+    from jobs.storage import write_record
+
+    old, new = Lake(tmp_path / "old"), Lake(tmp_path / "new")
+    note = {"from": old.location, "to": new.location}
+    write_record(old.migration, MIGRATION_FORMAT, note | {"done": True})
+    write_record(new.migration, MIGRATION_FORMAT, note | {"done": False})
+    with pytest.raises(LakeMovedError, match=f"this lake moved to {new.location}"):
+        LakeLock(old, "an ingest run").__enter__()
+    with pytest.raises(LakeMovedError, match=f"a migration from {old.location} to this lake did not finish: run python -m jobs.migrate"):
+        LakeLock(new, "a rebuild").__enter__()
+    for lake in (old, new):
+        with LakeLock(lake, "a migration", migrating=True):
+            assert lake.lock.read_text().startswith("a migration")
