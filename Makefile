@@ -32,7 +32,7 @@ STACK_HOME ?= $(CURDIR)/.stack
 STACK_ENV ?= $(CURDIR)/.env
 PG_BIN := /usr/lib/postgresql/15/bin
 
-.PHONY: help setup debian-deps browser-deps demo run status test test-harness test-fast test-stack stack-up stack-status stack-down lint bench bench-history bench-s3 bench-investigations bench-publish bench-s3-lake bench-cost bench-ui bench-stack chaos chaos-s3 test-s3-burst fuzz fuzz-queue torture metadata-growth test-next-pyspark bench-next-pyspark clean
+.PHONY: help setup debian-deps browser-deps demo run status test test-harness test-fast test-stack stack-up stack-status stack-down lint bench bench-history bench-s3 bench-investigations bench-publish bench-s3-lake bench-cost bench-ui bench-stack chaos chaos-s3 test-s3-burst fuzz fuzz-queue torture torture-s3 metadata-growth test-next-pyspark bench-next-pyspark clean
 
 help:
 	@echo "make setup           - create .venv with the pinned dependencies, runtime and dev (needs Java 17+)"
@@ -55,6 +55,7 @@ help:
 	@echo "make fuzz            - the property-based test with \$$FUZZ_EXAMPLES (300) generated landing zones"
 	@echo "make fuzz-queue      - \$$QUEUE_EXAMPLES (50) random sequences of \$$QUEUE_STEPS (12) queue steps on moto: deliveries, hostile keys, re-sent notifications, expiries, runs dying mid-fetch or mid-delete"
 	@echo "make torture         - \$$TORTURE_EXAMPLES (200) random operator sequences of up to \$$TORTURE_STEPS (12) steps, the table against the oracle after each"
+	@echo "make torture-s3      - the same on lakes in S3 (moto's), \$$TORTURE_EXAMPLES (50) sequences, each with its own catalog"
 	@echo "make bench           - the product against plain Spark and DuckDB (writes BENCHMARKS.md), then bench-history"
 	@echo "make bench-history   - one run's cost against a year of history under 2, 20 and 100 accounts x 17 regions"
 	@echo "make bench-s3        - an S3 landing on moto's server: one run's cost at 2, 100 and 1,000 accounts x 17 regions, the reconciliation's, the fetch against boto3's transfer manager"
@@ -202,7 +203,11 @@ fuzz-queue: setup
 # A new seed each run; a failure prints the sequence and the blob that replays it.
 torture: setup build/jobs.zip
 	TORTURE_SEED=random TORTURE_EXAMPLES=$${TORTURE_EXAMPLES:-200} TORTURE_STEPS=$${TORTURE_STEPS:-12} \
-		$(PY) -m pytest -q -s tests/test_operator_sequences.py -k generated
+		$(PY) -m pytest -q -s tests/test_operator_sequences.py -k "generated and not s3"
+
+torture-s3: setup build/jobs.zip
+	TORTURE_SEED=random TORTURE_EXAMPLES=$${TORTURE_EXAMPLES:-50} TORTURE_STEPS=$${TORTURE_STEPS:-12} \
+		$(PY) -m pytest -q -s tests/test_operator_sequences.py -k "generated and s3"
 
 bench: setup build/jobs.zip
 	$(PY) -m bench.benchmark

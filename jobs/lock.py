@@ -117,7 +117,7 @@ def migration(lake: Lake) -> dict[str, Any] | None:
     """The note of a migration from or to `lake` (`from`, `to`, `done`), or None."""
     try:
         return storage.read_record(lake.migration, MIGRATION_FORMAT)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # no note; a lake that is a file is refused by the lock itself
         return None
 
 

@@ -138,6 +138,19 @@ def listed(where: LakePath, pattern: str) -> list[LakePath]:
     return sorted(where.glob(pattern), key=lambda path: path.parts) if where.is_dir() else []
 
 
+def files_in(folder: LakePath) -> list[LakePath]:
+    """The files in `folder` (none where there is no folder). In S3, one listing, without the marker object Hadoop
+    writes for an empty folder (`<folder>/`), which s3fs lists as a file of the folder's own name in it."""
+    if is_folder(folder):
+        return [path for path in folder.iterdir() if path.is_file()] if folder.is_dir() else []
+    own = folder.path.rstrip("/")
+    try:
+        found = folder.fs.ls(own, detail=True)
+    except FileNotFoundError:
+        return []
+    return [folder / entry["name"].rsplit("/", 1)[-1] for entry in found if entry["type"] == "file" and entry["name"].rstrip("/") != own]
+
+
 def write_whole(path: Written, text: str, mtime_ns: int | None = None) -> Written:
     """`text` as the file at `path`, written whole: a reader finds the old version or the new one, never half of one.
 

@@ -273,3 +273,18 @@ def burst_lags(stack: Stack, trail: Trail, make: Any, timeout: float = 600) -> l
     lags = queryable_lags(stack, delivered, timeout)
     assert api.finished(queued) == "success"
     return lags
+
+
+def reach_from(spark: Any) -> None:
+    """The suite's one JVM, which started before moto's server did, made to reach it as a job's own session would:
+    its Hadoop settings for S3 (jobs/object_store.py) and the keys and region as the AWS SDK's system properties (the
+    first its credential chain asks; the JVM's environment is the one it started with)."""
+    from jobs import object_store
+
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    for key, value in object_store.spark_conf().items():
+        hadoop.set(key.removeprefix("spark.hadoop."), value)
+    system = spark.sparkContext._jvm.java.lang.System
+    names = {"aws.accessKeyId": "AWS_ACCESS_KEY_ID", "aws.secretAccessKey": "AWS_SECRET_ACCESS_KEY", "aws.region": "AWS_DEFAULT_REGION"}
+    for key, name in names.items():
+        system.setProperty(key, os.environ[name])

@@ -181,12 +181,13 @@ def events_of(n: int, start: datetime, prefix: str) -> list[dict[str, Any]]:
     return [event(f"{prefix}-{i}", start + timedelta(minutes=i)) for i in range(n)]
 
 
-def table_rows(spark, lake: Path) -> list[tuple[str, str]]:
+def table_rows(spark, lake: Path | str, catalog: str | None = None) -> list[tuple[str, str]]:
     """(eventID, event_date) of every row the events table of record holds (its `ingest` branch), read by Spark through
-    the lake's Iceberg catalog."""
+    the lake's Iceberg catalog (`catalog`, a lake in S3's)."""
     from jobs.tables.events import event_dates, events_of_dates
 
-    rows = events_of_dates(spark, Lake.at(lake), event_dates(Lake.at(lake)))
+    layout = Lake.at(lake, catalog)
+    rows = events_of_dates(spark, layout, event_dates(layout))
     if rows is None:
         return []
     return sorted((r.eventID, str(r.event_date)) for r in rows.select("eventID", "event_date").collect())
@@ -209,6 +210,8 @@ def catalog_rows(lake: str, catalog: str, branch: str = "ingest") -> list[tuple[
 
     table = open_catalog(Lake.at(lake, catalog), catalog).load_table("cloudtrail.events")
     head = table.metadata.snapshot_by_name(branch)
+    if head is None:  # nothing committed on it yet
+        return []
     rows = table.scan(snapshot_id=head.snapshot_id, selected_fields=("eventID", "event_date")).to_arrow().to_pylist()
     return sorted((row["eventID"], str(row["event_date"])) for row in rows)
 

@@ -25,7 +25,7 @@ from tests.helpers import (
     succeeded,
 )
 from tests.test_previous_release import PREVIOUS, expected
-from tests.test_s3_lake import keys, s3_lake  # noqa: F401 - the fixture
+from tests.test_s3_lake import keys
 
 pytestmark = pytest.mark.integration
 
@@ -37,7 +37,7 @@ def rows(*groups: tuple[str, int, int]) -> list[tuple[str, str]]:
 
 
 @pytest.mark.harness
-def test_a_folder_lake_migrated_to_s3_goes_on_there_exactly_and_the_folder_refuses_writers(s3_lake, landing, tmp_path):  # noqa: F811
+def test_a_folder_lake_migrated_to_s3_goes_on_there_exactly_and_the_folder_refuses_writers(s3_lake, landing, tmp_path):
     folder = tmp_path / "lake"
     run = ("jobs.cloudtrail_ingest", "--landing", landing, "--settle", "0 seconds")
     deliver(landing, events_of(20, DAY, "a"), DAY + timedelta(hours=1))
@@ -83,7 +83,7 @@ def test_a_folder_lake_migrated_to_s3_goes_on_there_exactly_and_the_folder_refus
     assert (report["files_read"], report["duplicates_dropped"]) == (1, 5), report
 
 
-def test_a_migration_is_refused_in_one_line_to_a_location_that_holds_files_or_from_a_lake_not_ready(s3_lake, landing, tmp_path):  # noqa: F811
+def test_a_migration_is_refused_in_one_line_to_a_location_that_holds_files_or_from_a_lake_not_ready(s3_lake, landing, tmp_path):
     folder = tmp_path / "lake"
     deliver(landing, events_of(3, DAY, "a"), DAY + timedelta(hours=1))
     succeeded(command("jobs.cloudtrail_ingest", "--landing", landing, "--lake", folder, "--settle", "0 seconds"))
@@ -97,7 +97,7 @@ def test_a_migration_is_refused_in_one_line_to_a_location_that_holds_files_or_fr
 
 
 @pytest.mark.harness
-def test_the_previous_release_lake_migrated_to_s3_runs_every_command_there_exactly(spark, s3_lake, tmp_path):  # noqa: F811
+def test_the_previous_release_lake_migrated_to_s3_runs_every_command_there_exactly(spark, s3_lake, tmp_path):
     """tests/fixtures' lake of the previous release: its folders converted by this release's commands (the migration
     refuses them before), moved to S3, then every other command on it there; each event once, its quarantine kept."""
     with tarfile.open(PREVIOUS) as tar:

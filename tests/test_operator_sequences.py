@@ -7,7 +7,9 @@ with exit 2 and one line and the documented mend brought it back; the Iceberg ta
 one never delivered, and right after a publish it equals the oracle.
 
 `make test` runs two scripted sequences that take every rule, and $TORTURE_EXAMPLES (3) generated ones of the
-seed $TORTURE_SEED; `make torture` runs many generated ones of a new seed each time.
+seed $TORTURE_SEED; `make torture` runs many generated ones of a new seed each time. The same machine runs on lakes
+in S3 (moto's, each sequence's tables in a catalog of its own) in the harness, and in `make torture-s3`: the rules
+that copy the lake's files (a copy, a backup and its restores) are a folder's; every other rule runs there.
 """
 
 from __future__ import annotations
@@ -23,10 +25,12 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pyiceberg.catalog
 import pytest
 from hypothesis import HealthCheck, seed, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
+from pyiceberg.utils.config import Config
 
 from jobs.iceberg.catalog import open_catalog
 from jobs.ingest.command import main as ingest_main
@@ -35,7 +39,8 @@ from jobs.publishing import command as publish
 from jobs.quality import validate_events
 from jobs.spark.session import stop_state_stores
 from jobs.upkeep import compact, rebuild, repair, rescale
-from tests.helpers import DAY, deliver, duckdb_rows, event, table_rows
+from tests.aws import reach_from
+from tests.helpers import DAY, catalog_rows, deliver, duckdb_rows, event, table_rows
 
 EXAMPLES = int(os.environ.get("TORTURE_EXAMPLES", "3"))
 STEPS = int(os.environ.get("TORTURE_STEPS", "12"))
@@ -48,13 +53,23 @@ class OperatorSequences(RuleBasedStateMachine):
 
     spark: Any = None
     root: Path = Path()
+    bucket: str | None = None  # a lake in S3 (moto's) under this bucket, each sequence's tables in a catalog of its own
 
     def __init__(self) -> None:
         super().__init__()
-        folder = self.root / f"seq-{time.monotonic_ns()}"
+        name = f"seq-{time.monotonic_ns()}"
+        folder = self.root / name
         self.landing, self.lake = folder / "landing", folder / "lake"
         (self.landing / "AWSLogs").mkdir(parents=True)
-        self.lake.mkdir()  # as an operator makes it (make run): only the ingest makes a lake, the other commands need one
+        self.catalog: str | None = None
+        if self.bucket:
+            self.lake, self.catalog = f"s3://{self.bucket}/{name}/lake", name.replace("-", "")  # pyiceberg reads "_" in a name as "-"
+            sql = {"TYPE": "sql", "URI": f"sqlite:///{folder / 'catalog.db'}", "WAREHOUSE": f"s3://{self.bucket}/{name}/warehouse"}
+            os.environ.update({f"PYICEBERG_CATALOG__{self.catalog.upper()}__{key}": value for key, value in sql.items()})
+            pyiceberg.catalog._ENV_CONFIG = Config()  # pyiceberg reads its settings once a process
+        else:
+            self.lake.mkdir()  # as an operator makes it (make run): only the ingest makes a lake, the other commands need one
+        self.made = not self.bucket  # a prefix is a lake once something is written under it
         self.clock = DAY + timedelta(hours=1)  # arrival time of the next delivery
         self.delivered: dict[str, str] = {}  # eventID -> event date, of every event delivered
         self.files: list[tuple[datetime, list[dict[str, Any]]]] = []  # each delivery: arrival, records
@@ -108,16 +123,23 @@ class OperatorSequences(RuleBasedStateMachine):
     # What operators run.
 
     def _ingest(self) -> int:
-        argv = ["--landing", str(self.landing), "--lake", str(self.lake), "--settle", "0 seconds", "--max-files-per-trigger", "3"]
+        argv = ["--landing", str(self.landing), *self._lake_args(), "--settle", "0 seconds", "--max-files-per-trigger", "3"]
         try:
             return ingest_main(argv)
         finally:
             stop_state_stores(self.spark)  # as the run's process would
 
+    def _lake_args(self) -> list[str]:
+        return ["--lake", str(self.lake), *(["--catalog", self.catalog] if self.catalog else [])]
+
+    @property
+    def layout(self) -> Lake:
+        return Lake.at(self.lake, self.catalog)
+
     def _ingested(self) -> None:
         assert self._ingest() == 0, self.log
         self.expected = sorted(self.delivered.items())
-        self.clean = self.ingested = True
+        self.clean = self.ingested = self.made = True
 
     @rule()
     def ingest(self) -> None:
@@ -128,7 +150,7 @@ class OperatorSequences(RuleBasedStateMachine):
     def ingest_killed(self, after: float) -> None:
         """A run killed with SIGKILL at a random moment (its own process); the next run takes up from there."""
         self.log.append(f"ingest_killed({after:.1f})")
-        command = [sys.executable, "-m", "jobs.cloudtrail_ingest", "--landing", str(self.landing), "--lake", str(self.lake)]
+        command = [sys.executable, "-m", "jobs.cloudtrail_ingest", "--landing", str(self.landing), *self._lake_args()]
         job = subprocess.Popen(
             [*command, "--settle", "0 seconds", "--max-files-per-trigger", "1"],
             start_new_session=True,
@@ -142,13 +164,13 @@ class OperatorSequences(RuleBasedStateMachine):
             job.wait()
         else:
             assert job.returncode == 0, self.log
-        self.clean = False
+        self.clean, self.made = False, self.made or self.layout.checkpoint.exists()
 
-    @precondition(lambda self: self.clean)
+    @precondition(lambda self: self.clean and self.made)
     @rule()
     def compact(self) -> None:
         self.log.append("compact")
-        assert compact.main(["--lake", str(self.lake), "--closed-at", "2024-06-01"]) == 0, self.log
+        assert compact.main([*self._lake_args(), "--closed-at", "2024-06-01"]) == 0, self.log
 
     @precondition(lambda self: self.clean and bool(self.expected))
     @rule(first=st.integers(0, 1000), span=st.integers(0, 2))
@@ -157,21 +179,24 @@ class OperatorSequences(RuleBasedStateMachine):
         start = datetime.fromisoformat(dates[first % len(dates)]).date()
         self.log.append(f"rebuild({start}, {span})")
         days = tuple(start + timedelta(days=n) for n in range(span + 1))
-        config = rebuild.RebuildConfig(str(self.landing), str(self.lake), days, f"rebuild-{self.serial}-{time.monotonic_ns()}")
+        run_id = f"rebuild-{self.serial}-{time.monotonic_ns()}"
+        config = rebuild.RebuildConfig(str(self.landing), str(self.lake), days, run_id, catalog=self.catalog)
         assert rebuild.run(config, lambda: self.spark).status == "succeeded", self.log
 
-    @precondition(lambda self: self.clean)
+    @precondition(lambda self: self.clean and self.made)
     @rule()
     def repair(self) -> None:
         self.log.append("repair")
-        assert repair.main(["--lake", str(self.lake), "--landing", str(self.landing)]) == 0, self.log
+        assert repair.main([*self._lake_args(), "--landing", str(self.landing)]) == 0, self.log
 
     @precondition(lambda self: self.clean and bool(self.expected))
     @rule(partitions=st.integers(1, 5))
     def rescale(self, partitions: int) -> None:
         self.log.append(f"rescale({partitions})")
-        assert rescale.main(["--lake", str(self.lake), "--state-partitions", str(partitions)]) == 0, self.log
+        assert rescale.main([*self._lake_args(), "--state-partitions", str(partitions)]) == 0, self.log
 
+    # A folder's copies: a lake in S3 keeps its tables in a catalog, which a copy of its prefix does not take along.
+    @precondition(lambda self: not self.bucket)
     @rule()
     def copy_lake(self) -> None:
         """The lake copied to another disk, and used there from now on."""
@@ -180,7 +205,7 @@ class OperatorSequences(RuleBasedStateMachine):
         shutil.copytree(self.lake, copy, symlinks=True) if self.lake.exists() else None
         self.lake = copy
 
-    @precondition(lambda self: self.clean and self.ingested)
+    @precondition(lambda self: self.clean and self.ingested and not self.bucket)
     @rule()
     def back_up(self) -> None:
         self.log.append("back_up")
@@ -226,14 +251,14 @@ class OperatorSequences(RuleBasedStateMachine):
     # What readers elsewhere see: the Iceberg tables (jobs/publishing/command.py).
 
     def _publish(self) -> int:
-        return publish.main(["--lake", str(self.lake), "--orphan-grace", "0 seconds"])
+        return publish.main([*self._lake_args(), "--orphan-grace", "0 seconds"])
 
     @precondition(lambda self: self.clean and self.ingested)
     @rule()
     def publish(self) -> None:
         """The gate on every date the lake holds, then a publish: the Iceberg table equals the oracle."""
         self.log.append("publish")
-        layout = Lake(self.lake)
+        layout = self.layout
         days = tuple(sorted({datetime.fromisoformat(day).date() for _, day in self.expected}))
         if days:
             self.spark.catalog.clearCache()  # the gate caches what it reads: one application per gate in production
@@ -247,7 +272,7 @@ class OperatorSequences(RuleBasedStateMachine):
     def publish_killed(self, after: float) -> None:
         """A publish killed with SIGKILL at a random moment (its own process): the next one completes it."""
         self.log.append(f"publish_killed({after:.1f})")
-        job = subprocess.Popen([sys.executable, "-m", "jobs.publish", "--lake", str(self.lake)], start_new_session=True,
+        job = subprocess.Popen([sys.executable, "-m", "jobs.publish", *self._lake_args()], start_new_session=True,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
         try:
             job.wait(timeout=after)
@@ -256,7 +281,7 @@ class OperatorSequences(RuleBasedStateMachine):
             job.wait()
 
     def published(self) -> list[tuple[str, str]]:
-        catalog = open_catalog(Lake(self.lake), None)
+        catalog = open_catalog(self.layout, self.catalog)
         if not catalog.table_exists("cloudtrail.events"):
             return []
         rows = catalog.load_table("cloudtrail.events").scan(selected_fields=("eventID", "event_date")).to_arrow().to_pylist()
@@ -265,7 +290,7 @@ class OperatorSequences(RuleBasedStateMachine):
     @invariant()
     def the_published_table_holds_each_event_once(self) -> None:
         """Whatever ran or died, readers of the Iceberg table never see an event twice or one never delivered."""
-        if Lake(self.lake).iceberg_catalog.exists():
+        if self.bucket or self.layout.iceberg_catalog.exists():
             seen = self.published()
             assert len({event_id for event_id, _ in seen}) == len(seen) and set(seen) <= set(self.delivered.items()), self.log
 
@@ -273,9 +298,12 @@ class OperatorSequences(RuleBasedStateMachine):
     def the_table_equals_the_oracle(self) -> None:
         if not self.clean:
             return
-        assert duckdb_rows(self.lake) == self.expected, self.log
+        if self.bucket:  # read through its catalog by pyiceberg, and by Spark
+            assert (catalog_rows(str(self.lake), self.catalog) if self.ingested else []) == self.expected, self.log
+        else:
+            assert duckdb_rows(self.lake) == self.expected, self.log
         if self.expected:
-            assert table_rows(self.spark, self.lake) == self.expected, self.log
+            assert table_rows(self.spark, self.lake, self.catalog) == self.expected, self.log
 
 
 def test_generated_operator_sequences_keep_the_table_equal_to_the_oracle(spark, tmp_path, caplog):
@@ -333,3 +361,40 @@ def test_a_scripted_sequence_keeps_the_table_equal_to_the_oracle(spark, tmp_path
     assert len(machine.expected) == len(machine.delivered) > 0
     if script == "backups and restores":
         assert machine.mends == ["repair", "repair"], "each restore was refused, then mended by jobs.repair"
+
+
+# The rules a lake in S3 skips: a copy of its prefix leaves its tables in the catalog, which names the old prefix.
+FOLDER_ONLY = {"copy_lake", "back_up", "restore_checkpoint", "restore_tables"}
+
+
+def in_s3(spark, s3_lake: str, tmp_path: Path) -> type[OperatorSequences]:
+    """The machine on lakes in S3 (moto's): each sequence's lake under the bucket, its tables in a catalog of its own."""
+    reach_from(spark)
+    bucket = s3_lake.removeprefix("s3://").split("/")[0]
+    return type("InS3", (OperatorSequences,), {"spark": spark, "root": tmp_path, "bucket": bucket})
+
+
+@pytest.mark.harness
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_a_scripted_sequence_on_a_lake_in_s3_keeps_the_table_equal_to_the_oracle(spark, s3_lake, tmp_path, caplog, script):
+    caplog.set_level(logging.CRITICAL)
+    machine = in_s3(spark, s3_lake, tmp_path)()
+    for name, arguments in SCRIPTS[script]:
+        if name not in FOLDER_ONLY:
+            getattr(machine, name)(**arguments)
+            machine.the_table_equals_the_oracle()
+            machine.the_published_table_holds_each_event_once()
+    machine.ingest()
+    machine.the_table_equals_the_oracle()
+    assert len(machine.expected) == len(machine.delivered) > 0 and machine.published(), "published, and every event in"
+
+
+@pytest.mark.harness
+def test_generated_operator_sequences_on_a_lake_in_s3_keep_the_table_equal_to_the_oracle(spark, s3_lake, tmp_path, caplog):
+    caplog.set_level(logging.CRITICAL)
+    machine = in_s3(spark, s3_lake, tmp_path)
+    run_state_machine_as_test(
+        machine if SEED == "random" else seed(int(SEED))(machine),
+        settings=settings(max_examples=EXAMPLES, stateful_step_count=STEPS, deadline=None, database=None,
+                          suppress_health_check=list(HealthCheck), print_blob=True),
+    )  # fmt: skip

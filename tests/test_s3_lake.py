@@ -23,28 +23,13 @@ from jobs.iceberg.catalog import open_catalog
 from jobs.lake import Lake
 from jobs.reporting import tally
 from jobs.status import lake_status
+from tests.aws import reach_from
 from tests.conftest import own_airflow_home
-from tests.helpers import catalog_rows, command, deliver, events_of, put_raw, refusal, succeeded, with_nan
+from tests.helpers import catalog_rows, command, deliver, events_of, put_raw, refusal, run_command, succeeded, with_nan
 
 pytestmark = pytest.mark.integration
 
 DAY = datetime(2024, 3, 1, tzinfo=UTC)
-
-
-@pytest.fixture
-def s3_lake(aws, tmp_path, monkeypatch) -> str:
-    """A bucket for the lake and a SQL catalog for its tables (a catalog service: its file is not the lake's)."""
-    import pyiceberg.catalog
-    from pyiceberg.utils.config import Config
-
-    bucket = f"lake-{uuid.uuid4().hex[:12]}"
-    boto3.client("s3").create_bucket(Bucket=bucket)
-    settings = {"TYPE": "sql", "URI": f"sqlite:///{tmp_path / 'catalog.db'}", "WAREHOUSE": f"s3://{bucket}/warehouse"}
-    for key, value in settings.items():
-        monkeypatch.setenv(f"PYICEBERG_CATALOG__RECORDS__{key}", value)
-    monkeypatch.setattr(pyiceberg.catalog, "_ENV_CONFIG", Config())  # pyiceberg reads its settings once a process
-    monkeypatch.setenv("CLOUDTRAIL_SCRATCH", str(tmp_path / "scratch"))
-    return f"s3://{bucket}/lakes/acme"
 
 
 def keys(url: str) -> list[str]:
@@ -113,6 +98,18 @@ def airflow_dags_test(env: dict[str, str], *args: str) -> None:
     """`airflow dags test DAG [DATE]` in its own process, as `make run` runs it; a failed run's task logs shown."""
     ran = subprocess.run([sys.executable, "-m", "airflow", "dags", "test", *args], capture_output=True, text=True, timeout=900, env=env)
     assert ran.returncode == 0, ran.stdout[-4000:] + ran.stderr[-4000:]
+
+
+def test_a_first_run_into_a_new_lake_in_s3_with_nothing_delivered_yet_succeeds(spark, s3_lake, landing):
+    """No manifest yet, so no folder under the prefix for the stream to read (S3 has none until an object is there):
+    the run failed ("Option 'basePath' not found"), as a schedule's first run before CloudTrail's first delivery would."""
+    reach_from(spark)
+    (landing / "AWSLogs").mkdir(parents=True)
+    run = ["--landing", str(landing), "--lake", s3_lake, "--catalog", "records", "--settle", "0 seconds"]
+    assert run_command(spark, "cloudtrail_ingest", run) == 0
+    deliver(landing, events_of(4, DAY, "a"), DAY + timedelta(hours=1))
+    assert run_command(spark, "cloudtrail_ingest", run) == 0
+    assert events_in(s3_lake) == [(f"a-{i}", "2024-03-01") for i in range(4)]
 
 
 @pytest.mark.harness  # three DAG runs of real processes (about 3 minutes): `make test-harness`; their arguments: test_dag

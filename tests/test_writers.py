@@ -18,7 +18,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from tests.helpers import DAY, deliver, events_of, put_raw, run_every_command
+from tests.helpers import DAY, deliver, duckdb_rows, events_of, put_raw, run_every_command
 
 ROOT = Path(__file__).resolve().parents[1]
 JOBS = ROOT / "jobs"
@@ -90,9 +90,11 @@ def test_every_file_of_a_lake_has_one_writer(spark, landing, lake, tmp_path):
             ("publish", *lake_args),
             ("investigate", "iam_changes", "--from-date", "2024-03-01", "--to-date", "2024-03-03", *lake_args),
             ("cloudtrail_ingest", *landing_args, *lake_args, "--run-id", "second", "--settle", "0 seconds"),
+            ("migrate", *lake_args, "--to", str(tmp_path / "moved")),  # last: the lake refuses writers after it
         ])  # fmt: skip
     finally:
         watching.clear()
+    assert duckdb_rows(tmp_path / "moved") == duckdb_rows(lake), "the lake moved to another folder whole"
 
     places: dict[str, set[str]] = defaultdict(set)  # a file's place (`pattern`) -> its files' writers
     wrong = {}

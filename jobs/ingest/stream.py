@@ -26,7 +26,7 @@ from jobs.records.dedup import deduplicate
 from jobs.records.rows import mark_late
 from jobs.records.transforms import read_records
 from jobs.reporting.report import RunReport, apply_progress, log_batch
-from jobs.spark.checkpoint import checkpoint_location
+from jobs.spark.checkpoint import checkpoint_location, make_folder
 from jobs.spark.session import STREAM_CONF, spark_session
 from jobs.tables.tables_of_record import RecordTables
 
@@ -42,6 +42,8 @@ def build_session(config: IngestConfig, conf: dict[str, str] | None = None, dump
 def extract(spark: SparkSession, config: IngestConfig) -> DataFrame:
     """The landing files the ledger's manifests name, one manifest per batch, as (path, size, mtime_ms, arrival_ms) rows."""
     manifests = config.lake.manifests
+    if not storage.is_folder(manifests):  # a first run with nothing to take: the stream's base path must be a folder
+        make_folder(spark, manifests)
     stream = (
         spark.readStream.format("text")
         .option("maxFilesPerTrigger", 1)

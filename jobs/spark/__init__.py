@@ -24,6 +24,7 @@ __all__ = [
     "forget_batch",
     "last_commit",
     "local_path",
+    "make_folder",
     "make_state_folders",
     "missing_for_rollback",
     "open_for_ingest",

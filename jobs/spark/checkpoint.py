@@ -64,12 +64,17 @@ def make_state_folders(spark: SparkSession, checkpoint: LakePath) -> None:
     partitions = state_partitions(checkpoint)
     if storage.is_folder(checkpoint) or partitions is None:
         return
+    for partition in range(partitions):
+        make_folder(spark, state_folder(checkpoint) / "0" / str(partition))
+
+
+def make_folder(spark: SparkSession, folder: LakePath) -> None:
+    """A folder made as Hadoop makes one: in object storage, the marker S3A reads as an empty folder (a prefix holds no
+    folder until an object is under it)."""
     from jobs.spark.sinks import classic_jvm  # pyspark, which the checkpoint's readers without Spark do not load
 
-    jvm, conf = classic_jvm(spark), spark._jsc.hadoopConfiguration()
-    for partition in range(partitions):
-        folder = jvm.org.apache.hadoop.fs.Path(str(state_folder(checkpoint) / "0" / str(partition)))
-        folder.getFileSystem(conf).mkdirs(folder)
+    path = classic_jvm(spark).org.apache.hadoop.fs.Path(str(folder))
+    path.getFileSystem(spark._jsc.hadoopConfiguration()).mkdirs(path)
 
 
 @dataclass(frozen=True)

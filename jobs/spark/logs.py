@@ -41,7 +41,7 @@ def source_log_folder(checkpoint: LakePath) -> LakePath:
 def batch_files(log: LakePath) -> list[tuple[int, LakePath]]:
     """A log's batch files (compactions included), by batch id."""
     batches = []
-    for path in log.iterdir() if log.is_dir() else []:
+    for path in storage.files_in(log):
         stem = path.name.removesuffix(".compact")
         if stem.isdigit():
             batches.append((int(stem), path))

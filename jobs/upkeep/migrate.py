@@ -90,12 +90,12 @@ def migrate(config: MigrateConfig) -> int:
     if note is not None:
         raise MigrationRefused(f"{lake.root} moved to {note['to']} before: it is not moved again")
     refuse_earlier_release(lake)
-    refuse_another_lakes_tables(lake, target)
     resuming = migration(target)
     if resuming is None and holds_anything(target.root):
         raise MigrationRefused(f"{target.location} holds files already: a lake migrates only to an empty location")
     if resuming is not None and resuming["from"] != lake.location:
         raise MigrationRefused(f"{target.location} takes a migration from {resuming['from']} that did not finish: finish that one first")
+    refuse_another_lakes_tables(lake, target)
     with LakeLock(lake, "a migration", config.lock_wait, migrating=True), LakeLock(target, "a migration", config.lock_wait, migrating=True):
         body = {"from": lake.location, "to": target.location}
         storage.write_record(target.migration, MIGRATION_FORMAT, body | {"done": False})
@@ -168,7 +168,9 @@ def copy_tree(lake: Lake, target: storage.LakePath) -> tuple[int, int]:
 
 
 def target_tables(target: Lake, names: list[str]) -> dict[str, Any]:
-    """The lake's tables `names` the target's catalog holds already, by name."""
+    """The lake's tables `names` the target's catalog holds already, by name (none in a folder's, which is new)."""
+    if target.catalog is None:
+        return {}
     catalog = open_catalog(target, target.catalog)
     found = {name: existing_table(catalog, f"{NAMESPACE}.{name}") for name in names}
     return {name: table for name, table in found.items() if table is not None}
