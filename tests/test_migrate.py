@@ -139,3 +139,17 @@ def test_the_previous_release_lake_migrated_to_s3_runs_every_command_there_exact
     assert table.scan().to_arrow().num_rows == len(held), "its quarantine moved with it"
     activity = open_catalog(Lake.at(s3_lake, "records"), "records").load_table("cloudtrail.activity_hourly")
     assert sum(activity.scan().to_arrow().column("events").to_pylist()) == 20, "the derived tables built anew there"
+
+
+def test_a_migration_that_died_as_it_ended_is_finished_by_running_it_again(tmp_path):
+    """The folder's note written, the target's not yet removed: the target refused every writer until run again."""
+    from jobs.lock import MIGRATION_FORMAT
+    from jobs.storage import write_record
+    from jobs.upkeep import migrate
+
+    old, new = Lake(tmp_path / "old"), Lake(tmp_path / "new")
+    note = {"from": old.location, "to": new.location}
+    write_record(old.migration, MIGRATION_FORMAT, note | {"done": True})
+    write_record(new.migration, MIGRATION_FORMAT, note | {"done": False})
+    assert migrate.main(["--lake", str(old.root), "--to", str(new.root)]) == 0
+    assert not new.migration.exists() and old.migration.exists()

@@ -85,6 +85,8 @@ def migrate(config: MigrateConfig) -> int:
     lake, target = config.lake, config.target
     note = migration(lake)
     if note is not None and note["to"] == target.location and note["done"]:
+        if migration(target) is not None:  # a migration that died as it ended: the target's note goes
+            target.migration.unlink()
         log.info("%s moved to %s before: nothing to do", lake.root, target.location)
         return cli.OK
     if note is not None:
