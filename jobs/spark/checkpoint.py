@@ -44,14 +44,18 @@ LAST_SUCCESS_FORMAT = 1
 # Spark's checkpoint manager for object stores (spark-hadoop-cloud): it writes each file in its place and aborts the
 # upload of one that fails, where the default writes a temporary file and renames it (in S3, a copy and a delete).
 OBJECT_STORE_CHECKPOINTS = "org.apache.spark.internal.io.cloud.AbortableStreamBasedCheckpointFileManager"
+CHECKPOINT_MANAGER = "spark.sql.streaming.checkpointFileManagerClass"
 
 log = logging.getLogger("checkpoint")
 
 
 def checkpoint_location(spark: SparkSession, checkpoint: LakePath) -> str:
-    """Where a stream keeps its checkpoint, with the session's checkpoint manager for that storage."""
-    if not storage.is_folder(checkpoint):
-        spark.conf.set("spark.sql.streaming.checkpointFileManagerClass", OBJECT_STORE_CHECKPOINTS)
+    """Where a stream keeps its checkpoint, with the session's checkpoint manager for that storage (set or unset each
+    time: a session that ran a stream on one lake and then another must not keep the first one's)."""
+    if storage.is_folder(checkpoint):
+        spark.conf.unset(CHECKPOINT_MANAGER)
+    else:
+        spark.conf.set(CHECKPOINT_MANAGER, OBJECT_STORE_CHECKPOINTS)
     return str(checkpoint)
 
 
