@@ -25,6 +25,7 @@ from pyspark.sql import SparkSession
 
 from jobs import storage
 from jobs.lake import Lake, in_table
+from jobs.spark.checkpoint import checkpoint_location
 from jobs.spark.logs import sink_log, sink_log_files
 from jobs.spark.sinks import classic_jvm
 from jobs.storage import LakePath
@@ -44,7 +45,7 @@ def logged_files(spark: SparkSession, table: LakePath) -> dict[LakePath, int]:
     jvm = classic_jvm(spark)
     sink = jvm.org.apache.spark.sql.execution.streaming.sinks.FileStreamSink(
         spark._jsparkSession,
-        str(table),
+        checkpoint_location(spark, table),  # the log read with the checkpoint manager of its storage
         jvm.org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat(),
         jvm.org.apache.spark.api.python.PythonUtils.toSeq([]),
         jvm.org.apache.spark.api.python.PythonUtils.toScalaMap({}),
