@@ -168,6 +168,16 @@ def write_whole(path: Written, text: str, mtime_ns: int | None = None) -> Writte
     return path
 
 
+def read_whole(path: LakePath) -> str:
+    """The text of the file at `path`, read whole. In S3, one GET: s3fs's `read_text` asks for the object's ETag
+    first and then GETs it on condition it still has that ETag, so a record written whole again between the two
+    calls (a lease renewed, a run's checkpoint record) failed its reader with PreconditionFailed."""
+    if is_folder(path):
+        return path.read_text()
+    data: bytes = path.fs.cat_file(path.path)
+    return data.decode()
+
+
 def _partial(path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     return path.with_name(f".{path.name}.partial")
@@ -190,7 +200,7 @@ Upgrades = Mapping[int, Callable[[Any], dict[str, Any]]]
 
 def read_record(path: LakePath, version: int, upgrades: Upgrades | None = None) -> dict[str, Any]:
     """The JSON record at `path`, at this code's `version` (see `record_body`)."""
-    return record_body(json.loads(path.read_text()), version, upgrades or {}, path)
+    return record_body(json.loads(read_whole(path)), version, upgrades or {}, path)
 
 
 def under(key: str) -> Callable[[Any], dict[str, Any]]:

@@ -374,7 +374,7 @@ def test_a_driver_machine_lost_mid_run_leaves_the_next_run_exact_and_two_drivers
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
     lease = storage.at(f"{s3_lake}/_checkpoints/ingest.lock")
     deadline = time.monotonic() + 120
-    while not (lease.exists() and '"released": false' in lease.read_text() and "on-c" in lease.read_text()):
+    while not (lease.exists() and '"released": false' in (held := storage.read_whole(lease)) and "on-c" in held):
         assert first.poll() is None and time.monotonic() < deadline, "machine c never took the lake"
         time.sleep(0.2)
     second = command("jobs.cloudtrail_ingest", *job, "--run-id", "on-d", "--lock-wait", "0", env=machine("d"))

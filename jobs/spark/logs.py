@@ -24,7 +24,7 @@ from urllib.parse import quote, unquote
 
 from jobs import storage
 from jobs.cli import Refused
-from jobs.storage import LakePath, write_whole
+from jobs.storage import LakePath, read_whole, write_whole
 
 VERSION = "v1"
 
@@ -60,7 +60,7 @@ RESTORE = "Recovery: restore the whole lake (tables and checkpoint) from one bac
 def _lines(path: LakePath, mend: str = RESTORE) -> list[str]:
     """A log file's lines, its version line checked."""
     try:
-        lines = path.read_text().splitlines()
+        lines = read_whole(path).splitlines()
     except UnicodeDecodeError:
         raise damaged(path, mend) from None
     if not lines or lines[0] != VERSION:
@@ -163,7 +163,7 @@ STREAM_METADATA = "metadata"
 
 def stream_id(checkpoint: LakePath) -> str:
     """The stream's id, as its checkpoint holds it (what a table's snapshot names as the query that wrote it)."""
-    return str(json.loads((checkpoint / STREAM_METADATA).read_text())["id"])
+    return str(json.loads(read_whole(checkpoint / STREAM_METADATA))["id"])
 
 
 def restore_stream_metadata(checkpoint: LakePath) -> bool:
@@ -171,7 +171,7 @@ def restore_stream_metadata(checkpoint: LakePath) -> bool:
     query's id, which no other file refers to, and Spark refuses to start without it. Whether it was written."""
     path = checkpoint / STREAM_METADATA
     try:
-        body = json.loads(path.read_text())
+        body = json.loads(read_whole(path))
         if isinstance(body, dict) and isinstance(body.get("id"), str):
             return False
     except (OSError, ValueError):

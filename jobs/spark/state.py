@@ -10,7 +10,7 @@ import re
 
 from jobs import storage
 from jobs.spark.logs import CheckpointError, batch_files, latest_entry, replace_log_file, state_folder
-from jobs.storage import LakePath
+from jobs.storage import LakePath, read_whole
 
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 
@@ -24,7 +24,7 @@ def state_partitions(checkpoint: LakePath) -> int | None:
 def set_state_partitions(checkpoint: LakePath, partitions: int) -> None:
     """Make the next batch run with `partitions` state partitions (Spark takes them from the newest offset log entry)."""
     batch_id, path = batch_files(checkpoint / "offsets")[-1]
-    version, metadata, *offsets = path.read_text().split("\n")
+    version, metadata, *offsets = read_whole(path).split("\n")
     body = json.loads(metadata)
     body["conf"][SHUFFLE_PARTITIONS] = str(partitions)
     replace_log_file(path, version, [json.dumps(body, separators=(",", ":")), *offsets])

@@ -89,7 +89,7 @@ def table_metadata(lake: Lake, table: str) -> dict[str, Any]:
 def _parsed(path: str, mtime_ns: int, size: int) -> Any:
     """A metadata file parsed once per version of it (Iceberg writes each version once; a damaged one changes its size
     or time): the lake page asks for every date of a lake whose earlier release's folder still has its log."""
-    return json.loads(storage.at(path).read_text())
+    return json.loads(storage.read_whole(storage.at(path)))
 
 
 def table_batch(lake: Lake, table: str) -> int | None:
