@@ -278,12 +278,14 @@ def burst_lags(stack: Stack, trail: Trail, make: Any, timeout: float = 600) -> l
 def reach_from(spark: Any) -> None:
     """The suite's one JVM, which started before moto's server did, made to reach it as a job's own session would:
     its Hadoop settings for S3 (jobs/object_store.py) and the keys and region as the AWS SDK's system properties (the
-    first its credential chain asks; the JVM's environment is the one it started with)."""
+    first its credential chain asks; the JVM's environment is the one it started with). The Hadoop settings go to Spark's
+    own settings too, where an executor's code reads them (jobs/java/cloudtrail/LandingFile.java)."""
     from jobs import object_store
 
-    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    hadoop, conf = spark.sparkContext._jsc.hadoopConfiguration(), spark.sparkContext._jsc.sc().conf()
     for key, value in object_store.spark_conf().items():
         hadoop.set(key.removeprefix("spark.hadoop."), value)
+        conf.set(key, value)
     system = spark.sparkContext._jvm.java.lang.System
     names = {"aws.accessKeyId": "AWS_ACCESS_KEY_ID", "aws.secretAccessKey": "AWS_SECRET_ACCESS_KEY", "aws.region": "AWS_DEFAULT_REGION"}
     for key, name in names.items():

@@ -25,8 +25,8 @@ from jobs.landing import kept_notifications, notifications, sqs
 from jobs.landing.bucket import BucketLanding
 from jobs.reporting import tally
 from jobs.status import lake_status
-from tests.aws import ACCOUNT, REGION, S3_TEST_EVENT, cloudtrail_sns, eventbridge, log_key, s3_event
-from tests.helpers import command, duckdb_rows, events_of, ingest, succeeded, table_rows
+from tests.aws import ACCOUNT, REGION, S3_TEST_EVENT, cloudtrail_sns, eventbridge, log_key, reach_from, s3_event
+from tests.helpers import command, duckdb_rows, events_of, ingest, quarantine_rows, run_command, succeeded, table_rows
 
 NOW = datetime.now(tz=UTC).replace(microsecond=0)
 
@@ -316,6 +316,38 @@ def test_a_rebuild_whose_local_copies_are_gone_reads_the_objects_again(spark, tr
     assert sum(p["files_read"] for p in rebuilt.values()) == 3 and sum(p["rows_kept_from_unreadable_files"] for p in rebuilt.values()) == 0
 
 
+def test_where_the_executors_share_no_disk_with_the_driver_they_read_the_objects_not_its_copies(spark, trail, lake, monkeypatch):
+    """CLOUDTRAIL_LANDING_READS=store, as a cluster is by default: the executors read each object through S3A. The
+    driver's copies, spoiled here once it has fetched them (the same sizes and times: the plan is as before), are not
+    what is read: the ingest and a rebuild take every event of the objects and quarantine nothing."""
+    from jobs.ingest import deliveries
+    from jobs.landing.bucket import READS
+
+    reach_from(spark)
+    monkeypatch.setenv(READS, "store")
+    keys = [trail.deliver(events_of(6, NOW - timedelta(hours=2), f"s{n}"), NOW, f"s{n}") for n in range(3)]
+    trail.notify(cloudtrail_sns(trail.bucket, keys))
+    cache = Lake.at(lake).landing_cache
+
+    def spoil_the_copies() -> None:
+        for path in cache.rglob("*.json.gz"):
+            found = path.stat()
+            path.write_bytes(b"\0" * found.st_size)
+            os.utime(path, ns=(found.st_atime_ns, found.st_mtime_ns))
+
+    fetch = deliveries.take
+    monkeypatch.setattr(deliveries, "take", lambda *args: (fetch(*args), spoil_the_copies())[0])
+    ingest(spark, trail.url, lake, queue_url=trail.queue_url)
+    assert_table_is_oracle(spark, lake, trail)
+    assert quarantine_rows(spark, lake) == [], "no copy was read"
+
+    day = (NOW - timedelta(hours=2)).date().isoformat()
+    end = (NOW - timedelta(hours=2) + timedelta(minutes=6)).date().isoformat()
+    assert run_command(spark, "rebuild", ["--landing", trail.url, "--lake", str(lake), "--from-date", day, "--to-date", end]) == 0
+    assert_table_is_oracle(spark, lake, trail)
+    assert quarantine_rows(spark, lake) == [], "the rebuild read the objects too"
+
+
 @pytest.mark.parametrize("phase, at", [("fetching", 8), ("deleting", 10)])
 def test_a_run_killed_while_fetching_or_deleting_messages_loses_and_repeats_nothing(spark, trail, lake, phase, at):
     keys = [trail.deliver(events_of(20, NOW - timedelta(hours=2), f"{phase}{n}"), NOW, f"{phase}-{n}") for n in range(30)]
@@ -452,9 +484,12 @@ def test_an_inbox_or_outside_entry_that_cannot_be_read_is_kept_with_its_reason_a
 @pytest.mark.unit
 def test_a_manifest_written_on_another_machine_names_each_file_where_this_machines_cache_holds_it(spark):
     """A manifest names the cache of the machine that planned it; the stream reads each file at its place from AWSLogs/
-    on (the ledger's identity of a file, `layout.relative`) under this machine's cache."""
-    from jobs.ingest.deliveries import in_this_cache
+    on (the ledger's identity of a file, `layout.relative`) under this machine's cache, or, where the executors read
+    the store (a cluster's, sharing no disk with the driver), the object at that place in the bucket."""
+    from jobs.ingest.deliveries import where_read
+    from jobs.landing.bucket import READS, BucketLanding
     from jobs.landing.layout import relative
+    from jobs.records.decode import READ_FROM
 
     elsewhere = "/scratch-a/cloudtrail/0123/landing"
     named = [
@@ -464,6 +499,17 @@ def test_a_manifest_written_on_another_machine_names_each_file_where_this_machin
         "/somewhere/odd.json.gz",  # no place under AWSLogs/: read as named
     ]
     files = spark.createDataFrame([(path, 1) for path in named], "path string, size long")
-    found = [row.path for row in in_this_cache(files, Path("/scratch-b/landing")).collect()]
+    landing = BucketLanding.at("s3://trail/org", Path("/scratch-b/landing"))
+    cached = where_read(files, landing, from_store=False)
+    found = [row.path for row in cached.collect()]
     assert found == [f"/scratch-b/landing/{relative(path)}" for path in named[:3]] + [named[3]]
     assert [relative(path) for path in found] == [relative(path) for path in named]
+    assert READ_FROM not in cached.columns, "read where the path names it"
+
+    stored = where_read(files, landing, from_store=True).collect()
+    assert [row.path for row in stored] == found, "the path, and so _source_file, is the same either way"
+    assert [row[READ_FROM] for row in stored] == [f"s3a://trail/org/{relative(path)}" for path in named[:3]] + [named[3]]
+    assert not BucketLanding.from_store(spark, {}), "local mode: the executors share the driver's disk"
+    assert BucketLanding.from_store(spark, {READS: "store"}) and not BucketLanding.from_store(spark, {READS: "cache"})
+    with pytest.raises(ValueError, match="must be 'store', 'cache' or unset"):
+        BucketLanding.from_store(spark, {READS: "disk"})

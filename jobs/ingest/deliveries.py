@@ -10,7 +10,8 @@ before that leaves them in the queue, and the ledger takes nothing twice.
 The cache is this machine's scratch: the lake's manifests name files in the cache of the machine that planned them. So
 before the stream reads them, the files of every manifest no committed batch has read whose copies are not in this
 machine's cache are fetched again (`refetch_uncommitted`: another driver planned them, or this one lost its scratch),
-and the stream reads each where this cache holds it (`in_this_cache`), never a missing file quarantined as unreadable.
+and the stream reads each where this cache holds it (`where_read`), never a missing file quarantined as unreadable; or, on
+a cluster whose executors share no disk with this driver, the object itself through S3A (`BucketLanding.from_store`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from jobs.landing.layout import newest_of, relative
 from jobs.landing.sqs import Received, receive, sqs_client
 from jobs.ledger.planner import Plan
 from jobs.ledger.reconcile import missing_files
+from jobs.records.decode import READ_FROM
 from jobs.spark.checkpoint import CheckpointSnapshot
 
 log = logging.getLogger("cloudtrail_ingest")
@@ -133,12 +135,16 @@ def refetch_uncommitted(config: IngestConfig, plan: Plan) -> dict[str, Any] | No
     return {"files": len(fetched.files) + len(fetched.problems), "fetched": fetched.downloaded, "problems": problems}
 
 
-def in_this_cache(files: DataFrame, cache: Path) -> DataFrame:
+def where_read(files: DataFrame, landing: BucketLanding, from_store: bool) -> DataFrame:
     """Manifest rows (`path`, ...) naming each landing file where this machine's cache holds it: a manifest names the
     cache of the machine that planned it, and a file's place from AWSLogs/ on (`layout.relative`) is its identity
-    wherever a cache is. A path with no such place is kept as it is."""
-    place = [F.nullif(F.regexp_extract("path", rf"(AWSLogs(?:/[^/]+){{{parts}}})$", 1), F.lit("")) for parts in (7, 8)]
-    return files.withColumn("path", F.coalesce(F.concat(F.lit(f"{cache}/"), F.coalesce(*place)), F.col("path")))
+    wherever a cache is (a path with no such place is kept as it is). With `from_store` (`landing.from_store`), the
+    executors read each object itself (`READ_FROM`: its s3a:// URI), not this cache, which they may not share."""
+    place = F.coalesce(*[F.nullif(F.regexp_extract("path", rf"(AWSLogs(?:/[^/]+){{{parts}}})$", 1), F.lit("")) for parts in (7, 8)])
+    cached = files.withColumn("path", F.coalesce(F.concat(F.lit(f"{landing.cache}/"), place), F.col("path")))
+    if not from_store:
+        return cached
+    return cached.withColumn(READ_FROM, F.coalesce(F.concat(F.lit(landing.object_uri("")), place), F.col("path")))
 
 
 def outside_summary(landing: BucketLanding, received: Received) -> dict[str, Any]:

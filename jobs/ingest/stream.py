@@ -55,7 +55,7 @@ def extract(spark: SparkSession, config: IngestConfig) -> DataFrame:
         .load(f"{manifests}/{MANIFESTS}")
     )
     files = stream.select(F.from_json("value", MANIFEST_DDL).alias("file")).select("file.*")
-    return files if config.bucket is None else deliveries.in_this_cache(files, config.bucket.cache)
+    return files if config.bucket is None else deliveries.where_read(files, config.bucket, config.bucket.from_store(spark))
 
 
 def transform(files: DataFrame, config: IngestConfig, committed_watermark: datetime | None) -> DataFrame:

@@ -22,16 +22,19 @@ import os
 import shutil
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobs import object_store
 from jobs.landing.layout import FILE_NAME, day_folders, delivery_date, place
 from jobs.storage import write_whole
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger("landing")
 SCHEME = "s3://"
@@ -44,6 +47,9 @@ REFUSED = "refused"
 CHUNK = 1 << 20
 # The cache's record of its last prune: the date before which it holds no delivery folder.
 PRUNED = ".pruned"
+# Where the executors read the landing's files: `store` (the objects, through S3A), `cache` (the driver's copies; only
+# where they share its disk) or unset: the driver's copies in local mode, the objects on a cluster.
+READS = "CLOUDTRAIL_LANDING_READS"
 # What a POSIX file system holds: a name of at most 255 bytes, a path of at most 4,095.
 NAME_MAX, PATH_MAX = 255, 4095
 # What the file system answers for a name it cannot hold, rather than a passing fault (a full disk, an I/O error).
@@ -108,6 +114,19 @@ class BucketLanding:
     @property
     def url(self) -> str:
         return f"{SCHEME}{self.bucket}/{self.prefix}"
+
+    def object_uri(self, place: str) -> str:
+        """The object at `place` (AWSLogs/...) as Hadoop's S3A names it."""
+        return f"s3a://{self.bucket}/{self.prefix}{place}"
+
+    @staticmethod
+    def from_store(spark: SparkSession, env: Mapping[str, str] = os.environ) -> bool:
+        """Whether Spark's executors read the objects themselves (through S3A) rather than the driver's cache: on a
+        cluster, whose executors share no disk with the driver; in local mode where READS says `store`."""
+        chosen = env.get(READS, "")
+        if chosen not in ("", "cache", "store"):
+            raise ValueError(f"{READS} must be 'store', 'cache' or unset, not {chosen!r}")
+        return chosen == "store" or (not chosen and not str(spark.sparkContext.master).startswith("local"))
 
     def holds(self, bucket: str, key: str) -> bool:
         """Whether a log key falls under this landing (its bucket, its prefix's AWSLogs/): one it takes or refuses."""

@@ -81,8 +81,13 @@ def key_flags(keys: Column) -> Column:
     return F.call_function(KEY_FLAGS_FUNCTION, keys, _listed(KNOWN_FIELDS), _listed(FLAGGED_KEYS))
 
 
+# A manifest's column naming where its file is read, where that is not `path` (an S3 landing's object: jobs/ingest/deliveries.py).
+READ_FROM = "read_from"
+
+
 def decode_files(manifest: DataFrame) -> DataFrame:
-    """Manifest rows (jobs/ledger/store.py, MANIFEST_DDL) -> one row per file: source_file, arrival_time,
+    """Manifest rows (jobs/ledger/store.py, MANIFEST_DDL; READ_FROM too where a file is read elsewhere than its
+    path) -> one row per file: source_file, arrival_time,
     file_bytes, content (the text, as bytes), shape, file_error, file_error_detail,
     only_records (a replay's record positions; null: all) and items (each record as an ITEM, typed; null when the
     file must be split the slow way)."""
@@ -90,7 +95,7 @@ def decode_files(manifest: DataFrame) -> DataFrame:
         # As Hadoop names a local file (jobs/spark/logs.py, source_file): the table's _source_file keeps one form across versions.
         F.concat(F.lit("file:"), F.col("path")).alias("source_file"),
         F.timestamp_millis(F.col("arrival_ms")).alias("arrival_time"),
-        landing_file(F.col("path")).alias("file"),
+        landing_file(F.col(READ_FROM if READ_FROM in manifest.columns else "path")).alias("file"),
         "only_records",
     ).select("source_file", "arrival_time", "file.file_bytes", "file.content", "file.shape", "file.file_error",
              "file.file_error_detail", "only_records", records(F.col("file.content")).alias("items"))  # fmt: skip

@@ -42,6 +42,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs import cli, options, storage
+from jobs.ingest.deliveries import where_read
 from jobs.lake import EVENT_DATE, EVENTS, QUARANTINE, REASON, Lake
 from jobs.landing.bucket import BucketLanding, is_bucket
 from jobs.ledger.store import MANIFEST_DDL, Entry
@@ -120,10 +121,13 @@ def parse_args(argv: list[str] | None = None) -> RebuildConfig:
     )
 
 
-def records_of(spark: SparkSession, files: list[Entry], run_id: str) -> DataFrame:
-    """The files' records, through the ingest job's own chain (jobs/transforms.read_records)."""
+def records_of(spark: SparkSession, files: list[Entry], run_id: str, bucket: BucketLanding | None) -> DataFrame:
+    """The files' records, through the ingest job's own chain (jobs/transforms.read_records); an S3 landing's read
+    where the ingest reads them (jobs/ingest/deliveries.where_read)."""
     rows = [{**asdict(e), "arrival_ms": e.arrival_ms or e.mtime_ms, "only_records": None, "supersedes": False} for e in files]
     manifest = spark.createDataFrame(rows, MANIFEST_DDL).repartition(max(1, min(len(rows) // 8, 64)))
+    if bucket is not None:
+        manifest = where_read(manifest, bucket, bucket.from_store(spark))
     return read_records(manifest, run_id).transform(stamp_ingest_time)
 
 
@@ -213,7 +217,7 @@ def rebuild(config: RebuildConfig, spark: SparkSession, plans: list[DateRebuild]
     files = sorted({entry.path: entry for p in plans for entry in p.files}.values(), key=lambda e: e.path)
     dates = [p.event_date for p in plans]
     # Rows say the rebuild wrote them: the gate's run check compares the ingest run's rows with its report.
-    records = records_of(spark, files, f"rebuild:{tag}").persist()
+    records = records_of(spark, files, f"rebuild:{tag}", config.bucket).persist()
     old = events_of_dates(spark, lake, config.dates)
     candidates, events = rebuilt_events(records, old, plans, config.dedup)
     staged_events, staged_files = events_table.stage(layout.ordered(events, EVENT_DATE), tag)

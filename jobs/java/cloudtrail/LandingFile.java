@@ -10,12 +10,20 @@ import java.util.Arrays;
 import java.util.zip.CRC32;
 import java.util.zip.DataFormatException;
 import java.util.zip.Inflater;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FSDataInputStream;
+import org.apache.spark.SparkEnv;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.api.java.UDF1;
+import scala.Tuple2;
 
 /**
  * One landing file, by its path: its bytes as text, or why it cannot be read (jobs/records/decode.py).
+ *
+ * <p>A path with a scheme other than file: (an S3 landing's object, s3a://bucket/key, where a cluster's executors
+ * share no disk with the driver that fetched it) is read through Hadoop's file system for it, configured by Spark's
+ * spark.hadoop.* settings as the executor got them.
  *
  * <p>Registered as a SQL function by jobs/spark/session.py and called once per file, in the JVM, so
  * no byte goes through a Python worker. It decompresses (every gzip member; a truncated or
@@ -41,7 +49,7 @@ public final class LandingFile implements UDF1<String, Row> {
   public Row call(String path) {
     byte[] content;
     try {
-      content = Files.readAllBytes(Path.of(path.startsWith("file:") ? path.substring(5) : path));
+      content = isLocal(path) ? Files.readAllBytes(Path.of(path.startsWith("file:") ? path.substring(5) : path)) : readStored(path);
     } catch (IOException | RuntimeException e) {
       return error(0, "unreadable_file", e.getClass().getSimpleName() + ": " + e.getMessage());
     }
@@ -83,6 +91,36 @@ public final class LandingFile implements UDF1<String, Row> {
     }
     byte[] text = start == 0 && length == content.length ? content : Arrays.copyOfRange(content, start, length);
     return RowFactory.create(fileBytes, text, shape, null, null);
+  }
+
+  private static boolean isLocal(String path) {
+    int scheme = path.indexOf("://");
+    return scheme < 0 || path.startsWith("file:");
+  }
+
+  private static volatile Configuration hadoop;
+
+  /** An object's bytes, through the Hadoop file system of its scheme. */
+  private static byte[] readStored(String uri) throws IOException {
+    org.apache.hadoop.fs.Path path = new org.apache.hadoop.fs.Path(uri);
+    try (FSDataInputStream in = path.getFileSystem(hadoopConf()).open(path)) {
+      return in.readAllBytes();
+    }
+  }
+
+  /** Spark's Hadoop settings (spark.hadoop.*) in this JVM, read once: the ones its file systems were made with. */
+  private static Configuration hadoopConf() {
+    Configuration conf = hadoop;
+    if (conf == null) {
+      conf = new Configuration();
+      for (Tuple2<String, String> setting : SparkEnv.get().conf().getAll()) {
+        if (setting._1().startsWith("spark.hadoop.")) {
+          conf.set(setting._1().substring("spark.hadoop.".length()), setting._2());
+        }
+      }
+      hadoop = conf;
+    }
+    return conf;
   }
 
   private static Row error(long fileBytes, String reason, String detail) {
