@@ -32,7 +32,7 @@ STACK_HOME ?= $(CURDIR)/.stack
 STACK_ENV ?= $(CURDIR)/.env
 PG_BIN := /usr/lib/postgresql/15/bin
 
-.PHONY: help setup debian-deps browser-deps demo run status test test-harness test-fast test-stack stack-up stack-status stack-down lint bench bench-history bench-s3 bench-investigations bench-publish bench-s3-lake bench-cost bench-ui bench-stack chaos chaos-s3 test-s3-burst fuzz fuzz-queue torture torture-s3 metadata-growth test-next-pyspark bench-next-pyspark clean
+.PHONY: help setup debian-deps browser-deps demo run status test test-harness test-fast test-stack stack-up stack-status stack-down lint bench bench-history bench-s3 bench-investigations bench-publish bench-s3-lake bench-cluster bench-cost bench-ui bench-stack chaos chaos-s3 test-s3-burst fuzz fuzz-queue torture torture-s3 metadata-growth test-next-pyspark bench-next-pyspark clean
 
 help:
 	@echo "make setup           - create .venv with the pinned dependencies, runtime and dev (needs Java 17+)"
@@ -49,6 +49,7 @@ help:
 	@echo "make stack-down      - stop everything stack-up started"
 	@echo "make bench-publish   - what publishing the Iceberg tables adds to a one-file run and a 1,000-file backfill, pruning over 30 dates, metadata over 100 publishes (moto's S3 + Glue)"
 	@echo "make bench-s3-lake   - the ingest into a lake in S3 (moto's) against a folder lake: a backfill and a one-file run, what each holds"
+	@echo "make bench-cluster   - the same \$$RECORDS (2M) backfill on a Spark cluster of one worker and of two (one core each, no disk shared), lake and landing in S3 (moto's); a one-file run there and in local mode"
 	@echo "make bench-investigations - the shipped investigations on a week of events: bytes, row groups and seconds, with and without the layout, and on the JSON"
 	@echo "make chaos           - 20 random SIGKILLs of the ingest job, then the table against the oracle"
 	@echo "make chaos-s3        - the same on a lake in S3 (moto's), \$$KILLS (10) kills, the table read through its catalog"
@@ -187,6 +188,9 @@ chaos: setup
 
 bench-s3-lake: setup
 	$(PY) -m bench.s3_lake --records $${RECORDS:-100000}
+
+bench-cluster: setup
+	$(PY) -m bench.cluster --records $${RECORDS:-2000000}
 
 chaos-s3: setup
 	$(PY) -m tests.chaos --kills $${KILLS:-10} --seed $${SEED:-1} --s3

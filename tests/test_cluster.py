@@ -5,9 +5,6 @@ each other or with the driver, a lake and a landing in S3 (moto's), one worker k
 from __future__ import annotations
 
 import json
-import os
-import shlex
-import signal
 import subprocess
 import sys
 import time
@@ -20,49 +17,8 @@ import pytest
 from jobs import options
 from jobs.lake import Lake
 from tests.helpers import DAY, deliver, duckdb_rows, events_of
+from tools.cluster import Cluster, start, stop
 from tools.stack import free_port, listeners
-
-
-def start(*command: str, log: Path) -> subprocess.Popen:
-    return subprocess.Popen(["spark-class", *command], stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
-
-
-def unshared_worker(master: int, home: Path, hidden: list[Path]) -> subprocess.Popen:
-    """A worker of one core on a machine of its own: its work and scratch folders under `home`, and the folders of
-    `hidden` (the driver's, the other worker's) covered by an empty file system in a mount namespace of its own, so
-    that nothing it or its executors do can read them."""
-    for folder in (home / "work", home / "local", home / "tmp"):
-        folder.mkdir(parents=True)
-    covers = "".join(f"mount -t tmpfs none {shlex.quote(str(folder))} && " for folder in hidden)
-    worker = (f"exec spark-class org.apache.spark.deploy.worker.Worker --host 127.0.0.1 --cores 1 --memory 2g --webui-port {free_port()} "
-              f"--work-dir {shlex.quote(str(home / 'work'))} spark://127.0.0.1:{master}")  # fmt: skip
-    env = os.environ | own_folders(home)
-    log = (home / "worker.log").open("w")
-    argv = ["unshare", "--mount", "sh", "-c", covers + worker]
-    return subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-
-
-def own_folders(home: Path) -> dict[str, str]:
-    """A machine's environment for Spark: its scratch and temporary folders under `home`, its JVMs' too."""
-    java = " ".join([*(option for option in os.environ.get("JDK_JAVA_OPTIONS", "").split() if "java.io.tmpdir" not in option),
-                     f"-Djava.io.tmpdir={home / 'tmp'}"])  # fmt: skip
-    return {"SPARK_LOCAL_DIRS": str(home / "local"), "TMPDIR": str(home / "tmp"), "JDK_JAVA_OPTIONS": java}
-
-
-def alive_workers(ui: int) -> int:
-    """How many workers the master at web UI port `ui` has registered (none while it starts)."""
-    try:
-        return int(json.loads(urllib.request.urlopen(f"http://127.0.0.1:{ui}/json/", timeout=5).read()).get("aliveworkers", 0))
-    except OSError:
-        return 0
-
-
-def stop(process: subprocess.Popen) -> None:
-    os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
 
 
 @pytest.fixture
@@ -118,57 +74,39 @@ def test_the_dag_runs_its_spark_applications_on_a_standalone_cluster(standalone_
     assert {port, ui} <= {listener.port for listener in sockets} and all(listener.loopback for listener in sockets), sockets
 
 
-@pytest.mark.stack  # a cluster of its own and two applications (about 3 minutes): `make test-stack`
+@pytest.mark.stack  # a cluster of its own and two applications (about 2 minutes): `make test-stack`
 def test_two_workers_that_share_no_disk_write_a_lake_in_s3_and_one_killed_mid_batch_loses_nothing(s3_lake, trail, tmp_path):
-    """The driver on this machine, each worker on a "machine" of its own (nothing of the driver's or the other's
-    visible to it): the executors read the landing's objects through S3A and write the tables, the checkpoint and the
-    state to the lake's prefix. One worker's processes are killed while a batch is written; the run finishes on the
-    other, or fails and the next run completes it: the events equal the oracle, each once."""
+    """The driver on this machine, each worker on a "machine" of its own (tools/cluster.py: nothing of the driver's or
+    the other's visible to it): the executors read the landing's objects through S3A and write the tables, the
+    checkpoint and the state to the lake's prefix. One worker's processes are killed while a batch is written; the run
+    finishes on the other, or fails and the next run completes it: the events equal the oracle, each once."""
     from tests.test_s3_lake import events_in, keys
 
     now = datetime.now(tz=UTC).replace(microsecond=0)
     for n in range(12):
         trail.deliver(events_of(200, now - timedelta(hours=2, minutes=n), f"w{n}"), now - timedelta(minutes=30 - n), f"w-{n}")
-    driver, homes = tmp_path / "driver", [tmp_path / "worker-1", tmp_path / "worker-2"]
-    for folder in (driver / "scratch", driver / "tmp", driver / "local", *homes):  # each machine's own
-        folder.mkdir(parents=True)
-    port, ui = free_port(), free_port()
-    master = start("org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(ui),
-                   log=tmp_path / "master.log")  # fmt: skip
-    workers = [unshared_worker(port, home, [driver, *(other for other in homes if other != home)]) for home in homes]
-    # Two executors on one host read each other's shuffle files from its disk, which here they cannot see: as on two hosts, they ask.
-    submit = "--conf spark.shuffle.readHostLocalDisk=false pyspark-shell"
-    master_url = f"spark://127.0.0.1:{port}"
-    on_the_cluster = {"CLOUDTRAIL_SPARK_MASTER": master_url, "CLOUDTRAIL_SCRATCH": str(driver / "scratch"), "PYSPARK_SUBMIT_ARGS": submit}
-    env = os.environ | own_folders(driver) | on_the_cluster
     job = [sys.executable, "-m", "jobs.cloudtrail_ingest", "--landing", trail.url, "--lake", s3_lake, "--catalog", "records",
            "--max-files-per-trigger", "3", "--settle", "0 seconds"]  # fmt: skip
-    try:
-        deadline = time.monotonic() + 90
-        while alive_workers(ui) < 2:
-            logs = " ".join((home / "worker.log").read_text()[-1500:] for home in homes)
-            assert time.monotonic() < deadline, f"the two workers did not register: {logs}"
-            time.sleep(1)
-        run = subprocess.Popen([*job, "--run-id", "killed-worker"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    with Cluster(tmp_path, workers=2, memory="2g") as cluster:
+        run = subprocess.Popen(
+            [*job, "--run-id", "killed-worker"], env=cluster.driver_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         deadline = time.monotonic() + 300
         while not any(key.startswith("_checkpoints/ingest/offsets/1") for key in keys(s3_lake)):
             assert run.poll() is None and time.monotonic() < deadline, "batch 1 never started"
             time.sleep(0.2)
-        os.killpg(workers[0].pid, signal.SIGKILL)  # the worker and its executor, as a machine lost
+        cluster.kill(0)
         _, stderr = run.communicate(timeout=600)
         if run.returncode != 0:  # the run may fail with its executor; the next completes it
-            again = subprocess.run([*job, "--run-id", "after-the-kill"], env=env, capture_output=True, text=True, timeout=600)
+            again = subprocess.run(
+                [*job, "--run-id", "after-the-kill"], env=cluster.driver_env(), capture_output=True, text=True, timeout=600
+            )
             assert again.returncode == 0, again.stderr[-3000:]
-        assert [event_id for event_id, _ in events_in(s3_lake)] == trail.oracle() and len(trail.oracle()) == 2400, stderr[-3000:]
-
-        ran = {home.name: sorted(path.parent.name for path in (home / "work").glob("app-*/*/stderr")) for home in homes}
-        assert all(ran.values()), f"each worker ran an executor: {ran}"
-        held = [path for home in homes for path in (home / "local").rglob("*.json.gz")]
-        assert (driver / "scratch").exists() and not held, "the driver fetched the objects to plan them; no executor holds one"
-        state = {key.split("/")[4] for key in keys(s3_lake) if key.startswith("_checkpoints/ingest/state/0/") and key.endswith(".zip")}
-        partitions = {str(partition) for partition in range(options.STATE_PARTITIONS)}
-        assert state == partitions, f"each state partition's snapshots are in the lake, whichever executor wrote them: {state}"
-    finally:
-        for process in workers:
-            stop(process)
-        stop(master)
+        ran = cluster.executors_ran()
+    assert [event_id for event_id, _ in events_in(s3_lake)] == trail.oracle() and len(trail.oracle()) == 2400, stderr[-3000:]
+    assert all(ran.values()), f"each worker ran an executor: {ran}"
+    held = [path for home in cluster.homes for path in (home / "local").rglob("*.json.gz")]
+    assert (cluster.driver / "scratch").exists() and not held, "the driver fetched the objects to plan them; no executor holds one"
+    state = {key.split("/")[4] for key in keys(s3_lake) if key.startswith("_checkpoints/ingest/state/0/") and key.endswith(".zip")}
+    partitions = {str(partition) for partition in range(options.STATE_PARTITIONS)}
+    assert state == partitions, f"each state partition's snapshots are in the lake, whichever executor wrote them: {state}"

@@ -257,6 +257,7 @@ def test_dag_run_end_to_end_with_real_spark(dag, dag_roots):
     assert skipped["verdict"] == "skipped" and run.run_id in skipped["reason"]
 
 
+@pytest.mark.harness  # the derived DAG's every task on real Spark (about a minute): `make test-harness`; on S3 there too
 def test_the_derived_dag_builds_the_derived_tables_with_real_spark(dagbag, dag_roots, spark):
     from tests.helpers import ingest
 

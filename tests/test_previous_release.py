@@ -14,6 +14,8 @@ import tarfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from jobs.derived.state import STATE_FORMAT, built_dates
 from jobs.lake import ACTIVITY, ACTIVITY_HOURLY, EVENT_DATE, OCSF_API_ACTIVITY, Lake
 from jobs.publishing import command as publish
@@ -30,6 +32,7 @@ def expected(days: range) -> list[tuple[str, str]]:
     return sorted((f"d{day}-{i}", str((DAY + timedelta(days=day)).date())) for day in days for i in range(5))
 
 
+@pytest.mark.harness  # every command in its own process (about a minute): `make test-harness`, beside test_migrate's
 def test_every_command_of_this_release_runs_on_a_lake_the_previous_one_wrote(spark, tmp_path):
     with tarfile.open(PREVIOUS) as tar:
         tar.extractall(tmp_path, filter="data")

@@ -96,6 +96,7 @@ def test_a_moved_lake_registers_its_quarantine_where_it_is_and_goes_on(spark, la
     assert sorted(r for _, r in quarantine_rows(spark, moved)) == ["corrupt_gzip", "missing_event_id", "missing_event_id"]
 
 
+@pytest.mark.harness  # a kill and every command in its own process (about a minute): `make test-harness`
 def test_a_batch_killed_after_its_quarantine_commit_commits_nothing_twice_and_every_command_goes_on_in_a_copy(
     spark, landing, lake, tmp_path
 ):

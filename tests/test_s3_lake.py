@@ -42,6 +42,7 @@ def events_in(url: str, branch: str = "ingest") -> list[tuple[str, str]]:
     return catalog_rows(url, "records", branch)
 
 
+@pytest.mark.harness  # four runs of real processes (over a minute): `make test-harness`; in-process S3 runs stay in make test
 def test_an_ingest_into_a_lake_in_s3_takes_each_event_once_and_keeps_what_matters_there(s3_lake, landing, tmp_path):
     deliver(landing, events_of(30, DAY, "a"), DAY + timedelta(hours=1))
     deliver(landing, events_of(10, DAY, "a") + events_of(5, DAY + timedelta(days=1), "b"), DAY + timedelta(hours=2))
@@ -110,6 +111,25 @@ def test_a_first_run_into_a_new_lake_in_s3_with_nothing_delivered_yet_succeeds(s
     deliver(landing, events_of(4, DAY, "a"), DAY + timedelta(hours=1))
     assert run_command(spark, "cloudtrail_ingest", run) == 0
     assert events_in(s3_lake) == [(f"a-{i}", "2024-03-01") for i in range(4)]
+
+
+def test_a_driver_machine_lost_between_runs_leaves_the_next_driver_all_it_needs(spark, s3_lake, trail, tmp_path, monkeypatch):
+    """Everything the first driver's machine held (its fetched objects, its Spark folders) deleted; a driver with the
+    same settings on a fresh machine takes the new file and nothing twice. (A driver killed mid-run, its machine then
+    deleted, and two drivers at once: the harness.)"""
+    reach_from(spark)
+    now = datetime.now(tz=UTC).replace(microsecond=0)
+    for n in range(2):
+        trail.deliver(events_of(8, now - timedelta(hours=2), f"m{n}"), now - timedelta(minutes=20), f"m-{n}")
+    run = ["--landing", trail.url, "--lake", s3_lake, "--catalog", "records", "--settle", "0 seconds"]
+    monkeypatch.setenv("CLOUDTRAIL_SCRATCH", str(tmp_path / "machine-a"))
+    assert run_command(spark, "cloudtrail_ingest", run) == 0
+    assert any((tmp_path / "machine-a").rglob("*.json.gz")), "machine a fetched the objects"
+    shutil.rmtree(tmp_path / "machine-a")
+    trail.deliver(events_of(3, now - timedelta(hours=1), "later"), now - timedelta(minutes=10), "later")
+    monkeypatch.setenv("CLOUDTRAIL_SCRATCH", str(tmp_path / "machine-b"))
+    assert run_command(spark, "cloudtrail_ingest", run) == 0
+    assert [event_id for event_id, _ in events_in(s3_lake)] == trail.oracle() and len(trail.oracle()) == 19
 
 
 @pytest.mark.harness  # three DAG runs of real processes (about 3 minutes): `make test-harness`; their arguments: test_dag

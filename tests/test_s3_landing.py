@@ -301,6 +301,7 @@ def test_an_asset_event_of_airflows_sqs_watcher_reaches_a_run_through_the_inbox(
     assert_table_is_oracle(spark, lake, trail)
 
 
+@pytest.mark.harness  # an ingest and a rebuild in its own process (about a minute): `make test-harness`
 def test_a_rebuild_whose_local_copies_are_gone_reads_the_objects_again(spark, trail, lake):
     keys = [trail.deliver(events_of(4, NOW - timedelta(hours=3), f"r{n}"), NOW, f"r{n}") for n in range(3)]
     trail.notify(cloudtrail_sns(trail.bucket, keys))

@@ -15,6 +15,7 @@ from jobs import exported
 # What other packages may use (jobs/__init__.py, tests/test_layout.py).
 __all__ = [
     "build_session",
+    "where_read",
 ]
 
 

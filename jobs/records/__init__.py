@@ -13,6 +13,7 @@ __all__ = [
     "JVM_EXPRESSIONS",
     "JVM_FUNCTIONS",
     "QUARANTINE_SCHEMA",
+    "READ_FROM",
     "SESSION_CONTEXT",
     "SORT_COLUMNS",
     "USER_IDENTITY",
