@@ -157,14 +157,20 @@ def airflow_db() -> Path:
     home = Path(os.environ["AIRFLOW_HOME"])
     home.mkdir(parents=True, exist_ok=True)
     subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], check=True, capture_output=True, timeout=300)
+    shutil.copytree(home, _migrated(home))
     return home
 
 
+def _migrated(airflow_db: Path) -> Path:
+    return airflow_db.with_name(f"{airflow_db.name}-migrated")
+
+
 def own_airflow_home(airflow_db: Path, folder: Path) -> dict[str, str]:
-    """The environment of a copy of the migrated metadata DB, for Airflow processes on another lake: the DAGs they
-    serialize name their assets after that lake, and in the session's DB those assets would be the active ones,
-    leaving the session's own DAG runs with inactive assets."""
-    shutil.copytree(airflow_db, folder)
+    """The environment of a copy of the metadata DB as migrated, before any test ran a DAG in it, for Airflow processes
+    on another lake: the DAGs they serialize name their assets after that lake. In the session's DB those assets would
+    be the active ones, leaving the session's own DAG runs with inactive assets; and in a copy of it taken after a
+    session DAG ran, the session's assets (the same names, the session lake's URIs) leave theirs inactive."""
+    shutil.copytree(_migrated(airflow_db), folder)
     return {"AIRFLOW_HOME": str(folder), "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{folder / 'airflow.db'}"}
 
 

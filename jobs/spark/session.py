@@ -195,8 +195,17 @@ class JobSession:
         if self._session is not None and self._owned:
             stop_state_stores(self._session)
             gateway = getattr(self._session.sparkContext, "_gateway", None)
+            quiet_heartbeats(self._session)
             self._session.stop()
             release_jvm(gateway)
+
+
+def quiet_heartbeats(spark: SparkSession) -> None:
+    """The local executor's logger at ERROR while the session stops: SparkContext.stop ends the driver's heartbeat
+    receiver before the executor's heartbeater, and a beat due in between logged a WARN with its stack after the job's
+    success ("Could not find HeartbeatReceiver"), harmless there. A cluster's executors log in their own processes."""
+    log4j = spark.sparkContext._jvm.org.apache.logging.log4j  # type: ignore[union-attr]
+    log4j.core.config.Configurator.setLevel("org.apache.spark.executor.Executor", log4j.Level.ERROR)
 
 
 class _Py4JChatter(logging.Filter):
