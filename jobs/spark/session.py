@@ -204,7 +204,10 @@ def quiet_heartbeats(spark: SparkSession) -> None:
     """The local executor's logger at ERROR while the session stops: SparkContext.stop ends the driver's heartbeat
     receiver before the executor's heartbeater, and a beat due in between logged a WARN with its stack after the job's
     success ("Could not find HeartbeatReceiver"), harmless there. A cluster's executors log in their own processes."""
-    log4j = spark.sparkContext._jvm.org.apache.logging.log4j  # type: ignore[union-attr]
+    jvm = spark.sparkContext._jvm
+    if jvm is None:  # a session whose JVM is gone already
+        return
+    log4j = jvm.org.apache.logging.log4j
     log4j.core.config.Configurator.setLevel("org.apache.spark.executor.Executor", log4j.Level.ERROR)
 
 
