@@ -178,6 +178,14 @@ def read_whole(path: LakePath) -> str:
     return data.decode()
 
 
+def lines_of(path: LakePath) -> set[str] | None:
+    """The lines of the file at `path`, read whole; None where there is none (one request in S3, not a look and a read)."""
+    try:
+        return set(read_whole(path).splitlines())
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
 def _partial(path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     return path.with_name(f".{path.name}.partial")

@@ -21,7 +21,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from jobs.storage import LakePath, read_whole, write_whole
+from jobs.storage import LakePath, lines_of, write_whole
 
 DIGEST_NAME = re.compile(r"[^/]+_CloudTrail-Digest_[^/]+\.json\.gz")
 DIGEST_FOLDER = "CloudTrail-Digest"
@@ -102,7 +102,7 @@ class Proven:
         day = self.day(key) or ""
         if day not in self._days:
             path = self.folder / f"{day}.txt"
-            self._days[day] = set(read_whole(path).splitlines()) if path.exists() else set()
+            self._days[day] = lines_of(path) or set()
         return self._days[day]
 
     def add(self, key: str) -> None:

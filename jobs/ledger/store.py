@@ -26,7 +26,7 @@ from jobs.lake import LET_GO, RETIRED, Lake
 from jobs.landing.layout import delivery_date, relative
 from jobs.spark.checkpoint import CheckpointSnapshot
 from jobs.spark.logs import CheckpointError
-from jobs.storage import FORMAT, LakePath, read_record, read_whole, record_body, under, write_record, write_whole
+from jobs.storage import FORMAT, LakePath, lines_of, read_record, read_whole, record_body, under, write_record, write_whole
 
 # A manifest's (and the restamps') entries name their format each (jobs/storage.py's `record_body`), the late files
 # theirs: 2 since issue #68 (format 1: the hash under `fingerprint`; the late files the dates object alone).
@@ -175,7 +175,7 @@ class RetiredIndex:
 
     def let_go(self) -> set[str] | None:
         """The names of the manifests the ledger let go of; None for a ledger older than this record."""
-        return set(read_whole(self._manifests).splitlines()) if self._manifests.exists() else None
+        return lines_of(self._manifests)
 
     def add_let_go(self, names: Iterable[str]) -> None:
         known = self.let_go() or set()
@@ -190,7 +190,7 @@ class RetiredIndex:
     def on(self, day: date) -> set[str]:
         if day not in self._days:
             path = self._path(day)
-            self._days[day] = set(read_whole(path).splitlines()) if path.exists() else set()
+            self._days[day] = lines_of(path) or set()
         return self._days[day]
 
     def add(self, paths: Iterable[str]) -> None:
