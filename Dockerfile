@@ -12,6 +12,14 @@ COPY tools/__init__.py tools/package.py tools/
 COPY tools/jars tools/jars
 RUN python -m tools.package build/cloudtrail.jar && python -m tools.package build/jars
 
+# The stand-in for AWS (docker-compose.yml's aws-stand-in, profile `stand-in`): moto's server, as the tests run it.
+FROM python:3.11.11-slim-bookworm AS aws-stand-in
+WORKDIR /opt/cloudtrail
+COPY requirements-dev.lock .
+RUN pip install --no-cache-dir "moto[server]==$(sed -n 's/^moto==//p' requirements-dev.lock)"
+COPY tools/__init__.py tools/aws_stand_in.py tools/
+USER nobody
+
 # One image for the Airflow services and the Spark master and workers: same Python, same pyspark.
 # Runtime only (requirements.lock): no compilers, no test tools; runs as an unprivileged user.
 FROM python:3.11.11-slim-bookworm
@@ -19,8 +27,8 @@ RUN apt-get update \
     && apt-get install -y --no-install-recommends openjdk-17-jre-headless procps \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --uid 50000 --create-home cloudtrail \
-    && mkdir -p /opt/airflow /data/landing /data/lake /data/logs \
-    && chown cloudtrail /opt/airflow /data/landing /data/lake /data/logs
+    && mkdir -p /opt/airflow /data/logs \
+    && chown cloudtrail /opt/airflow /data/logs
 WORKDIR /opt/cloudtrail
 COPY requirements.lock .
 RUN pip install --no-cache-dir -r requirements.lock

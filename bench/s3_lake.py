@@ -6,8 +6,10 @@ Per repeat, the two kinds alternating: a fresh lake takes a real-shaped zone (1,
 product's command, then one more file in a second run. The seconds of each run, the S3 lake's against the folder
 lake's; what each lake holds (objects and bytes under the prefix, files and bytes in the folder); the peak memory of
 each run's processes; what this machine kept after an S3 run (its scratch folder); the requests each S3 run made, by
-kind, and the bytes it sent; and the folder lake moved to S3 by `python -m jobs.migrate`: its seconds, requests and
-bytes. moto's server is Python on
+kind, and the bytes it sent; the folder lake moved to S3 by `python -m jobs.migrate`: its seconds, requests and
+bytes; and, on the same zone in the same repeat, the peers of `make bench` (Spark's availableNow + dedup recipe, DuckDB)
+writing their own output to a folder, against each lake's backfill (peer / product: above 1, the product is faster).
+moto's server is Python on
 loopback, serving each request in turn: its seconds bound S3's from above, while the counts and bytes carry over.
 Writes bench-work/s3_lake.json.
 """
@@ -29,7 +31,7 @@ from typing import Any
 
 import boto3
 
-from bench.benchmark import SAMPLES, WORK, measure
+from bench.benchmark import BASELINES, SAMPLES, WORK, measure, run_baseline
 from bench.publish import counting
 from jobs.landing.layout import delivery_path
 from tests.aws import ENVIRONMENT, start_server
@@ -82,12 +84,15 @@ def main(argv: list[str] | None = None) -> int:
     server, url = start_server()
     os.environ.update({**ENVIRONMENT, "AWS_ENDPOINT_URL": url, "CLOUDTRAIL_SCRATCH": str(work / "scratch")})
     runs: dict[str, list[dict[str, Any]]] = {"folder": [], "s3": []}
+    peers: dict[str, list[float]] = {name: [] for name in PEERS}
     calls = counting(server)
     try:
         generate(work / "landing", records=records, days=2, seed=11, records_per_file=1000, duplicate_rate=0.01)
         for repeat in range(repeats):
             for kind in ("folder", "s3"):
                 runs[kind].append(_one_lake(kind, work, repeat, calls))
+            for name in PEERS:
+                peers[name].append(round(run_baseline(BASELINES[name], work / "landing", work / f"{name}-{repeat}")["wall_s"], 1))
     finally:
         server.stop()
         shutil.rmtree(work, ignore_errors=True)
@@ -95,10 +100,18 @@ def main(argv: list[str] | None = None) -> int:
         f"{step}_s3_over_folder": round(statistics.median(r[step] for r in runs["s3"]) / statistics.median(r[step] for r in runs["folder"]), 2)
         for step in ("backfill_seconds", "one_file_seconds")
     }  # fmt: skip
+    result["peers_seconds"] = peers
+    for name, kind in ((name, kind) for name in PEERS for kind in runs):  # pair by pair, then the median
+        pairs = [peer / run["backfill_seconds"] for peer, run in zip(peers[name], runs[kind], strict=True)]
+        result[f"{name}_over_{kind}_backfill"] = round(statistics.median(pairs), 2)
     (WORK / "s3_lake.json").parent.mkdir(parents=True, exist_ok=True)
     (WORK / "s3_lake.json").write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
     return 0
+
+
+# The peers the issue names for a lake in S3: the seeds' recipe and DuckDB (bench/baseline_*.py).
+PEERS = ("recipe", "duckdb")
 
 
 def _s3_lake(work: Path, name: str) -> tuple[str, dict[str, str]]:

@@ -1,6 +1,7 @@
 """What one DAG run costs on the production stack: wall time from the REST call that triggers
-it to its end, with nothing new and with one new file, against a bare `spark-submit` of the
-ingest alone on the same cluster (one new file). Ratios are from the same sitting.
+it to its end, with nothing new and with one new file, against the ingest command alone as a
+driver of the same cluster (one new file); the landing and the lake in the stack's stand-in for
+AWS. Ratios are from the same sitting.
 Then the stack on an S3 landing, moto's server as its AWS, event-driven: `--deliveries` single-file
 deliveries (1,000 real-shaped records each), one at a time and isolated (the DAG idle when each arrives), each
 with CloudTrail's notification; from
@@ -26,8 +27,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from bench.benchmark import SAMPLES
-from tests.aws import burst_lags, queryable_after, s3_stack
-from tests.helpers import deliver, events_of
+from tests.aws import burst_lags, landing_trail, queryable_after, reaching, s3_stack
+from tests.helpers import events_of
 from tools.airflow_api import Api
 from tools.generate_landing import like, real_records
 from tools.stack import ROOT, Stack, write_env_file
@@ -50,15 +51,12 @@ def triggered_run(api: Api, tasks: list[dict[str, dict[str, float]]] | None = No
     return elapsed
 
 
-def bare_ingest(stack: Stack, landing: Path, lake: Path) -> float:
-    """The ingest job alone, submitted to the cluster by hand, as the DAG's task submits it."""
+def bare_ingest(stack: Stack) -> float:
+    """The ingest command alone, a driver of the cluster started by hand, on the stack's landing and lake."""
     env = stack.env("airflow-scheduler")
-    master = env["AIRFLOW_CONN_SPARK_DEFAULT"]
-    command = ["spark-submit", "--master", master, "--py-files", str(ROOT / "build" / "jobs.zip"),
-               "--jars", str(ROOT / "build" / "cloudtrail.jar"), str(ROOT / "jobs" / "cloudtrail_ingest.py"),
-               "--landing", str(landing), "--lake", str(lake), "--settle", "0 seconds"]  # fmt: skip
+    env["CLOUDTRAIL_SPARK_MASTER"] = env["AIRFLOW_CONN_SPARK_DEFAULT"]
     started = time.monotonic()
-    subprocess.run(command, env=env, check=True, capture_output=True)
+    subprocess.run([sys.executable, "-m", "jobs.cloudtrail_ingest", "--settle", "0 seconds"], env=env, check=True, capture_output=True)
     return time.monotonic() - started
 
 
@@ -87,29 +85,29 @@ def main(argv: list[str] | None = None) -> int:
     env_file = scratch / "stack.env"
     write_env_file(env_file, {"CLOUDTRAIL_SCHEDULE": "none", "CLOUDTRAIL_SETTLE": "0 seconds"})
     stack = Stack(home=scratch / "stack", env_file=env_file, fixed_ports=False)
-    landing = stack.home / "volumes" / "landing"
     files = iter(range(1000))
 
     def new_file() -> None:
         n = next(files)
-        deliver(landing, events_of(1000, START + timedelta(hours=n), f"f{n}"), START + timedelta(hours=n, minutes=5))
+        landing_trail(stack).deliver(events_of(1000, START + timedelta(hours=n), f"f{n}"), datetime.now(tz=UTC), f"f{n}")
 
     try:
         stack.up()
-        api = Api.of(stack)
-        api.unpause()
-        new_file()
-        triggered_run(api)  # warm-up: the first run creates the table and the gate's context
-        quiet: list[float] = []
-        one_file: list[float] = []
-        bare: list[float] = []
-        tasks: list[dict[str, dict[str, float]]] = []
-        for _ in range(args.repeats):
+        with reaching(stack):
+            api = Api.of(stack)
+            api.unpause()
             new_file()
-            bare.append(bare_ingest(stack, landing, stack.home / "volumes" / "lake"))
-            new_file()
-            one_file.append(triggered_run(api, tasks))  # its gate also passes what the bare ingest wrote
-            quiet.append(triggered_run(api))
+            triggered_run(api)  # warm-up: the first run creates the table and the gate's context
+            quiet: list[float] = []
+            one_file: list[float] = []
+            bare: list[float] = []
+            tasks: list[dict[str, dict[str, float]]] = []
+            for _ in range(args.repeats):
+                new_file()
+                bare.append(bare_ingest(stack))
+                new_file()
+                one_file.append(triggered_run(api, tasks))  # its gate also passes what the bare ingest wrote
+                quiet.append(triggered_run(api))
     finally:
         stack.down()
     results = {

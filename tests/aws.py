@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,9 +23,9 @@ from typing import Any
 from urllib.parse import quote_plus
 
 import boto3
-import duckdb
 
 from tools.airflow_api import Api
+from tools.aws_stand_in import answer_java_without_interim_continue
 from tools.stack import Stack, write_env_file
 
 ACCOUNT, REGION = "111122223333", "us-east-1"
@@ -34,30 +35,12 @@ def start_server() -> tuple[Any, str]:
     from moto.server import ThreadedMotoServer
 
     _quick_sqs_clock()
-    _no_interim_continue_for_java()
+    answer_java_without_interim_continue()
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # a line per request otherwise
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
     return server, f"http://{host}:{port}"
-
-
-def _no_interim_continue_for_java() -> None:
-    """Python's HTTP server answers `Expect: 100-continue` with an interim `100 Continue`, which the AWS SDK for Java's
-    asynchronous client (S3A's uploads of local files: the de-duplication state's) takes for the final response
-    (aws/aws-sdk-java-v2#1969). That client sends its body without waiting, so for it the server sends none; boto3,
-    which waits for it, still gets it."""
-    from http.server import BaseHTTPRequestHandler
-
-    interim = BaseHTTPRequestHandler.handle_expect_100
-    if getattr(interim, "java", False):
-        return
-
-    def handle_expect_100(self: BaseHTTPRequestHandler) -> bool:
-        return True if "aws-sdk-java" in self.headers.get("User-Agent", "") else interim(self)
-
-    handle_expect_100.java = True  # type: ignore[attr-defined]
-    BaseHTTPRequestHandler.handle_expect_100 = handle_expect_100  # type: ignore[method-assign]
 
 
 def _quick_sqs_clock() -> None:
@@ -181,35 +164,71 @@ def eventbridge(bucket: str, key: str) -> str:
 S3_TEST_EVENT = json.dumps({"Service": "Amazon S3", "Event": "s3:TestEvent", "Bucket": "b"})
 
 
-def committed_ids(lake: Path) -> set[str]:
-    """The eventIDs of the events table's committed files (its sink log's), read with DuckDB: what a query sees."""
-    from jobs.lake import Lake
-    from jobs.tables.events import all_files
+def committed_ids(lake: str, catalog: str = "glue") -> set[str]:
+    """The eventIDs the events table of record has committed (its `ingest` branch), read through the lake's catalog;
+    none before its first run created it."""
+    from pyiceberg.exceptions import NoSuchTableError
 
-    existing = [str(path) for path in all_files(Lake.at(lake))]
-    if not existing:
+    from tests.helpers import catalog_rows
+
+    try:
+        return {event_id for event_id, _ in catalog_rows(lake, catalog)}
+    except NoSuchTableError:
         return set()
-    return {row[0] for row in duckdb.connect().execute("select eventID from read_parquet(?)", [existing]).fetchall()}
+
+
+@contextmanager
+def reaching(stack: Stack) -> Iterator[str]:
+    """This process reaching the stack's AWS and the lake's catalog as its services do (their AWS_* and PYICEBERG_*
+    settings), once the lake's and the landing's buckets are there; the lake's location."""
+    env = stack.env("airflow-scheduler")
+    wanted = {name: value for name, value in env.items() if name.startswith(("AWS_", "PYICEBERG_"))}
+    saved = {name: os.environ.get(name) for name in wanted}
+    os.environ.update(wanted)
+    try:
+        s3, deadline = boto3.client("s3"), time.monotonic() + 120
+        buckets = {env[name].removeprefix("s3://").split("/")[0] for name in ("CLOUDTRAIL_LAKE", "CLOUDTRAIL_LANDING")}
+        while not buckets <= {bucket["Name"] for bucket in s3.list_buckets()["Buckets"]}:
+            assert time.monotonic() < deadline, f"the buckets {sorted(buckets)} were never created"
+            time.sleep(1)
+        yield env["CLOUDTRAIL_LAKE"]
+    finally:
+        for name, value in saved.items():
+            os.environ.pop(name, None) if value is None else os.environ.__setitem__(name, value)
+
+
+def landing_trail(stack: Stack) -> Trail:
+    """The stack's landing bucket (CLOUDTRAIL_LANDING), delivered to as CloudTrail does (no queue: it is listed)."""
+    bucket, _, prefix = stack.env("airflow-scheduler")["CLOUDTRAIL_LANDING"].removeprefix("s3://").partition("/")
+    return Trail(bucket, prefix, "", boto3.client("s3"), None)
 
 
 @contextmanager
 def s3_stack(home: Path, settings: dict[str, str] | None = None) -> Iterator[tuple[Stack, Trail]]:
-    """The compose stack (tools/stack.py) on an S3 landing and its queue, both on moto's server as "AWS": the ingest DAG
+    """The compose stack (tools/stack.py) with moto's server as AWS, outside the stack as AWS would be (its stand-in's
+    profile off): the lake in a bucket there, the landing in another with its notification queue; the ingest DAG
     unpaused, woken by the queue (`settings`: more .env lines)."""
     server, endpoint = start_server()
+    # moto keeps its state per process, not per server: an earlier stack's Glue tables, named as this one's, would be
+    # this lake's (whose empty checkpoint then refuses them).
+    urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST"), timeout=30).close()
     aws = {**ENVIRONMENT, "AWS_ENDPOINT_URL": endpoint}
     saved = {name: os.environ.get(name) for name in aws}
     os.environ.update(aws)
     trail = Trail.create()
+    lake_bucket = f"lake-{uuid.uuid4().hex[:12]}"
+    boto3.client("s3").create_bucket(Bucket=lake_bucket)
     env_file = home / "stack.env"
     home.mkdir(parents=True, exist_ok=True)
     write_env_file(env_file, {"CLOUDTRAIL_SCHEDULE": "@daily", "CLOUDTRAIL_LANDING": trail.url, "CLOUDTRAIL_QUEUE_URL": trail.queue_url,
-                              **aws, **(settings or {})})  # fmt: skip
+                              "COMPOSE_PROFILES": "", "CLOUDTRAIL_LAKE": f"s3://{lake_bucket}/lake",
+                              "CLOUDTRAIL_WAREHOUSE": f"s3://{lake_bucket}/warehouse", **aws, **(settings or {})})  # fmt: skip
     stack = Stack(home=home / "stack", env_file=env_file, fixed_ports=False)
     try:
         stack.up()
         Api.of(stack).unpause()
-        yield stack, trail
+        with reaching(stack):  # the lake's catalog too
+            yield stack, trail
     finally:
         stack.down()
         server.stop()
@@ -237,7 +256,7 @@ def deliver_notified(trail: Trail, records: list[dict[str, Any]], file_id: str) 
 def queryable_lags(stack: Stack, delivered: list[Notified], timeout: float = 600) -> list[float]:
     """Seconds from each file's LastModified until every one of its events is in a committed file of the events
     table (polled each second), in the order given."""
-    lake, lags = stack.home / "volumes" / "lake", dict.fromkeys(delivered, 0.0)
+    lake, lags = stack.env("airflow-scheduler")["CLOUDTRAIL_LAKE"], dict.fromkeys(delivered, 0.0)
     deadline = time.monotonic() + timeout
     while waiting := [d for d, lag in lags.items() if not lag]:
         assert time.monotonic() < deadline, f"{[d.key for d in waiting]}: not queryable after {timeout:.0f} s"

@@ -143,3 +143,5 @@ def test_s3_lake_harness_ingests_a_zone_into_a_folder_lake_and_a_lake_in_s3():
     assert s3["scratch_files_left"] == 0, "a folder landing into a lake in S3 leaves nothing on this machine"
     assert result["backfill_seconds_s3_over_folder"] > 0 and result["one_file_seconds_s3_over_folder"] > 0
     assert s3["one_file_requests"]["S3 PUT"] > 0 and folder["migration_requests"]["S3 PUT"] >= folder["migrated_objects"] > 0, result
+    assert {name: len(seconds) for name, seconds in result["peers_seconds"].items()} == {"recipe": 1, "duckdb": 1}
+    assert all(result[f"{peer}_over_{kind}_backfill"] > 0 for peer in ("recipe", "duckdb") for kind in ("folder", "s3")), result

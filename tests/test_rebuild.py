@@ -12,6 +12,7 @@ import time
 from datetime import date, timedelta
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from jobs.lake import Lake
@@ -136,6 +137,22 @@ def test_a_rebuild_repairs_three_damaged_partitions_and_the_stream_goes_on(spark
     expected = sorted(ingested + [(f"new-{i}", "2024-03-03") for i in range(6)])
     assert duckdb_rows(lake) == expected
     assert spark_rows(spark, lake) == expected
+
+
+def test_a_rebuild_repairs_dates_whose_data_files_are_gone_from_the_lake(spark, landing, lake, ingested):
+    """A data file deleted from the lake behind the table's back (a hand, a lifecycle rule): the date cannot be read,
+    and its rebuild read the table's files to plan, so it failed with a traceback. It is rebuilt from the landing
+    without them, and says so."""
+    for day in ("2024-03-02", "2024-03-03"):
+        min(date_files(Lake(lake), day)).unlink()
+    with pytest.raises(duckdb.IOException, match="No files found"):
+        duckdb_rows(lake)
+
+    report = rebuild.run(config(landing, lake), lambda: spark)
+
+    assert report.status == "succeeded" and report.gate == "passed"
+    assert duckdb_rows(lake) == ingested, "every event of the three dates once again"
+    assert [report.partitions[day]["data_files_lost"] for day in ("2024-03-01", "2024-03-02", "2024-03-03")] == [0, 1, 1]
 
 
 def test_a_rebuild_keeps_the_quarantine_of_the_files_it_reads_once(spark, landing, lake, ingested, monkeypatch):

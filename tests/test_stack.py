@@ -2,13 +2,15 @@
 
 Every service of docker-compose.yml started natively from that file (tools/stack.py):
 PostgreSQL, the Airflow API server, scheduler (LocalExecutor), DAG processor and triggerer,
-a Spark master and two workers. The DAG is unpaused and driven through the REST API with the
-admin's credentials, as the UI does: a scheduled run and a backfill at the same time (every socket the
-services open meanwhile is on loopback, read from the kernel), then a
-`mode=rebuild` backfill over 3 damaged partitions; the derived DAG follows on the events Asset.
-A last test starts the stack with `make stack-up`,
-clicks a backfill through the UI in headless Chromium (Debian's, driven by Playwright) and stops it
-with `make stack-down`. The tables are checked against the oracle."""
+a Spark master and two workers, and the stand-in for AWS (moto) that holds the landing, the lake
+and its Glue catalog. Each process runs in a mount namespace that covers the others' folders, so
+the workers share no disk with each other or with the Airflow services. The DAG is unpaused and
+driven through the REST API with the admin's credentials, as the UI does: a scheduled run and a
+backfill at the same time (every socket the services open meanwhile is on loopback, read from the
+kernel), then a `mode=rebuild` backfill over 3 damaged partitions; the derived DAG follows on the
+events Asset. Another test starts the stack with `make stack-up`, clicks a backfill through the
+UI in headless Chromium (Debian's, driven by Playwright) and stops it with `make stack-down`. The
+tables are read through the lake's catalog, as any reader does, and checked against the oracle."""
 
 from __future__ import annotations
 
@@ -27,22 +29,53 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import duckdb
+import boto3
 import pytest
 
-from jobs.lake import OCSF, OCSF_API_ACTIVITY, Lake
+from jobs.iceberg.catalog import open_catalog
+from jobs.lake import OCSF_API_ACTIVITY, Lake
 from jobs.quality import gate
-from jobs.status.lake_status import derived_rows
-from tests.aws import burst_lags, cloudtrail_sns, committed_ids, queryable_after, s3_stack
-from tests.helpers import DAY, deliver, duckdb_rows, events_of, table_rows
-from tests.test_derived import hourly_from_activity, hourly_from_events
-from tests.test_rebuild import damage
+from tests.aws import Trail, burst_lags, cloudtrail_sns, committed_ids, landing_trail, queryable_after, reaching, s3_stack
+from tests.helpers import DAY, catalog_rows, events_of
 from tools.airflow_api import DAG_ID, Api, sign_in
 from tools.stack import ROOT, STATE, Listener, Stack, alive, write_env_file
 
 pytestmark = pytest.mark.stack
 
 DATES = ["2024-03-01", "2024-03-02", "2024-03-03"]
+CATALOG = "glue"  # .env.example's: Glue, here the stand-in's
+
+
+def published(lake: str) -> list[tuple[str, str]]:
+    """(eventID, event_date) of the events table as its readers see it (the gated `main`), through the catalog."""
+    return catalog_rows(lake, CATALOG, "main")
+
+
+def table_sum(lake: str, table: str, column: str | None = None) -> int:
+    """A derived table's rows (or the sum of `column`), read through the catalog; 0 before it exists."""
+    catalog = open_catalog(Lake.at(lake, CATALOG), CATALOG)
+    if not catalog.table_exists(f"cloudtrail.{table}"):
+        return 0
+    rows = catalog.load_table(f"cloudtrail.{table}").scan().to_arrow()
+    return len(rows) if column is None else sum(rows.column(column).to_pylist())
+
+
+def deliver_now(trail: Trail, records: list[dict[str, Any]], file_id: str) -> str:
+    """One log file delivered now, as CloudTrail delivers (the key dated by the delivery)."""
+    return trail.deliver(records, datetime.now(tz=UTC), file_id)
+
+
+def nothing_of_the_lake_on_a_machine(stack: Stack) -> None:
+    """No worker's folder holds a table's file, a landing file or the state; the driver's machine (the scheduler's)
+    holds scratch only (the landing objects it fetched to plan them), never a table's file or the state: all of it is
+    in the bucket."""
+
+    def found(folder: Path, *patterns: str) -> list[Path]:
+        return [path for pattern in patterns for path in folder.glob(pattern)]
+
+    for worker in stack.home.glob("spark-worker-*"):
+        assert not found(worker, "**/*.parquet", "**/*.json.gz", "**/*.sst"), worker
+    assert not found(stack.home / "airflow-scheduler", "**/*.parquet", "**/*.sst")
 
 
 @pytest.fixture
@@ -57,7 +90,8 @@ def stack(tmp_path: Path, env_file: Path) -> Iterator[Stack]:
     running = Stack(home=tmp_path / "stack", env_file=env_file, fixed_ports=False)
     try:
         running.up()
-        yield running
+        with reaching(running):
+            yield running
     finally:
         running.down()
 
@@ -102,12 +136,11 @@ def test_the_api_refuses_a_request_without_credentials(stack: Stack):
 
 
 def test_a_scheduled_run_and_a_backfill_at_the_same_time_on_postgres_and_the_spark_cluster(stack: Stack):
-    landing, lake = stack.home / "volumes" / "landing", stack.home / "volumes" / "lake"
+    lake, trail = stack.env("airflow-scheduler")["CLOUDTRAIL_LAKE"], landing_trail(stack)
     for offset in range(len(DATES)):
-        delivered = DAY + timedelta(days=offset, hours=12)
-        deliver(landing, events_of(30, delivered - timedelta(hours=1), f"d{offset}"), delivered)
-    deliver(landing, events_of(5, DAY - timedelta(days=5), "late"), DAY + timedelta(days=2, hours=13))  # late delivery
-    deliver(landing, events_of(10, DAY + timedelta(hours=11), "d0"), DAY + timedelta(days=1, hours=13))  # re-delivered
+        deliver_now(trail, events_of(30, DAY + timedelta(days=offset, hours=11), f"d{offset}"), f"d{offset}")
+    deliver_now(trail, events_of(5, DAY - timedelta(days=5), "late"), "late")  # events of a date long past
+    deliver_now(trail, events_of(10, DAY + timedelta(hours=11), "d0"), "again")  # re-delivered
 
     derived = Api(stack.url("airflow-api", 8080), stack.admin_password(), "cloudtrail_derived")
     derived.unpause()  # scheduled on the events Asset: it runs after each ingest run that publishes
@@ -120,7 +153,12 @@ def test_a_scheduled_run_and_a_backfill_at_the_same_time_on_postgres_and_the_spa
     # What listens, read from the kernel while the runs ran: loopback only, and no task log server at all.
     assert {listener for listener in sockets if not listener.loopback} == set()
     ports = {listener.port for listener in sockets}
-    assert {stack.ports["airflow-api:8080"], stack.ports["postgres:5432"], stack.ports["spark-master:7077"]} <= ports
+    assert {
+        stack.ports["airflow-api:8080"],
+        stack.ports["postgres:5432"],
+        stack.ports["spark-master:7077"],
+        stack.ports["aws-stand-in:5000"],
+    } <= ports
     assert not ports & {8793, 8794}, "the scheduler and the triggerer start no log server (--skip-serve-logs)"
     assert any("java" in listener.commands for listener in sockets if listener.port not in stack.ports.values()), (
         "the sampler saw the Spark applications' own ports (drivers, executors) too"
@@ -132,21 +170,22 @@ def test_a_scheduled_run_and_a_backfill_at_the_same_time_on_postgres_and_the_spa
         ingest = api.task_instance(run["dag_run_id"], "ingest")
         assert ingest["try_number"] == 1, "writers queue for the pool, they never fail on the lake lock and retry"
     expected = sorted([(f"d{o}-{i}", d) for o, d in enumerate(DATES) for i in range(30)] + [(f"late-{i}", "2024-02-25") for i in range(5)])
-    assert duckdb_rows(lake) == expected, "every event once, nothing duplicated by the backfill"
-    gates = {r["dag_run_id"]: json.loads(Lake(lake).gate_report(r["dag_run_id"]).read_text()) for r in runs}
+    assert published(lake) == expected, "every event once, nothing duplicated by the backfill, gated for the readers"
+    layout = Lake.at(lake, CATALOG)
+    gates = {r["dag_run_id"]: json.loads(layout.gate_report(r["dag_run_id"]).read_text()) for r in runs}
     for run in runs:
         checked = gates[run["dag_run_id"]]
         assert checked["verdict"] in ("passed", "skipped"), checked
         if run["run_type"] == "backfill":
             # re-validated, or skipped because a gate passed exactly these files already
             assert run["logical_date"][:10] in checked["event_dates"]
-    validated = gate.validated(Lake(lake))
+    validated = gate.validated(layout)
     assert {validated[d]["run_id"] for d in DATES} <= {run_id for run_id, checked in gates.items() if checked["verdict"] == "passed"}
 
     # Only runs with something to do start Spark, and they run on the cluster.
     applications = spark_applications(stack)
     assert {app["state"] for app in applications} == {"FINISHED"}
-    ingests = [json.loads(Lake(lake).ingest_report(r["dag_run_id"]).read_text()) for r in runs]
+    ingests = [json.loads(layout.ingest_report(r["dag_run_id"]).read_text()) for r in runs]
     assert sum(app["name"] == "cloudtrail_ingest" for app in applications) == sum(bool(report["batches"]) for report in ingests) >= 1
     wrote = next(run["dag_run_id"] for run, report in zip(runs, ingests, strict=True) if report["batches"])
     assert "batch 0:" in api.task_log(wrote, "ingest"), "the UI's log view reads the task's log from the shared volume"
@@ -159,39 +198,56 @@ def test_a_scheduled_run_and_a_backfill_at_the_same_time_on_postgres_and_the_spa
     deadline = time.monotonic() + 900
     while True:
         derived_runs = derived.finished_runs(expected=1, timeout=900)
-        try:  # a run may be swapping a folder while this reads
-            ocsf = sum(day.rows[OCSF_API_ACTIVITY] for day in derived_rows(Lake(lake), OCSF, days=1000))
-        except duckdb.Error:
-            ocsf = None
-        if hourly_from_activity(lake) == hourly_from_events(lake) and ocsf == len(expected):
+        if table_sum(lake, "activity_hourly", "events") == len(expected) and table_sum(lake, "ocsf_api_activity") == len(expected):
             break
         assert time.monotonic() < deadline, f"the activity and OCSF tables never caught up: {derived_runs}"
         time.sleep(10)
     assert {r["state"] for r in derived_runs} == {"success"} and {r["run_type"] for r in derived_runs} == {"asset_triggered"}
 
-    # The compose API server serves the lake page from the shared volumes, behind the same sign-in.
+    # Both workers ran executors, and no machine kept anything of the lake or the landing.
+    assert all(list((stack.home / f"spark-worker-{n}").glob("spark-work/app-*/*/stderr")) for n in (1, 2))
+    nothing_of_the_lake_on_a_machine(stack)
+
+    # The compose API server serves the lake page from the lake in S3, behind the same sign-in.
     shown = api.call("GET", "/cloudtrail/status.json")
     assert {(row["account"], row["region"]) for row in shown["freshness"]} == {("111122223333", "us-east-1")}
     assert sum(day["rows"] for day in shown["rows_per_event_date"]) == len(expected)
     ocsf_shown = shown["derived_rows_per_event_date"]["ocsf"]
     assert sum(day["rows"][OCSF_API_ACTIVITY] for day in ocsf_shown) == len(expected), "the OCSF task ran on the cluster too"
-    assert shown["backlog"]["files"] == 0 and shown["checkpoint"]["committed_batch"] is not None
+    assert (shown["deliveries"]["inbox"], shown["deliveries"]["kept"]) == (0, 0), shown["deliveries"]
+    assert shown["checkpoint"]["committed_batch"] is not None and shown["problems"] == [], shown["problems"]
 
 
-def test_a_rebuild_backfill_from_the_rest_api_repairs_three_damaged_partitions(stack: Stack, spark):
-    landing, lake = stack.home / "volumes" / "landing", stack.home / "volumes" / "lake"
+def lose_a_file_of_each_date(lake: str) -> list[str]:
+    """One data file of each date the events table holds deleted from the bucket, as a bug or a hand would: the dates
+    cannot be read any more. The URIs lost."""
+    table = open_catalog(Lake.at(lake, CATALOG), CATALOG).load_table("cloudtrail.events")
+    tasks = table.scan(snapshot_id=table.metadata.snapshot_by_name("ingest").snapshot_id).plan_files()
+    by_date: dict[str, str] = {}
+    for task in tasks:
+        by_date.setdefault(str(task.file.partition[0]), task.file.file_path)
+    for uri in by_date.values():
+        bucket, _, key = uri.removeprefix("s3://").removeprefix("s3a://").partition("/")
+        boto3.client("s3").delete_object(Bucket=bucket, Key=key)
+    return sorted(by_date.values())
+
+
+def test_a_rebuild_backfill_from_the_rest_api_repairs_three_damaged_partitions(stack: Stack):
+    lake, trail = stack.env("airflow-scheduler")["CLOUDTRAIL_LAKE"], landing_trail(stack)
     for offset in range(len(DATES)):
         for hour in (3, 15):
-            delivered = DAY + timedelta(days=offset, hours=hour)
-            deliver(landing, events_of(20, delivered - timedelta(hours=1), f"d{offset}h{hour}"), delivered)
-    deliver(landing, events_of(20, DAY + timedelta(hours=2), "d0h3"), DAY + timedelta(hours=5))  # a copy
-    ingest = [sys.executable, "-m", "jobs.cloudtrail_ingest", "--landing", str(landing), "--lake", str(lake), "--settle", "0 seconds"]
-    scheduler_env = stack.env("airflow-scheduler")
+            deliver_now(trail, events_of(20, DAY + timedelta(days=offset, hours=hour - 1), f"d{offset}h{hour}"), f"d{offset}h{hour}")
+    deliver_now(trail, events_of(20, DAY + timedelta(hours=2), "d0h3"), "copy-1")
+    # A driver by hand on the scheduler's machine: its scratch there, not this process's temporary folder, which a
+    # lake of another test at the same location left its landing copies in.
+    scheduler_env = stack.env("airflow-scheduler") | {"CLOUDTRAIL_SCRATCH": str(stack.home / "airflow-scheduler" / "tmp")}
+    ingest = [sys.executable, "-m", "jobs.cloudtrail_ingest", "--settle", "0 seconds"]
     subprocess.run(ingest, env=scheduler_env, check=True, capture_output=True, timeout=300)
-    oracle = duckdb_rows(lake)
+    oracle = catalog_rows(lake, CATALOG)
     assert len(oracle) == 120
-    damage(spark, lake)  # one date's rows gone, one file gone, one file twice: commits as a bug would make them
-    assert duckdb_rows(lake) != oracle
+    assert len(lose_a_file_of_each_date(lake)) == len(DATES)
+    with pytest.raises(OSError):
+        catalog_rows(lake, CATALOG)
 
     api = Api.of(stack)
     api.unpause()
@@ -199,17 +255,18 @@ def test_a_rebuild_backfill_from_the_rest_api_repairs_three_damaged_partitions(s
     runs = [r for r in api.finished_runs(expected=4, timeout=1500) if r["run_type"] == "backfill"]
     assert sorted(r["state"] for r in runs) == ["success"] * 3, runs
 
-    assert duckdb_rows(lake) == oracle, "the table equals the oracle again, read by DuckDB"
-    assert table_rows(spark, lake) == oracle, "and by Spark, through the lake's Iceberg catalog"
+    assert catalog_rows(lake, CATALOG) == oracle, "the table of record equals the oracle again, read through its catalog"
+    assert published(lake) == oracle, "and so does what its readers see"
     for run in runs:
-        (report,) = Lake(lake).rebuild_reports(run["dag_run_id"])
+        (report,) = Lake.at(lake, CATALOG).rebuild_reports(run["dag_run_id"])
         assert list(json.loads(report.read_text())["partitions"]) == [run["logical_date"][:10]], "one date per daily run"
     assert sum(app["name"] == "cloudtrail_rebuild" for app in spark_applications(stack)) == 3, "the rebuilds ran on the cluster"
 
-    deliver(landing, events_of(5, DAY + timedelta(days=2, hours=20), "new"), DAY + timedelta(days=2, hours=21))
-    deliver(landing, events_of(20, DAY + timedelta(days=2, hours=14), "d2h15"), DAY + timedelta(days=2, hours=22))  # a copy
+    deliver_now(trail, events_of(5, DAY + timedelta(days=2, hours=20), "new"), "new")
+    deliver_now(trail, events_of(20, DAY + timedelta(days=2, hours=14), "d2h15"), "copy-2")
     subprocess.run(ingest, env=scheduler_env, check=True, capture_output=True, timeout=300)
-    assert duckdb_rows(lake) == sorted(oracle + [(f"new-{i}", "2024-03-03") for i in range(5)]), "new files once, nothing twice"
+    assert catalog_rows(lake, CATALOG) == sorted(oracle + [(f"new-{i}", "2024-03-03") for i in range(5)]), "new files once, nothing twice"
+    nothing_of_the_lake_on_a_machine(stack)
 
 
 def make(*target: str, timeout: float) -> str:
@@ -247,10 +304,10 @@ def test_make_stack_up_a_backfill_clicked_in_the_ui_and_make_stack_down(tmp_path
         base = re.search(r"Airflow UI +(http://\S+) +user admin, password (\S+)", shown)
         assert base, f"stack-up prints the UI's URL and the admin password: {shown}"
         url, password = base.groups()
-        landing, lake = home / "volumes" / "landing", home / "volumes" / "lake"
-        for offset in range(len(DATES)):
-            delivered = DAY + timedelta(days=offset, hours=12)
-            deliver(landing, events_of(25, delivered - timedelta(hours=1), f"d{offset}"), delivered)
+        with reaching(Stack.load(home)) as lake:
+            trail = landing_trail(Stack.load(home))
+            for offset in range(len(DATES)):
+                deliver_now(trail, events_of(25, DAY + timedelta(days=offset, hours=11), f"d{offset}"), f"d{offset}")
         api = Api(url, password)
         api.registered()
 
@@ -266,7 +323,8 @@ def test_make_stack_up_a_backfill_clicked_in_the_ui_and_make_stack_down(tmp_path
 
         backfills = sorted((r["logical_date"][:10], r["state"]) for r in runs if r["run_type"] == "backfill")
         assert backfills == [(day, "success") for day in DATES]
-        assert duckdb_rows(lake) == sorted((f"d{o}-{i}", d) for o, d in enumerate(DATES) for i in range(25))
+        with reaching(Stack.load(home)):
+            assert published(lake) == sorted((f"d{o}-{i}", d) for o, d in enumerate(DATES) for i in range(25))
     finally:
         started = Stack.load(home).processes if (home / STATE).exists() else {}
         if started:
@@ -280,7 +338,7 @@ def test_on_an_s3_landing_each_delivery_wakes_the_ingest_through_its_notificatio
     delivered file wakes the ingest DAG through the triggerer's SQS watcher, the run fetches the object into the lake's
     cache and commits its events. A notification sent twice adds nothing. The queue and the inbox end empty."""
     with s3_stack(tmp_path) as (stack, trail):
-        lake = stack.home / "volumes" / "lake"
+        lake = stack.env("airflow-scheduler")["CLOUDTRAIL_LAKE"]
         start = datetime.now(tz=UTC) - timedelta(minutes=30)
         for n in range(3):
             queryable_after(stack, trail, events_of(40, start + timedelta(minutes=n), f"s3-{n}"), f"f{n}")
@@ -288,14 +346,14 @@ def test_on_an_s3_landing_each_delivery_wakes_the_ingest_through_its_notificatio
         trail.notify(cloudtrail_sns(trail.bucket, [first]))  # a re-delivered notification
         api = Api.of(stack)
         deadline = time.monotonic() + 600
-        while trail.waiting() or any(Lake(lake).inbox.glob("*.json")) or not all_finished(api):
+        while trail.waiting() or any(Lake.at(lake, CATALOG).inbox.glob("*.json")) or not all_finished(api):
             assert time.monotonic() < deadline, "the re-delivered notification was not taken"
             time.sleep(5)
         runs = api.call("GET", f"{api.dag}/dagRuns?limit=100")["dag_runs"]
         assert sum(run["run_type"] == "asset_triggered" for run in runs) >= 3, "a run per delivery, woken by its notification"
         assert all(run["state"] == "success" for run in runs), runs
         assert sorted(committed_ids(lake)) == trail.oracle(), "each event once, as the bucket's objects hold them"
-        assert len(duckdb_rows(lake)) == 120, "and a directory reader sees the same rows"
+        assert len(published(lake)) == 120, "and the gated tables show the readers the same rows"
 
 
 def test_on_an_s3_landing_a_burst_during_running_and_queued_runs_waits_for_no_other_delivery(tmp_path: Path):
@@ -305,7 +363,7 @@ def test_on_an_s3_landing_a_burst_during_running_and_queued_runs_waits_for_no_ot
         start = datetime.now(tz=UTC) - timedelta(minutes=30)
         lags = burst_lags(stack, trail, lambda n: events_of(40, start + timedelta(minutes=n), f"burst-{n}"))
         assert max(lags) <= 240, lags
-        assert sorted(committed_ids(stack.home / "volumes" / "lake")) == trail.oracle()
+        assert sorted(committed_ids(stack.env("airflow-scheduler")["CLOUDTRAIL_LAKE"])) == trail.oracle()
 
 
 def all_finished(api: Api) -> bool:

@@ -26,14 +26,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
-from tools.stack import free_port
+from tools.stack import HOST_LOCAL_READS, free_port, own_folders
 
-__all__ = ["Cluster", "own_folders", "start", "stop"]
+__all__ = ["Cluster", "start", "stop"]
 
 SPARK_HOME = str(Path(importlib.util.find_spec("pyspark").origin or "").parent)  # type: ignore[union-attr]
-# Two executors on one host read each other's shuffle files from its disk, which here they cannot see: as on two hosts,
-# they ask each other for them.
-HOST_LOCAL_READS = "spark.shuffle.readHostLocalDisk=false"
 
 
 def start(*command: str, log: Path, env: dict[str, str] | None = None, unshared: str = "") -> subprocess.Popen[bytes]:
@@ -56,15 +53,6 @@ def stop(process: subprocess.Popen[bytes]) -> None:
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
-
-
-def own_folders(home: Path) -> dict[str, str]:
-    """A machine's environment for Spark: its scratch and temporary folders under `home`, its JVMs' too."""
-    for folder in ("local", "tmp"):
-        (home / folder).mkdir(parents=True, exist_ok=True)
-    inherited = [option for option in os.environ.get("JDK_JAVA_OPTIONS", "").split() if "java.io.tmpdir" not in option]
-    java = " ".join([*inherited, f"-Djava.io.tmpdir={home / 'tmp'}"])
-    return {"SPARK_LOCAL_DIRS": str(home / "local"), "TMPDIR": str(home / "tmp"), "JDK_JAVA_OPTIONS": java}
 
 
 @dataclass
@@ -130,7 +118,7 @@ class Cluster:
             "CLOUDTRAIL_SPARK_MASTER": self.master_url,
             "CLOUDTRAIL_SCRATCH": str(self.driver / "scratch"),
             # Each executor takes its worker's memory (Spark's default is 1g, whatever the worker has).
-            "PYSPARK_SUBMIT_ARGS": f"--conf {HOST_LOCAL_READS} --conf spark.executor.memory={self.memory} pyspark-shell",
+            "PYSPARK_SUBMIT_ARGS": f"--conf {'='.join(HOST_LOCAL_READS)} --conf spark.executor.memory={self.memory} pyspark-shell",
         }
         return os.environ | own_folders(self.driver) | ours
 

@@ -12,10 +12,15 @@ its image and its network is mapped, and nothing else of the caller's environmen
 - service host names become 127.0.0.1, and every port a service publishes or exposes a local
   port (the same one when it is free, unless `fixed_ports` is off); a `host:port` reference,
   and the service's own port in its command, follow;
-- named volumes become folders under the home, the container-private AIRFLOW_HOME one folder
-  per service, the image's code and Python (Dockerfile `WORKDIR`, `ENV`) this checkout and its
-  virtualenv;
-- `postgres:15` runs Debian's PostgreSQL 15 (as the `postgres` user when started by root).
+- named volumes become folders under the home, the container-private AIRFLOW_HOME and temporary
+  folder one folder per process, the image's code and Python (Dockerfile `WORKDIR`, `ENV`) this
+  checkout and its virtualenv;
+- started by root, each process runs in a mount namespace of its own in which the other
+  processes' folders and the volumes its service does not mount are covered by an empty file
+  system: as in containers, it cannot read or write them (and Spark's executors, on one address
+  here, ask each other for shuffle files rather than read them from a disk they cannot see);
+- `postgres:15` runs Debian's PostgreSQL 15 (as the `postgres` user when started by root);
+- a service of a profile runs when COMPOSE_PROFILES (the env file's) names it, as with compose.
 
 So a secret or URL the services need to share must be in the compose file, as with containers.
 """
@@ -50,6 +55,9 @@ IMAGE_ROOT, IMAGE_PYTHON, PRIVATE_HOME = "/opt/cloudtrail", "/usr/local/bin/pyth
 LOOPBACK = {"AIRFLOW__API__HOST": "127.0.0.1", "SPARK_LOCAL_IP": "127.0.0.1"}
 START_TIMEOUT = 300.0
 STATE = "stack.json"  # under the home: the ports and process groups of a running stack
+# Hosts compose keeps apart share one address here, and Spark has an executor read the shuffle files of another on its
+# host from the disk, which each process's namespace hides: as between hosts, they ask each other for them.
+HOST_LOCAL_READS = ("spark.shuffle.readHostLocalDisk", "false")
 
 
 class StackError(RuntimeError):
@@ -69,13 +77,31 @@ def resolve(compose: Path, env_file: Path) -> dict[str, Any]:
     return yaml.safe_load(done.stdout)
 
 
+def own_folders(home: Path) -> dict[str, str]:
+    """A machine's environment for its temporary files: its scratch and temporary folders under `home`, its JVMs' too."""
+    for folder in ("local", "tmp"):
+        (home / folder).mkdir(parents=True, exist_ok=True)
+    inherited = [option for option in os.environ.get("JDK_JAVA_OPTIONS", "").split() if "java.io.tmpdir" not in option]
+    java = " ".join([*inherited, f"-Djava.io.tmpdir={home / 'tmp'}"])
+    return {"SPARK_LOCAL_DIRS": str(home / "local"), "TMPDIR": str(home / "tmp"), "JDK_JAVA_OPTIONS": java}
+
+
+def env_file_values(env_file: Path) -> dict[str, str]:
+    """An env file's NAME=value lines."""
+    lines = env_file.read_text().splitlines()
+    return {
+        name.strip(): value.strip()
+        for name, _, value in (line.partition("=") for line in lines if "=" in line and not line.startswith("#"))
+    }
+
+
 def write_env_file(
     target: Path, values: dict[str, str] | None = None, example: Path = ROOT / ".env.example", compose: Path = ROOT / "docker-compose.yml"
 ) -> None:
     """`.env.example` with `values` set and every secret the compose file requires (`${NAME:?...}`) that is empty filled
     in with a fresh random value. Other empty variables stay empty (an S3 landing's settings, AWS keys: the chain)."""
     lines, unplaced = [], dict(values or {})
-    required = required_secrets(compose)
+    required = required_secrets(compose, example)
     for line in example.read_text().splitlines():
         name, assigned, value = line.partition("=")
         if line.startswith("#") or not assigned:
@@ -110,9 +136,11 @@ def fill_secrets(target: Path, compose: Path = ROOT / "docker-compose.yml") -> l
     return filled
 
 
-def required_secrets(compose: Path) -> set[str]:
-    """The variables the compose file requires (`${NAME:?...}`): its secrets."""
-    return set(re.findall(r"\$\{(\w+):\?", compose.read_text()))
+def required_secrets(compose: Path, example: Path = ROOT / ".env.example") -> set[str]:
+    """The variables the compose file requires (`${NAME:?...}`) and `.env.example` leaves empty: its secrets (the
+    lake's and the landing's locations are required too, but given)."""
+    given = {name for name, value in env_file_values(example).items() if value}
+    return set(re.findall(r"\$\{(\w+):\?", compose.read_text())) - given
 
 
 def _secret(name: str) -> str:
@@ -161,7 +189,12 @@ class Stack:
     # -- mapping a container's view onto this host -------------------------------------------
 
     def config(self) -> dict[str, Any]:
-        return resolve(self.compose, self.env_file)
+        """The compose file resolved, with the services of the profiles COMPOSE_PROFILES does not name left out."""
+        resolved = resolve(self.compose, self.env_file)
+        profiles = set(filter(None, env_file_values(self.env_file).get("COMPOSE_PROFILES", "").split(",")))
+        services = resolved["services"]
+        resolved["services"] = {name: s for name, s in services.items() if not s.get("profiles") or profiles & set(s["profiles"])}
+        return resolved
 
     def assign_ports(self, services: dict[str, Any]) -> None:
         for name, service in services.items():
@@ -180,6 +213,7 @@ class Stack:
                 text = re.sub(rf"(?<![\d.:]){port}(?!\d)", str(local), text)
         for name in services:
             text = re.sub(rf"(?<![\w.-]){re.escape(name)}(?![\w-])", "127.0.0.1", text)
+        text = re.sub(r"(?<![\d.])0\.0\.0\.0(?![\d.])", "127.0.0.1", text)  # a container's every interface: its own network
         for volume, folder in self.volumes(service, services).items():
             text = re.sub(rf"(?<![\w/]){re.escape(volume)}(?![\w-])", str(folder), text)
         replaced = {IMAGE_ROOT: str(ROOT), IMAGE_PYTHON: sys.executable, PRIVATE_HOME: str(self.home / service / "airflow")}
@@ -219,31 +253,48 @@ class Stack:
         services = self.config()["services"]
         self.assign_ports(services)
         self.save()
-        for name in start_order(services):
+        processes = {name: process_names(name, services[name]) for name in start_order(services)}
+        for folder in [self.home / process for names in processes.values() for process in names]:
+            folder.mkdir(parents=True, exist_ok=True)  # all of them now, so each namespace covers every other
+        for name, names in processes.items():
             self.wait_for_dependencies(name, services)
-            replicas = int((services[name].get("deploy") or {}).get("replicas", 1))
-            for replica in range(1, replicas + 1):
-                self.start(name, services, f"{name}-{replica}" if replicas > 1 else name)
+            for process in names:
+                self.start(name, services, process)
         for name, service in services.items():
             if "healthcheck" in service:
                 self.wait_healthy(name, services)
 
     def start(self, service: str, services: dict[str, Any], process: str) -> None:
-        for folder in self.volumes(service, services).values():
-            folder.mkdir(parents=True, exist_ok=True)
+        for volume in services:
+            for folder in self.volumes(volume, services).values():
+                folder.mkdir(parents=True, exist_ok=True)
         env = self.environment(service, services)
         workdir = self.home / process
         workdir.mkdir(parents=True, exist_ok=True)
-        if services[service].get("image", "").startswith("postgres:"):
+        image = services[service].get("image", "")
+        if image.startswith("postgres:"):
             argv = self.postgres(service, services, env)
         else:
             argv = self.command(service, services, services[service]["command"])
-            env["SPARK_WORKER_DIR"] = str(workdir / "spark-work")
+            (workdir / "spark-conf").mkdir(exist_ok=True)
+            (workdir / "spark-conf" / "spark-defaults.conf").write_text(" ".join(HOST_LOCAL_READS) + "\n")
+            env |= own_folders(workdir) | {"SPARK_WORKER_DIR": str(workdir / "spark-work"), "SPARK_CONF_DIR": str(workdir / "spark-conf")}
+        if os.geteuid() == 0:
+            argv = self.isolated(process, service, services, argv)
         log = (self.home / f"{process}.log").open("a")
         started = subprocess.Popen(argv, env=env, cwd=workdir, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         self.processes[process] = started.pid
         self.children[process] = started
         self.save()
+
+    def isolated(self, process: str, service: str, services: dict[str, Any], argv: list[str]) -> list[str]:
+        """`argv` in a mount namespace of its own, the other processes' folders and the volumes `service` does not
+        mount covered by an empty file system (needs root)."""
+        mounted = set(self.volumes(service, services).values())
+        volumes = [folder for folder in (self.home / "volumes").iterdir() if folder not in mounted]
+        others = [folder for folder in self.home.iterdir() if folder.is_dir() and folder.name not in (process, "volumes")]
+        covers = "".join(f"mount -t tmpfs none {shlex.quote(str(folder))} && " for folder in sorted(others + volumes))
+        return ["unshare", "--mount", "sh", "-c", covers + " ".join(["exec", *map(shlex.quote, argv)])]
 
     def postgres(self, service: str, services: dict[str, Any], env: dict[str, str]) -> list[str]:
         """Debian's PostgreSQL 15 in the volume's folder, initialised the way the postgres image does."""
@@ -375,6 +426,12 @@ def listeners(roots: Iterable[int]) -> list[Listener]:
     return found_sockets
 
 
+def process_names(name: str, service: dict[str, Any]) -> list[str]:
+    """The processes a service runs as: itself, or one per replica (name-1, name-2, ...)."""
+    replicas = int((service.get("deploy") or {}).get("replicas", 1))
+    return [f"{name}-{replica}" for replica in range(1, replicas + 1)] if replicas > 1 else [name]
+
+
 def depends_on(service: dict[str, Any]) -> dict[str, str]:
     declared = service.get("depends_on") or {}
     if isinstance(declared, list):
@@ -464,7 +521,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{process:24} {state:8} log: {home / process}.log")
     print(f"Airflow UI    {stack.url('airflow-api', 8080)}  user admin, password {stack.admin_password()}")
     print(f"Spark master  {stack.url('spark-master', 8081)}")
-    print(f"lake          {stack.home / 'volumes' / 'lake'}   landing: {stack.home / 'volumes' / 'landing'}")
+    scheduler = stack.env("airflow-scheduler")
+    print(f"lake          {scheduler['CLOUDTRAIL_LAKE']} (catalog {scheduler['CLOUDTRAIL_CATALOG']})")
+    print(f"landing       {scheduler['CLOUDTRAIL_LANDING']}")
+    if endpoint := scheduler.get("AWS_ENDPOINT_URL"):
+        print(f"AWS endpoint  {endpoint}")
     return 0
 
 

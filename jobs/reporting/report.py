@@ -152,6 +152,7 @@ class PartitionStats:
     duplicates_dropped: int = 0
     quarantined: int = 0
     rows_kept_from_unreadable_files: int = 0
+    data_files_lost: int = 0  # the partition's files the lake no longer held: it was rebuilt without them
 
 
 @dataclass

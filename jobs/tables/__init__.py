@@ -39,6 +39,7 @@ __all__ = [
     "held_batches",
     "ingest_written",
     "landing_files",
+    "lost_files",
     "publish_staged",
     "quarantine_batch",
     "quarantine_data_files",

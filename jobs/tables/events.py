@@ -102,8 +102,15 @@ def events_batch(lake: Lake) -> int | None:
     return sink_batch(lake.events) if _legacy(lake) else table_batch(lake, EVENTS)
 
 
-def events_of_dates(spark: SparkSession, lake: Lake, dates: Iterable[date | str]) -> DataFrame | None:
-    """The rows of these event dates, through the session's Iceberg catalog; None when none of them holds a data file."""
+def lost_files(lake: Lake, day: date | str) -> list[LakePath]:
+    """A date's data files that the table names and the lake no longer holds (deleted from the bucket by hand, a
+    lifecycle rule, a bug): no reader of the date can read it."""
+    return [path for path in date_files(lake, day) if not path.exists()]
+
+
+def events_of_dates(spark: SparkSession, lake: Lake, dates: Iterable[date | str], lost: Iterable[LakePath] = ()) -> DataFrame | None:
+    """The rows of these event dates, through the session's Iceberg catalog; None when none of them holds a data file.
+    The dates with `lost` files are read from their other files alone (as Parquet: Iceberg's scan would fail)."""
     from pyspark.sql import functions as F
 
     from jobs.iceberg.spark_tables import use_catalog
@@ -117,7 +124,11 @@ def events_of_dates(spark: SparkSession, lake: Lake, dates: Iterable[date | str]
         folders = [str(partition(lake.events, day)) for day in days]
         return spark.read.schema(EVENTS_SCHEMA).option("basePath", str(lake.events)).parquet(*folders)
     table = f"{use_catalog(spark, lake, lake.catalog)}.{NAMESPACE}.{EVENTS}.branch_{INGEST}"
-    return spark.table(table).where(F.col(EVENT_DATE).isin(days)).select(*EVENTS_SCHEMA.fieldNames())
+    gone = {str(path) for path in lost}
+    damaged = {day for day in days if any(str(path) in gone for path in date_files(lake, day))}
+    rows = spark.table(table).where(F.col(EVENT_DATE).isin(sorted(set(days) - damaged))).select(*EVENTS_SCHEMA.fieldNames())
+    left = [str(path) for day in sorted(damaged) for path in date_files(lake, day) if str(path) not in gone]
+    return rows.unionByName(spark.read.schema(EVENTS_SCHEMA).parquet(*left)) if left else rows
 
 
 def events_source(lake: Lake, dates: Iterable[date | str] | None = None, newest: int | None = None) -> str | None:

@@ -205,6 +205,7 @@ def partition_stats(
         duplicates_dropped=figures["candidates"].get(day, 0) - figures["rows_after"].get(day, 0),
         quarantined=sum(per_file.get(entry.path, 0) for entry in plan.files),
         rows_kept_from_unreadable_files=kept.get(day, 0),
+        data_files_lost=len(plan.lost),
     )
 
 
@@ -218,7 +219,7 @@ def rebuild(config: RebuildConfig, spark: SparkSession, plans: list[DateRebuild]
     dates = [p.event_date for p in plans]
     # Rows say the rebuild wrote them: the gate's run check compares the ingest run's rows with its report.
     records = records_of(spark, files, f"rebuild:{tag}", config.bucket).persist()
-    old = events_of_dates(spark, lake, config.dates)
+    old = events_of_dates(spark, lake, config.dates, [storage.at(path) for p in plans for path in p.lost])
     candidates, events = rebuilt_events(records, old, plans, config.dedup)
     staged_events, staged_files = events_table.stage(layout.ordered(events, EVENT_DATE), tag)
     quarantine_table = QuarantineTable(spark, lake)

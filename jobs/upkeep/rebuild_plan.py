@@ -22,7 +22,7 @@ from jobs.records.dedup import Dedup
 from jobs.reporting.report import written_batches
 from jobs.spark.checkpoint import CheckpointSnapshot
 from jobs.spark.logs import CheckpointError, local_path, source_file
-from jobs.tables.events import date_files
+from jobs.tables.events import date_files, lost_files
 from jobs.tables.sources import landing_files
 from jobs.tables.tables_of_record import held_batches
 
@@ -69,6 +69,8 @@ class DateRebuild:
     files: tuple[Entry, ...]
     # Files whose rows the partition holds but which cannot be read again: their rows are kept.
     unreadable: tuple[str, ...]
+    # The partition's data files the lake no longer holds: the date is rebuilt from the landing without them.
+    lost: tuple[str, ...] = ()
 
     @property
     def bytes(self) -> int:
@@ -81,8 +83,10 @@ def unreadable_sources(plans: list[DateRebuild]) -> list[str]:
 
 
 def source_files(lake: Lake, day: date) -> set[str]:
-    """The landing files (local paths) a date's rows came from."""
-    return landing_files(EVENTS, date_files(lake, day))
+    """The landing files (local paths) a date's rows came from, as the data files the lake still holds name them (the
+    landing's delivery days and the late files' list name the others')."""
+    gone = set(map(str, lost_files(lake, day)))
+    return landing_files(EVENTS, [path for path in date_files(lake, day) if str(path) not in gone])
 
 
 def plan_rebuild(config: RebuildConfig) -> list[DateRebuild]:
@@ -109,7 +113,11 @@ def plan_rebuild(config: RebuildConfig) -> list[DateRebuild]:
         delivered = {f.path for d in delivery_days for folder in folders.get(d, []) for f in log_files_in(folder)}
         wanted = {relative(path) for path in named | delivered | {local_path(path) for path in late.get(day, ())}}
         files = tuple(sorted((read[key] for key in wanted if key in read), key=lambda e: e.path))
-        plans.append(DateRebuild(day, files, tuple(sorted(path for path in named if relative(path) not in read))))
+        unreadable = tuple(sorted(path for path in named if relative(path) not in read))
+        if lost := tuple(sorted(map(str, lost_files(lake, day)))):
+            log.warning("%s: %d of its data files are gone from the lake (%s): rebuilt from the landing without them", day,
+                        len(lost), ", ".join(lost[:3]))  # fmt: skip
+        plans.append(DateRebuild(day, files, unreadable, lost))
     return plans
 
 
@@ -135,6 +143,7 @@ def dry_run_summary(plans: list[DateRebuild]) -> dict[str, Any]:
                 "files": len(p.files),
                 "bytes": p.bytes,
                 "files_kept_from_old_partition": len(p.unreadable),
+                "data_files_lost": len(p.lost),
                 "estimated_seconds": round(p.bytes / BYTES_PER_SECOND),
             }
             for p in plans
