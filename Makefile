@@ -48,7 +48,7 @@ help:
 	@echo "make stack-status    - what runs, where, and the UI's credentials"
 	@echo "make stack-down      - stop everything stack-up started"
 	@echo "make bench-publish   - what publishing the Iceberg tables adds to a one-file run and a 1,000-file backfill, pruning over 30 dates, metadata over 100 publishes (moto's S3 + Glue)"
-	@echo "make bench-s3-lake   - the ingest into a lake in S3 (moto's) against a folder lake: a backfill and a one-file run, what each holds"
+	@echo "make bench-s3-lake   - the ingest into a lake in S3 (moto's) against a folder lake and the recipe and DuckDB: a backfill and a one-file run, what each holds"
 	@echo "make bench-cluster   - the same \$$RECORDS (2M) backfill on a Spark cluster of one worker and of two (one core each, no disk shared), lake and landing in S3 (moto's); a one-file run there and in local mode"
 	@echo "make bench-investigations - the shipped investigations on a week of events: bytes, row groups and seconds, with and without the layout, and on the JSON"
 	@echo "make chaos           - 20 random SIGKILLs of the ingest job, then the table against the oracle"
