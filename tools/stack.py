@@ -265,14 +265,13 @@ class Stack:
                 self.wait_healthy(name, services)
 
     def start(self, service: str, services: dict[str, Any], process: str) -> None:
-        for volume in services:
-            for folder in self.volumes(volume, services).values():
+        for each in services:  # every volume, so that a namespace covers those its service does not mount
+            for folder in self.volumes(each, services).values():
                 folder.mkdir(parents=True, exist_ok=True)
         env = self.environment(service, services)
         workdir = self.home / process
         workdir.mkdir(parents=True, exist_ok=True)
-        image = services[service].get("image", "")
-        if image.startswith("postgres:"):
+        if services[service].get("image", "").startswith("postgres:"):
             argv = self.postgres(service, services, env)
         else:
             argv = self.command(service, services, services[service]["command"])
