@@ -15,7 +15,7 @@ import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -182,19 +182,13 @@ def reaching(stack: Stack) -> Iterator[str]:
     """This process reaching the stack's AWS and the lake's catalog as its services do (their AWS_* and PYICEBERG_*
     settings), once the lake's and the landing's buckets are there; the lake's location."""
     env = stack.env("airflow-scheduler")
-    wanted = {name: value for name, value in env.items() if name.startswith(("AWS_", "PYICEBERG_"))}
-    saved = {name: os.environ.get(name) for name in wanted}
-    os.environ.update(wanted)
-    try:
+    with environment({name: value for name, value in env.items() if name.startswith(("AWS_", "PYICEBERG_"))}):
         s3, deadline = boto3.client("s3"), time.monotonic() + 120
         buckets = {env[name].removeprefix("s3://").split("/")[0] for name in ("CLOUDTRAIL_LAKE", "CLOUDTRAIL_LANDING")}
         while not buckets <= {bucket["Name"] for bucket in s3.list_buckets()["Buckets"]}:
             assert time.monotonic() < deadline, f"the buckets {sorted(buckets)} were never created"
             time.sleep(1)
         yield env["CLOUDTRAIL_LAKE"]
-    finally:
-        for name, value in saved.items():
-            os.environ.pop(name, None) if value is None else os.environ.__setitem__(name, value)
 
 
 def landing_trail(stack: Stack) -> Trail:
@@ -208,30 +202,38 @@ def s3_stack(home: Path, settings: dict[str, str] | None = None) -> Iterator[tup
     """The compose stack (tools/stack.py) with moto's server as AWS, outside the stack as AWS would be (its stand-in's
     profile off): the lake in a bucket there, the landing in another with its notification queue; the ingest DAG
     unpaused, woken by the queue (`settings`: more .env lines)."""
-    server, endpoint = start_server()
-    # moto keeps its state per process, not per server: an earlier stack's Glue tables, named as this one's, would be
-    # this lake's (whose empty checkpoint then refuses them).
-    urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST"), timeout=30).close()
-    aws = {**ENVIRONMENT, "AWS_ENDPOINT_URL": endpoint}
-    saved = {name: os.environ.get(name) for name in aws}
-    os.environ.update(aws)
-    trail = Trail.create()
-    lake_bucket = f"lake-{uuid.uuid4().hex[:12]}"
-    boto3.client("s3").create_bucket(Bucket=lake_bucket)
-    env_file = home / "stack.env"
-    home.mkdir(parents=True, exist_ok=True)
-    write_env_file(env_file, {"CLOUDTRAIL_SCHEDULE": "@daily", "CLOUDTRAIL_LANDING": trail.url, "CLOUDTRAIL_QUEUE_URL": trail.queue_url,
-                              "COMPOSE_PROFILES": "", "CLOUDTRAIL_LAKE": f"s3://{lake_bucket}/lake",
-                              "CLOUDTRAIL_WAREHOUSE": f"s3://{lake_bucket}/warehouse", **aws, **(settings or {})})  # fmt: skip
-    stack = Stack(home=home / "stack", env_file=env_file, fixed_ports=False)
-    try:
+    with ExitStack() as cleanup:
+        server, endpoint = start_server()
+        cleanup.callback(server.stop)
+        # moto keeps its state per process, not per server: an earlier stack's Glue tables, named as this one's, would
+        # be this lake's (whose empty checkpoint then refuses them).
+        urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST"), timeout=30).close()
+        aws = {**ENVIRONMENT, "AWS_ENDPOINT_URL": endpoint}
+        cleanup.enter_context(environment(aws))
+        trail = Trail.create()
+        lake_bucket = f"lake-{uuid.uuid4().hex[:12]}"
+        boto3.client("s3").create_bucket(Bucket=lake_bucket)
+        env_file = home / "stack.env"
+        home.mkdir(parents=True, exist_ok=True)
+        write_env_file(env_file, {"CLOUDTRAIL_SCHEDULE": "@daily", "CLOUDTRAIL_LANDING": trail.url, "CLOUDTRAIL_QUEUE_URL": trail.queue_url,
+                                  "COMPOSE_PROFILES": "", "CLOUDTRAIL_LAKE": f"s3://{lake_bucket}/lake",
+                                  "CLOUDTRAIL_WAREHOUSE": f"s3://{lake_bucket}/warehouse", **aws, **(settings or {})})  # fmt: skip
+        stack = Stack(home=home / "stack", env_file=env_file, fixed_ports=False)
+        cleanup.callback(stack.down)
         stack.up()
         Api.of(stack).unpause()
         with reaching(stack):  # the lake's catalog too
             yield stack, trail
+
+
+@contextmanager
+def environment(values: dict[str, str]) -> Iterator[None]:
+    """This process's environment with `values` set, as it was afterwards."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
     finally:
-        stack.down()
-        server.stop()
         for name, value in saved.items():
             os.environ.pop(name, None) if value is None else os.environ.__setitem__(name, value)
 
@@ -309,3 +311,19 @@ def reach_from(spark: Any) -> None:
     names = {"aws.accessKeyId": "AWS_ACCESS_KEY_ID", "aws.secretAccessKey": "AWS_SECRET_ACCESS_KEY", "aws.region": "AWS_DEFAULT_REGION"}
     for key, name in names.items():
         system.setProperty(key, os.environ[name])
+
+
+def copy_prefix(bucket: str, source: str, target: str) -> None:
+    """Every object under `source`/ copied to the same key under `target`/ (an operator's `aws s3 cp --recursive`)."""
+    s3 = boto3.client("s3")
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=f"{source}/"):
+        for item in page.get("Contents", []):
+            s3.copy_object(Bucket=bucket, Key=target + item["Key"][len(source) :], CopySource={"Bucket": bucket, "Key": item["Key"]})
+
+
+def delete_prefix(bucket: str, prefix: str) -> None:
+    """Every object under `prefix`/ deleted (`aws s3 rm --recursive`)."""
+    s3 = boto3.client("s3")
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=f"{prefix}/"):
+        for item in page.get("Contents", []):
+            s3.delete_object(Bucket=bucket, Key=item["Key"])

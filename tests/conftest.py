@@ -203,14 +203,11 @@ def trail(aws):
 def s3_lake(aws, tmp_path, monkeypatch) -> str:
     """A bucket for the lake and a SQL catalog for its tables (a catalog service: its file is not the lake's)."""
     import boto3
-    import pyiceberg.catalog
-    from pyiceberg.utils.config import Config
 
     bucket = f"lake-{uuid.uuid4().hex[:12]}"
     boto3.client("s3").create_bucket(Bucket=bucket)
     settings = {"TYPE": "sql", "URI": f"sqlite:///{tmp_path / 'catalog.db'}", "WAREHOUSE": f"s3://{bucket}/warehouse"}
     for key, value in settings.items():
         monkeypatch.setenv(f"PYICEBERG_CATALOG__RECORDS__{key}", value)
-    monkeypatch.setattr(pyiceberg.catalog, "_ENV_CONFIG", Config())  # pyiceberg reads its settings once a process
     monkeypatch.setenv("CLOUDTRAIL_SCRATCH", str(tmp_path / "scratch"))
     return f"s3://{bucket}/lakes/acme"

@@ -240,8 +240,6 @@ def test_with_a_glue_catalog_the_job_writes_its_tables_into_the_warehouse_in_s3(
     AWS_ENDPOINT_URL alone): Spark commits the tables through the catalog into the S3 warehouse, nothing of them lands in
     the lake's folder, and pyiceberg reads them back through the same configuration."""
     import boto3
-    import pyiceberg.catalog
-    from pyiceberg.utils.config import Config
 
     from jobs.iceberg.catalog import open_catalog
     from tests.aws import glue_catalog
@@ -250,7 +248,6 @@ def test_with_a_glue_catalog_the_job_writes_its_tables_into_the_warehouse_in_s3(
     boto3.client("s3").create_bucket(Bucket=bucket)
     for key, value in glue_catalog("athena", f"s3://{bucket}/iceberg").items():
         monkeypatch.setenv(key, value)
-    monkeypatch.setattr(pyiceberg.catalog, "_ENV_CONFIG", Config())  # pyiceberg reads its settings once a process
     stop = dict(eventSource="cloudtrail.amazonaws.com", eventName="StopLogging")
     deliver(
         landing, [*events_of(8, DAY + timedelta(hours=1), "a"), event("stop-1", DAY + timedelta(hours=2), **stop)], DAY + timedelta(hours=3)
@@ -277,8 +274,6 @@ def test_a_second_lake_is_refused_the_tables_another_lake_writes_in_a_shared_sql
     """A SQLite catalog of pyiceberg's settings serves the Spark jobs too (its JDBC twin): the first lake's activity
     job writes its tables there; a second lake pointed at the same catalog is refused in one line naming the owner,
     exit 2, and the first lake's rows stay."""
-    import pyiceberg.catalog
-    from pyiceberg.utils.config import Config
 
     from jobs.iceberg.catalog import open_catalog
     from tests.helpers import run_command
@@ -287,7 +282,6 @@ def test_a_second_lake_is_refused_the_tables_another_lake_writes_in_a_shared_sql
     shared = {"TYPE": "sql", "URI": f"sqlite:///{tmp_path}/shared.db", "WAREHOUSE": str(tmp_path / "warehouse")}
     for key, value in shared.items():
         monkeypatch.setenv(f"PYICEBERG_CATALOG__SHARED__{key}", value)
-    monkeypatch.setattr(pyiceberg.catalog, "_ENV_CONFIG", Config())  # pyiceberg reads its settings once a process
     deliver(landing, events_of(6, DAY + timedelta(hours=1), "a"), DAY + timedelta(hours=2))
     ingest(spark, landing, lake)
     run_cleanly(spark, caplog, "activity", ["--lake", str(lake), "--catalog", "shared", "--run-id", "first"])
@@ -309,14 +303,11 @@ def test_a_warehouse_bucket_that_does_not_exist_fails_the_run_in_one_line_naming
     """The Glue catalog answers but its warehouse bucket does not exist: `python -m jobs.activity` fails (exit 1) in
     one line naming the table, the call and S3's cause, no Python traceback (Spark logs its failed task as it does);
     the report says the same."""
-    import pyiceberg.catalog
-    from pyiceberg.utils.config import Config
 
     from tests.aws import glue_catalog
 
     for key, value in glue_catalog("nobucket", "s3://no-such-warehouse-bucket/iceberg").items():
         monkeypatch.setenv(key, value)
-    monkeypatch.setattr(pyiceberg.catalog, "_ENV_CONFIG", Config())
     deliver(landing, events_of(3, DAY + timedelta(hours=1), "a"), DAY + timedelta(hours=2))
     ingest(spark, landing, lake)
     result = command("jobs.activity", "--lake", lake, "--catalog", "nobucket", "--namespace", "derived_nobucket", "--run-id", "nb")

@@ -41,6 +41,22 @@ def test_the_aws_settings_become_s3a_s_and_pyiceberg_s():
 
 
 @pytest.mark.unit
+def test_a_catalog_configured_after_pyiceberg_was_imported_is_opened_with_its_settings(tmp_path, monkeypatch):
+    """pyiceberg's `load_catalog` alone reads the settings of its import: a process that imported it before the catalog's
+    PYICEBERG_* settings were made (a test, a long-lived worker) got no `type` and failed with "URI missing"."""
+    import pyiceberg.catalog  # noqa: F401  (imported before the settings exist, as an earlier caller would)
+
+    from jobs.iceberg.catalog import open_catalog
+    from jobs.lake import Lake
+
+    settings = {"TYPE": "sql", "URI": f"sqlite:///{tmp_path / 'late.db'}", "WAREHOUSE": str(tmp_path / "warehouse")}
+    for key, value in settings.items():
+        monkeypatch.setenv(f"PYICEBERG_CATALOG__LATE__{key}", value)
+    catalog = open_catalog(Lake.at(tmp_path / "lake"), "late")
+    assert type(catalog).__name__ == "SqlCatalog" and ("cloudtrail",) in catalog.list_namespaces()
+
+
+@pytest.mark.unit
 def test_the_jvm_dependencies_are_pinned_and_checked():
     """build/jars is exactly tools/jars/jars.sha256 (`make setup` fetched and checked it): S3A at the wheel's Hadoop."""
     expected = dict(line.split()[::-1] for line in (ROOT / "tools" / "jars" / "jars.sha256").read_text().splitlines() if line.strip())

@@ -8,8 +8,9 @@ one never delivered, and right after a publish it equals the oracle.
 
 `make test` runs two scripted sequences that take every rule, and $TORTURE_EXAMPLES (3) generated ones of the
 seed $TORTURE_SEED; `make torture` runs many generated ones of a new seed each time. The same machine runs on lakes
-in S3 (moto's, each sequence's tables in a catalog of its own) in the harness, and in `make torture-s3`: the rules
-that copy the lake's files (a copy, a backup and its restores) are a folder's; every other rule runs there.
+in S3 (moto's, each sequence's tables in a catalog of its own) in the harness, and in `make torture-s3`: every rule
+but the copy of the lake to another place (for a lake in S3, a migration), its backups being copies of its prefix, of
+its warehouse's and of its catalog's file.
 """
 
 from __future__ import annotations
@@ -25,12 +26,10 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import pyiceberg.catalog
 import pytest
 from hypothesis import HealthCheck, seed, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
-from pyiceberg.utils.config import Config
 
 from jobs.iceberg.catalog import open_catalog
 from jobs.ingest.command import main as ingest_main
@@ -39,7 +38,7 @@ from jobs.publishing import command as publish
 from jobs.quality import validate_events
 from jobs.spark.session import stop_state_stores
 from jobs.upkeep import compact, rebuild, repair, rescale
-from tests.aws import reach_from
+from tests.aws import copy_prefix, delete_prefix, reach_from
 from tests.helpers import DAY, catalog_rows, deliver, duckdb_rows, event, table_rows
 
 EXAMPLES = int(os.environ.get("TORTURE_EXAMPLES", "3"))
@@ -59,14 +58,13 @@ class OperatorSequences(RuleBasedStateMachine):
         super().__init__()
         name = f"seq-{time.monotonic_ns()}"
         folder = self.root / name
-        self.landing, self.lake = folder / "landing", folder / "lake"
+        self.name, self.landing, self.lake = name, folder / "landing", folder / "lake"
         (self.landing / "AWSLogs").mkdir(parents=True)
         self.catalog: str | None = None
         if self.bucket:
             self.lake, self.catalog = f"s3://{self.bucket}/{name}/lake", name.replace("-", "")  # pyiceberg reads "_" in a name as "-"
             sql = {"TYPE": "sql", "URI": f"sqlite:///{folder / 'catalog.db'}", "WAREHOUSE": f"s3://{self.bucket}/{name}/warehouse"}
             os.environ.update({f"PYICEBERG_CATALOG__{self.catalog.upper()}__{key}": value for key, value in sql.items()})
-            pyiceberg.catalog._ENV_CONFIG = Config()  # pyiceberg reads its settings once a process
         else:
             self.lake.mkdir()  # as an operator makes it (make run): only the ingest makes a lake, the other commands need one
         self.made = not self.bucket  # a prefix is a lake once something is written under it
@@ -195,7 +193,8 @@ class OperatorSequences(RuleBasedStateMachine):
         self.log.append(f"rescale({partitions})")
         assert rescale.main([*self._lake_args(), "--state-partitions", str(partitions)]) == 0, self.log
 
-    # A folder's copies: a lake in S3 keeps its tables in a catalog, which a copy of its prefix does not take along.
+    # A lake's copies. A copy of a lake in S3 to another prefix is a migration (jobs.migrate): its tables stay in the
+    # catalog, which names the old prefix. Its backup is its prefix, its warehouse's and its catalog's entries.
     @precondition(lambda self: not self.bucket)
     @rule()
     def copy_lake(self) -> None:
@@ -205,26 +204,50 @@ class OperatorSequences(RuleBasedStateMachine):
         shutil.copytree(self.lake, copy, symlinks=True) if self.lake.exists() else None
         self.lake = copy
 
-    @precondition(lambda self: self.clean and self.ingested and not self.bucket)
+    @precondition(lambda self: self.clean and self.ingested)
     @rule()
     def back_up(self) -> None:
         self.log.append("back_up")
-        backup = self.lake.parent / f"backup-{len(self.log)}"
-        shutil.copytree(self.lake, backup, symlinks=True)
+        backup = self.root / self.name / f"backup-{len(self.log)}"
+        if self.bucket:
+            for part in ("lake", "warehouse"):
+                copy_prefix(self.bucket, f"{self.name}/{part}", f"{self.name}/{backup.name}/{part}")
+            shutil.copyfile(self.root / self.name / "catalog.db", backup.with_suffix(".db"))
+        else:
+            shutil.copytree(self.lake, backup, symlinks=True)
         self.backups.append(backup)
+
+    def _restore(self, part: str) -> None:
+        """The newest backup's `checkpoint`, `tables` (with their catalog's entries) or `whole` lake put back."""
+        backup = self.backups[-1]
+        if not self.bucket:
+            if part == "whole":
+                shutil.rmtree(self.lake)
+                shutil.copytree(backup, self.lake, symlinks=True)
+            else:  # the checkpoints, or the tables of record with their catalog
+                now, saved = (Lake(self.lake).checkpoints, Lake(backup).checkpoints) if part == "checkpoint" else (
+                    Lake(self.lake).root / "iceberg", Lake(backup).root / "iceberg")  # fmt: skip
+                shutil.rmtree(now, ignore_errors=True)
+                shutil.copytree(saved, now, symlinks=True) if saved.exists() else None
+            return
+        parts = {"checkpoint": ["lake/_checkpoints"], "tables": ["warehouse"], "whole": ["lake", "warehouse"]}[part]
+        for prefix in parts:
+            delete_prefix(self.bucket, f"{self.name}/{prefix}")
+            copy_prefix(self.bucket, f"{self.name}/{backup.name}/{prefix}", f"{self.name}/{prefix}")
+        if "warehouse" in parts:
+            shutil.copyfile(backup.with_suffix(".db"), self.root / self.name / "catalog.db")
 
     def _mend(self, refused: int) -> None:
         """After a restore: the ingest refuses (2) or goes on (0); refused, `jobs.repair` mends it (or, when it
         refuses too, the whole lake comes back from the backup, as the refusal says), and the next ingest is exact."""
         assert refused in (0, 2), self.log
         if refused == 2:
-            mended = repair.main(["--lake", str(self.lake), "--landing", str(self.landing)])
+            mended = repair.main([*self._lake_args(), "--landing", str(self.landing)])
             assert mended in (0, 2), self.log
             self.mends.append("repair" if mended == 0 else "whole lake")
             if mended == 2:
                 self.log.append("restore the whole lake")
-                shutil.rmtree(self.lake)
-                shutil.copytree(self.backups[-1], self.lake, symlinks=True)
+                self._restore("whole")
         self._ingested()
 
     @precondition(lambda self: self.clean and bool(self.backups))
@@ -232,8 +255,7 @@ class OperatorSequences(RuleBasedStateMachine):
     def restore_checkpoint(self) -> None:
         """The checkpoint alone put back from the newest backup."""
         self.log.append("restore_checkpoint")
-        shutil.rmtree(Lake(self.lake).checkpoints)
-        shutil.copytree(Lake(self.backups[-1]).checkpoints, Lake(self.lake).checkpoints, symlinks=True)
+        self._restore("checkpoint")
         self._mend(self._ingest())
 
     @precondition(lambda self: self.clean and bool(self.backups))
@@ -241,11 +263,7 @@ class OperatorSequences(RuleBasedStateMachine):
     def restore_tables(self) -> None:
         """The tables alone put back from the newest backup."""
         self.log.append("restore_tables")
-        for table in (Lake(self.lake).root / "iceberg",):  # the tables of record with their catalog
-            shutil.rmtree(table, ignore_errors=True)
-            saved = Lake(self.backups[-1]).table(table.name)
-            if saved.exists():
-                shutil.copytree(saved, table, symlinks=True)
+        self._restore("tables")
         self._mend(self._ingest())
 
     # What readers elsewhere see: the Iceberg tables (jobs/publishing/command.py).
@@ -363,8 +381,8 @@ def test_a_scripted_sequence_keeps_the_table_equal_to_the_oracle(spark, tmp_path
         assert machine.mends == ["repair", "repair"], "each restore was refused, then mended by jobs.repair"
 
 
-# The rules a lake in S3 skips: a copy of its prefix leaves its tables in the catalog, which names the old prefix.
-FOLDER_ONLY = {"copy_lake", "back_up", "restore_checkpoint", "restore_tables"}
+# The rule a lake in S3 skips: a copy of its prefix leaves its tables in the catalog, which names the old prefix.
+FOLDER_ONLY = {"copy_lake"}
 
 
 def in_s3(spark, s3_lake: str, tmp_path: Path) -> type[OperatorSequences]:
@@ -387,6 +405,8 @@ def test_a_scripted_sequence_on_a_lake_in_s3_keeps_the_table_equal_to_the_oracle
     machine.ingest()
     machine.the_table_equals_the_oracle()
     assert len(machine.expected) == len(machine.delivered) > 0 and machine.published(), "published, and every event in"
+    if script == "backups and restores":
+        assert machine.mends == ["repair", "repair"], "each restore of a part of the lake in S3 was refused, then repaired"
 
 
 @pytest.mark.harness

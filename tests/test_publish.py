@@ -206,15 +206,12 @@ def test_a_failed_gate_holds_its_date_back_until_a_gate_passes_it(spark, landing
 
 def test_glue_and_an_s3_warehouse_on_moto_take_the_same_tables_and_expiry_keeps_them_small(spark, landing, lake, aws, monkeypatch):
     import boto3
-    import pyiceberg.catalog
-    from pyiceberg.utils.config import Config
 
     bucket = f"warehouse-{Path(lake).parent.name[-12:].lower().replace('_', '-')}"
     boto3.client("s3").create_bucket(Bucket=bucket)
     for key, value in glue_catalog("athena", f"s3://{bucket}/iceberg").items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("CLOUDTRAIL_CATALOG", "athena")
-    monkeypatch.setattr(pyiceberg.catalog, "_ENV_CONFIG", Config())  # pyiceberg reads its settings once a process
     two_days(spark, landing, lake)
     report = published(lake, "g1", expire_after=timedelta(0), orphan_grace=timedelta(0))
     assert report.status == "succeeded" and report.catalog == "athena"
@@ -395,8 +392,6 @@ def test_an_in_flight_commit_s_files_outlive_any_orphan_grace(spark, landing, la
 
 def test_a_second_lake_pointed_at_the_first_lake_s_tables_is_refused_in_one_line(spark, landing, lake, tmp_path, monkeypatch):
     """Two lakes publishing to one catalog and namespace: the second is refused, the first lake's rows stay its own."""
-    import pyiceberg.catalog
-    from pyiceberg.utils.config import Config
 
     shared = {"TYPE": "sql", "URI": f"sqlite:///{tmp_path}/shared.db", "WAREHOUSE": (tmp_path / "warehouse").as_uri()}
     for key, value in shared.items():
@@ -412,7 +407,6 @@ def test_a_second_lake_pointed_at_the_first_lake_s_tables_is_refused_in_one_line
     assert second.returncode == 1 and "Traceback" not in second.stderr, second.stderr[-2000:]
     errors = [line for line in second.stderr.splitlines() if " ERROR " in line]
     assert errors and all("belongs to the lake at" in line and Lake.at(lake).location in line for line in errors), errors
-    monkeypatch.setattr(pyiceberg.catalog, "_ENV_CONFIG", Config())  # pyiceberg reads its settings once a process
     events = open_catalog(Lake.at(lake), "shared").load_table(f"{NS}.events").scan(selected_fields=("eventID", "event_date"))
     assert sorted((r["eventID"], str(r["event_date"])) for r in events.to_arrow().to_pylist()) == duckdb_rows(lake)
 

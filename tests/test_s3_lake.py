@@ -23,7 +23,7 @@ from jobs.iceberg.catalog import open_catalog
 from jobs.lake import Lake
 from jobs.reporting import tally
 from jobs.status import lake_status
-from tests.aws import reach_from
+from tests.aws import Trail, reach_from
 from tests.conftest import own_airflow_home
 from tests.helpers import catalog_rows, command, deliver, events_of, put_raw, refusal, run_command, succeeded, with_nan
 
@@ -130,6 +130,46 @@ def test_a_driver_machine_lost_between_runs_leaves_the_next_driver_all_it_needs(
     monkeypatch.setenv("CLOUDTRAIL_SCRATCH", str(tmp_path / "machine-b"))
     assert run_command(spark, "cloudtrail_ingest", run) == 0
     assert [event_id for event_id, _ in events_in(s3_lake)] == trail.oracle() and len(trail.oracle()) == 19
+
+
+def test_a_lake_made_again_where_an_earlier_one_was_plans_none_of_its_landing_s_copies(spark, s3_lake, trail, tmp_path, monkeypatch):
+    """The driver's landing cache is keyed by the lake's location: a lake deleted and made again there, reading another
+    landing (a test trail's lake moved over to the production trail), walked the earlier lake's copies and took them."""
+    reach_from(spark)
+    now = datetime.now(tz=UTC).replace(microsecond=0)
+    trail.deliver(events_of(8, now - timedelta(hours=2), "test-trail"), now - timedelta(minutes=20), "test")
+    first = ["--landing", trail.url, "--lake", s3_lake, "--catalog", "records", "--settle", "0 seconds"]
+    assert run_command(spark, "cloudtrail_ingest", first) == 0
+    bucket, _, prefix = s3_lake.removeprefix("s3://").partition("/")
+    for key in keys(s3_lake):  # the lake deleted; its tables stay in their catalog, a new one is made
+        boto3.client("s3").delete_object(Bucket=bucket, Key=f"{prefix}/{key}")
+    settings = {"TYPE": "sql", "URI": f"sqlite:///{tmp_path / 'afresh.db'}", "WAREHOUSE": f"s3://{bucket}/afresh"}
+    for key, value in settings.items():
+        monkeypatch.setenv(f"PYICEBERG_CATALOG__AFRESH__{key}", value)
+    production = Trail.create()
+    production.deliver(events_of(3, now - timedelta(hours=1), "production"), now - timedelta(minutes=10), "production")
+    run = ["--landing", production.url, "--lake", s3_lake, "--catalog", "afresh", "--settle", "0 seconds"]
+    assert run_command(spark, "cloudtrail_ingest", run) == 0
+    assert [event_id for event_id, _ in catalog_rows(s3_lake, "afresh")] == production.oracle() == [f"production-{i}" for i in range(3)]
+
+
+def test_a_second_lake_in_s3_pointed_at_the_first_lake_s_tables_is_refused_as_another_lake_s(spark, s3_lake, trail):
+    """Its checkpoint was held against the other lake's tables: refused as "behind the tables", whose mend (jobs.repair)
+    would have rolled the first lake's tables back to the second's checkpoint."""
+    reach_from(spark)
+    now = datetime.now(tz=UTC).replace(microsecond=0)
+    trail.deliver(events_of(5, now - timedelta(hours=2), "first"), now - timedelta(minutes=20), "first")
+    assert (
+        run_command(
+            spark, "cloudtrail_ingest", ["--landing", trail.url, "--lake", s3_lake, "--catalog", "records", "--settle", "0 seconds"]
+        )
+        == 0
+    )
+    second = f"{s3_lake}-second"
+    for module, more in (("jobs.cloudtrail_ingest", ["--landing", trail.url]), ("jobs.repair", [])):
+        line = refusal(command(module, "--lake", second, "--catalog", "records", *more))
+        assert f"cloudtrail.events belongs to the lake at {s3_lake}, not to this one ({second})" in line, line
+    assert [event_id for event_id, _ in events_in(s3_lake)] == trail.oracle() == [f"first-{i}" for i in range(5)]
 
 
 @pytest.mark.harness  # three DAG runs of real processes (about 3 minutes): `make test-harness`; their arguments: test_dag

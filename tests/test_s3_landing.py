@@ -95,6 +95,29 @@ def test_a_key_outside_the_landing_never_reaches_the_cache(tmp_path, key):
         landing.cached(key)
 
 
+@pytest.mark.unit
+def test_the_cache_keeps_only_copies_of_the_landing_a_lake_reads_and_its_ledger_took(tmp_path):
+    """A walk of the cache plans what it holds: another landing's copies, or those an earlier lake at the same location
+    took, are deleted; a lake's own (a first run's, fetched before it died; an earlier release's, unmarked) are kept."""
+    copy = tmp_path / "AWSLogs" / "1" / "CloudTrail" / "r" / "2024" / "03" / "01" / "1_CloudTrail_r_20240301T0000Z_a.json.gz"
+    first = BucketLanding.at("s3://first/trail", tmp_path)
+
+    def kept(landing: BucketLanding, new_lake: bool) -> bool:
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        copy.write_bytes(b"{}")
+        landing.claim(new_lake)
+        return copy.exists()
+
+    assert kept(first, new_lake=True) and kept(first, new_lake=False)  # no lake's ledger took them yet
+    first.mark()
+    assert (tmp_path / ".landing").read_text() == "s3://first/trail/\n"
+    assert kept(BucketLanding.at("s3://first/trail/", tmp_path), new_lake=False)
+    assert not kept(first, new_lake=True), "an earlier lake here took them"
+    first.mark()
+    assert not kept(BucketLanding.at("s3://second/trail", tmp_path), new_lake=False), "another landing's"
+    assert not (tmp_path / ".landing").exists() and (tmp_path / "AWSLogs").is_dir()
+
+
 def test_notifications_of_every_shape_duplicated_and_out_of_order_give_each_event_once(spark, trail, lake):
     odd = ["a b", "c+d", "e%20f", "ünï"]
     keys = [trail.deliver(events_of(5, NOW - timedelta(hours=1), f"e{n}"), NOW, f"{n}-{name}") for n, name in enumerate(odd)]

@@ -15,31 +15,31 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import shlex
 import shutil
 import signal
 import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
-from tools.stack import HOST_LOCAL_READS, free_port, own_folders
+from tools.stack import HOST_LOCAL_READS, covered, free_port, own_folders
 
 __all__ = ["Cluster", "start", "stop"]
 
 SPARK_HOME = str(Path(importlib.util.find_spec("pyspark").origin or "").parent)  # type: ignore[union-attr]
 
 
-def start(*command: str, log: Path, env: dict[str, str] | None = None, unshared: str = "") -> subprocess.Popen[bytes]:
-    """`spark-class COMMAND` in a process group of its own; in a mount namespace of its own after `unshared`'s mounts."""
+def start(*command: str, log: Path, env: dict[str, str] | None = None, hidden: Sequence[Path] = ()) -> subprocess.Popen[bytes]:
+    """`spark-class COMMAND` in a process group of its own, the `hidden` folders covered (`covered`)."""
     # pyspark's own launcher and Spark, beside this Python where make's PATH does not name them
     argv = [shutil.which("spark-class") or str(Path(sys.executable).parent / "spark-class"), *command]
     env = (env or dict(os.environ)) | {"SPARK_HOME": SPARK_HOME}
-    if unshared:
-        argv = ["unshare", "--mount", "sh", "-c", unshared + " ".join(["exec", *map(shlex.quote, argv)])]
+    if hidden:
+        argv = covered(argv, hidden)
     return subprocess.Popen(argv, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
 
 
@@ -86,10 +86,9 @@ class Cluster:
         self.processes.append(start(*master, log=self.home / "master.log"))
         for home in self.homes:
             hidden = [self.driver, *(other for other in self.homes if other != home)]
-            covers = "".join(f"mount -t tmpfs none {shlex.quote(str(folder))} && " for folder in hidden)
             worker = ["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--cores", str(self.cores), "--memory", self.memory,
                       "--webui-port", str(free_port()), "--work-dir", str(home / "work"), self.master_url]  # fmt: skip
-            self.processes.append(start(*worker, log=home / "worker.log", env=os.environ | own_folders(home), unshared=covers))
+            self.processes.append(start(*worker, log=home / "worker.log", env=os.environ | own_folders(home), hidden=hidden))
         deadline = time.monotonic() + 90
         while self.alive_workers() < self.workers:
             if time.monotonic() > deadline:

@@ -86,6 +86,13 @@ def own_folders(home: Path) -> dict[str, str]:
     return {"SPARK_LOCAL_DIRS": str(home / "local"), "TMPDIR": str(home / "tmp"), "JDK_JAVA_OPTIONS": java}
 
 
+def covered(argv: list[str], folders: Iterable[Path]) -> list[str]:
+    """`argv` in a mount namespace of its own in which each of `folders` is covered by an empty file system, as on a
+    machine that does not have them (needs root)."""
+    covers = "".join(f"mount -t tmpfs none {shlex.quote(str(folder))} && " for folder in sorted(folders))
+    return ["unshare", "--mount", "sh", "-c", covers + " ".join(["exec", *map(shlex.quote, argv)])]
+
+
 def env_file_values(env_file: Path) -> dict[str, str]:
     """An env file's NAME=value lines."""
     lines = env_file.read_text().splitlines()
@@ -292,8 +299,7 @@ class Stack:
         mounted = set(self.volumes(service, services).values())
         volumes = [folder for folder in (self.home / "volumes").iterdir() if folder not in mounted]
         others = [folder for folder in self.home.iterdir() if folder.is_dir() and folder.name not in (process, "volumes")]
-        covers = "".join(f"mount -t tmpfs none {shlex.quote(str(folder))} && " for folder in sorted(others + volumes))
-        return ["unshare", "--mount", "sh", "-c", covers + " ".join(["exec", *map(shlex.quote, argv)])]
+        return covered(argv, others + volumes)
 
     def postgres(self, service: str, services: dict[str, Any], env: dict[str, str]) -> list[str]:
         """Debian's PostgreSQL 15 in the volume's folder, initialised the way the postgres image does."""

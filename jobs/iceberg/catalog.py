@@ -8,7 +8,7 @@ catalog and namespace is refused with one line, where its publish replaced the f
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, cast
 
 from jobs import cli, object_store, options
 from jobs.lake import DERIVED, EVENTS, QUARANTINE, Lake
@@ -37,7 +37,9 @@ def open_catalog(lake: Lake, name: str | None, namespace: str = NAMESPACE) -> An
 
     try:
         if name:
-            catalog = load_catalog(name, **object_store.iceberg_properties(Config().get_catalog_config(name) or {}))
+            # Read now, not at pyiceberg's import (its `load_catalog` alone would use the settings of that moment).
+            configured = cast(dict[str, str], Config().get_catalog_config(name) or {})  # nested values pass as they are
+            catalog = load_catalog(name, **configured, **object_store.iceberg_properties(configured))
         else:
             lake.iceberg_warehouse.mkdir(parents=True, exist_ok=True)
             catalog = SqlCatalog(EMBEDDED, **embedded_settings(lake))

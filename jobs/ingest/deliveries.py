@@ -53,6 +53,8 @@ class Deliveries:
 
     def done(self, config: IngestConfig) -> None:
         """The plan has ledgered every fetched file: the messages that named them can go."""
+        if config.bucket is not None:
+            config.bucket.mark()
         if self.received is not None:
             self.received.done(self.sqs, config.queue_url, config.lake, self.fetched.problems)
             self.summary["messages"] = dict(self.received.counts)
@@ -80,7 +82,7 @@ def take(config: IngestConfig, checkpoint: CheckpointSnapshot) -> Deliveries | N
     if landing is None:
         return None
     s3 = s3_client()
-    (landing.cache / "AWSLogs").mkdir(parents=True, exist_ok=True)
+    landing.claim(new_lake=not config.lake.manifests.exists())
     if config.queue_url is None:
         listed = [(key, size, mtime) for key, size, mtime in landing.listed(s3, config.since) if not landing.is_cached(key, size, mtime)]
         fetched = landing.fetch(s3, [key for key, _, _ in listed])

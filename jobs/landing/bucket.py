@@ -3,6 +3,7 @@
     --landing s3://<bucket>[/<prefix>]   objects <prefix>/AWSLogs/... as CloudTrail names them
     <lake>/landing/AWSLogs/...           each object fetched, written whole under its key, mtime = its LastModified
     <lake>/landing/.pruned               the date before which the cache was last pruned
+    <lake>/landing/.landing              the landing whose copies the lake's ledger took (`claim`, `mark`)
 
 Spark reads the cache as it reads a landing folder, so the ledger, the de-duplication on arrival time (an object's
 LastModified), quarantine, rebuild and repair work on it unchanged (docs/design.md, 'An S3 landing'). Which objects
@@ -47,6 +48,8 @@ REFUSED = "refused"
 CHUNK = 1 << 20
 # The cache's record of its last prune: the date before which it holds no delivery folder.
 PRUNED = ".pruned"
+# The cache's record of the landing whose copies the lake's ledger took.
+CLAIMED = ".landing"
 # Where the executors read the landing's files: `store` (the objects, through S3A), `cache` (the driver's copies; only
 # where they share its disk) or unset: the driver's copies in local mode, the objects on a cluster.
 READS = "CLOUDTRAIL_LANDING_READS"
@@ -237,6 +240,27 @@ class BucketLanding:
     def is_cached(self, key: str, size: int, mtime_ns: int) -> bool:
         relative = self.relative_key(key)
         return relative is not None and _same(self.cache / relative, size, mtime_ns)
+
+    def claim(self, new_lake: bool) -> None:
+        """The cache made this landing's before a walk of it plans what it holds: the copies of another landing (the
+        lake's `--landing` changed) or, for a lake whose ledger holds nothing yet (`new_lake`), those an earlier lake
+        at its location took (`mark`) are deleted. A first run's own copies, fetched before it died, have no mark and
+        stay. Copies are scratch: fetched again when wanted."""
+        record = self.cache / CLAIMED
+        held = record.read_text().strip() if record.is_file() else None
+        if held is not None and (held != self.url or new_lake):
+            why = "an earlier lake here took" if held == self.url else "this lake took before its landing changed"
+            log.warning("the landing cache %s held copies of %s that %s: deleted (this lake reads %s)", self.cache, held, why, self.url)
+            shutil.rmtree(self.cache / "AWSLogs", ignore_errors=True)
+            (self.cache / PRUNED).unlink(missing_ok=True)
+            record.unlink()
+        (self.cache / "AWSLogs").mkdir(parents=True, exist_ok=True)
+
+    def mark(self) -> None:
+        """Recorded in the cache that the lake's ledger took copies of this landing's (`claim` reads it)."""
+        record = self.cache / CLAIMED
+        if not record.is_file() or record.read_text().strip() != self.url:
+            write_whole(record, self.url + "\n")
 
     def prune(self, before: date) -> dict[str, Any]:
         """Delete the cached delivery folders dated before `before`, once per date (a walk of the cache's day folders):

@@ -14,7 +14,7 @@ from datetime import date, timedelta
 from typing import Any
 
 from jobs import storage
-from jobs.iceberg.catalog import NAMESPACE
+from jobs.iceberg.catalog import NAMESPACE, OWNER, owned_by_another
 from jobs.iceberg.embedded import Registered, registered, static_table
 from jobs.lake import Lake
 from jobs.spark.logs import CheckpointError
@@ -82,6 +82,11 @@ def table_metadata(lake: Lake, table: str) -> dict[str, Any]:
         ) from None
     if not isinstance(found, dict):
         raise CheckpointError(f"{path}, the current metadata of the table {table}, is no Iceberg metadata. Refusing to start.")
+    owner = found.get("properties", {}).get(OWNER)
+    # A named catalog's table may be another lake's (an embedded one's is the lake's own, wherever it was copied): said
+    # before its batches are held against this lake's checkpoint, which would refuse it as ahead or behind.
+    if lake.catalog and owner not in (None, lake.location) and not lake.migration.exists():  # a migration registers it
+        raise owned_by_another(f"{NAMESPACE}.{table}", str(owner), lake)
     return found
 
 

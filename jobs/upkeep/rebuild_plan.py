@@ -82,11 +82,10 @@ def unreadable_sources(plans: list[DateRebuild]) -> list[str]:
     return sorted({source_file(path) for p in plans for path in p.unreadable})
 
 
-def source_files(lake: Lake, day: date) -> set[str]:
-    """The landing files (local paths) a date's rows came from, as the data files the lake still holds name them (the
-    landing's delivery days and the late files' list name the others')."""
-    gone = set(map(str, lost_files(lake, day)))
-    return landing_files(EVENTS, [path for path in date_files(lake, day) if str(path) not in gone])
+def source_files(lake: Lake, day: date, lost: tuple[str, ...]) -> set[str]:
+    """The landing files (local paths) a date's rows came from, as the data files the lake still holds (all but the
+    `lost`) name them (the landing's delivery days and the late files' list name the others')."""
+    return landing_files(EVENTS, [path for path in date_files(lake, day) if str(path) not in lost])
 
 
 def plan_rebuild(config: RebuildConfig) -> list[DateRebuild]:
@@ -99,8 +98,11 @@ def plan_rebuild(config: RebuildConfig) -> list[DateRebuild]:
             "run an incremental ingest first, so the rebuild knows which files the stream has read"
         )
     horizon_days = math.ceil(config.dedup.horizon / timedelta(days=1))
-    if config.bucket is not None and not config.dry_run:
-        refetch(config, config.bucket, checkpoint, horizon_days)
+    lost = {day: tuple(sorted(map(str, lost_files(lake, day)))) for day in config.dates}  # each a look at every data file
+    if config.bucket is not None:
+        config.bucket.claim(new_lake=not lake.manifests.exists())
+        if not config.dry_run:
+            refetch(config, config.bucket, checkpoint, horizon_days, lost)
     read = read_files(checkpoint, lake.manifests, config.landing, config.source_retention)
     folders: dict[date, list[str]] = {}  # every account's and region's folders of a delivery date
     for delivered_on, folder in day_folders(config.landing):
@@ -108,20 +110,22 @@ def plan_rebuild(config: RebuildConfig) -> list[DateRebuild]:
     late = late_files(lake.late_files)
     plans = []
     for day in config.dates:
-        named = source_files(lake, day)
+        named = source_files(lake, day, lost[day])
         delivery_days = options.date_range(day, day + timedelta(days=horizon_days))
         delivered = {f.path for d in delivery_days for folder in folders.get(d, []) for f in log_files_in(folder)}
         wanted = {relative(path) for path in named | delivered | {local_path(path) for path in late.get(day, ())}}
         files = tuple(sorted((read[key] for key in wanted if key in read), key=lambda e: e.path))
         unreadable = tuple(sorted(path for path in named if relative(path) not in read))
-        if lost := tuple(sorted(map(str, lost_files(lake, day)))):
+        if lost[day]:
             log.warning("%s: %d of its data files are gone from the lake (%s): rebuilt from the landing without them", day,
-                        len(lost), ", ".join(lost[:3]))  # fmt: skip
-        plans.append(DateRebuild(day, files, unreadable, lost))
+                        len(lost[day]), ", ".join(lost[day][:3]))  # fmt: skip
+        plans.append(DateRebuild(day, files, unreadable, lost[day]))
     return plans
 
 
-def refetch(config: RebuildConfig, bucket: BucketLanding, checkpoint: CheckpointSnapshot, horizon_days: int) -> None:
+def refetch(
+    config: RebuildConfig, bucket: BucketLanding, checkpoint: CheckpointSnapshot, horizon_days: int, lost: dict[date, tuple[str, ...]]
+) -> None:
     """An S3 landing: fetch again the files of the dates' delivery days the ledger took, and those the partitions name,
     whose copies in the cache are gone (cleaned, or a lake restored without it)."""
     lake = config.layout
@@ -129,7 +133,7 @@ def refetch(config: RebuildConfig, bucket: BucketLanding, checkpoint: Checkpoint
     wanted = {key for key in known_files(checkpoint, lake.manifests, sorted(days)) if delivery_date(key) in days}
     late = late_files(lake.late_files)
     for day in config.dates:
-        wanted |= {relative(path) for path in source_files(lake, day) | {local_path(p) for p in late.get(day, ())}}
+        wanted |= {relative(path) for path in source_files(lake, day, lost[day]) | {local_path(p) for p in late.get(day, ())}}
     bucket.fetch_missing(wanted, "the rebuilt dates' files: their local copies were gone")
 
 
