@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -14,15 +15,17 @@ import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from html import escape
+from pathlib import Path
 
 import boto3
 import pytest
 
 from jobs import storage
-from jobs.iceberg.catalog import open_catalog
+from jobs.iceberg.catalog import OwnedByAnotherLake, open_catalog
 from jobs.lake import Lake
 from jobs.reporting import tally
 from jobs.status import lake_status
+from jobs.upkeep import repair
 from tests.aws import Trail, reach_from
 from tests.conftest import own_airflow_home
 from tests.helpers import catalog_rows, command, deliver, events_of, put_raw, refusal, run_command, succeeded, with_nan
@@ -166,9 +169,10 @@ def test_a_second_lake_in_s3_pointed_at_the_first_lake_s_tables_is_refused_as_an
         == 0
     )
     second = f"{s3_lake}-second"
-    for module, more in (("jobs.cloudtrail_ingest", ["--landing", trail.url]), ("jobs.repair", [])):
-        line = refusal(command(module, "--lake", second, "--catalog", "records", *more))
-        assert f"cloudtrail.events belongs to the lake at {s3_lake}, not to this one ({second})" in line, line
+    refused = f"cloudtrail.events belongs to the lake at {s3_lake}, not to this one ({second})"
+    assert refused in refusal(command("jobs.cloudtrail_ingest", "--landing", trail.url, "--lake", second, "--catalog", "records"))
+    with pytest.raises(OwnedByAnotherLake, match=re.escape(refused)):  # the door (`main`) turns it into that line, exit 2
+        repair.repair(repair.parse_args(["--lake", second, "--catalog", "records", "--landing", trail.url]))
     assert [event_id for event_id, _ in events_in(s3_lake)] == trail.oracle() == [f"first-{i}" for i in range(5)]
 
 
@@ -391,28 +395,32 @@ def test_the_chaos_harness_kills_ingests_of_a_lake_in_s3_and_every_event_stays_o
     assert "every event once" in result.stdout.splitlines()[-1]
 
 
-@pytest.mark.harness  # four drivers' processes, a lease to lapse (90 s): `make test-harness`, which CI runs
-def test_a_driver_machine_lost_mid_run_leaves_the_next_run_exact_and_two_drivers_never_run_together(s3_lake, trail, tmp_path):
+def driver_machine(tmp_path: Path, name: str) -> dict[str, str]:
+    """The environment of a driver on a machine of its own: its scratch and temporary folders; a dead driver's lease
+    lapses in 6 s (by default 2 minutes)."""
+    folders = {"CLOUDTRAIL_SCRATCH": str(tmp_path / name / "scratch"), "TMPDIR": str(tmp_path / name / "tmp")}
+    (tmp_path / name / "tmp").mkdir(parents=True, exist_ok=True)
+    return os.environ | folders | {"CLOUDTRAIL_LEASE": "6 seconds"}
+
+
+def queue_job(trail: Trail, lake: str) -> list[str]:
+    """An ingest of an S3 landing on its queue into the lake, a file per batch."""
+    return ["--landing", trail.url, "--lake", lake, "--catalog", "records", "--queue-url", trail.queue_url, "--visibility-timeout", "2",
+            "--reconcile-interval", "3650 days", "--max-files-per-trigger", "1", "--settle", "0 seconds"]  # fmt: skip
+
+
+def test_a_driver_machine_lost_mid_run_leaves_the_next_run_on_a_fresh_machine_exact(s3_lake, trail, tmp_path):
     """An S3 landing into a lake in S3: the driver is killed while a batch reads its files, and everything its machine
     held is deleted (its fetched objects, its Spark folders); a fresh machine with the same settings but a scratch folder
-    of its own runs next; then two drivers start at once on two more machines: one runs, the other refuses in one line
-    naming it. Each event once, nothing a machine kept needed."""
+    of its own runs next: each event once, nothing a machine kept needed."""
     from tests.aws import cloudtrail_sns
 
     now = datetime.now(tz=UTC).replace(microsecond=0)
     delivered = [trail.deliver(events_of(30, now - timedelta(hours=2), f"a{n}"), now, f"a-{n}") for n in range(3)]
     trail.notify_many([cloudtrail_sns(trail.bucket, [key]) for key in delivered])
-    job = ["--landing", trail.url, "--lake", s3_lake, "--catalog", "records", "--queue-url", trail.queue_url, "--visibility-timeout", "2",
-           "--reconcile-interval", "3650 days", "--max-files-per-trigger", "1", "--settle", "0 seconds"]  # fmt: skip
-
-    def machine(name: str) -> dict[str, str]:  # the dead driver's lease lapses in 6 s (by default 2 minutes)
-        folders = {"CLOUDTRAIL_SCRATCH": str(tmp_path / name / "scratch"), "TMPDIR": str(tmp_path / name / "tmp")}
-        return os.environ | folders | {"CLOUDTRAIL_LEASE": "6 seconds"}
-
-    for name in ("a", "b", "c", "d"):
-        (tmp_path / name / "tmp").mkdir(parents=True)
+    job = queue_job(trail, s3_lake)
     argv = [sys.executable, "-m", "tests.fault_runner", "reading", "1", "--", *job, "--run-id", "killed"]
-    killed = subprocess.run(argv, start_new_session=True, capture_output=True, text=True, timeout=600, env=machine("a"))
+    killed = subprocess.run(argv, start_new_session=True, capture_output=True, text=True, timeout=600, env=driver_machine(tmp_path, "a"))
     assert killed.returncode == -9, killed.stderr[-3000:]
     assert any(key.startswith("_checkpoints/ingest/offsets/1") for key in keys(s3_lake)), "killed with batch 1 planned"
     assert not any(key.startswith("_checkpoints/ingest/commits/1") for key in keys(s3_lake)), "and not committed"
@@ -422,26 +430,38 @@ def test_a_driver_machine_lost_mid_run_leaves_the_next_run_exact_and_two_drivers
     time.sleep(2.5)  # the messages the killed run received and did not delete come back
     again = [trail.deliver(events_of(10, now - timedelta(hours=1), "b"), now, "b-0"), delivered[0]]  # one new, one again
     trail.notify_many([cloudtrail_sns(trail.bucket, [key]) for key in again])
-    succeeded(command("jobs.cloudtrail_ingest", *job, "--run-id", "fresh", env=machine("b")))
-    assert [event_id for event_id, _ in events_in(s3_lake)] == trail.oracle(), "each event once after the lost machine"
+    succeeded(command("jobs.cloudtrail_ingest", *job, "--run-id", "fresh", env=driver_machine(tmp_path, "b")))
+    assert [event_id for event_id, _ in events_in(s3_lake)] == trail.oracle() and len(trail.oracle()) == 100, "each event once"
     fresh = json.loads(storage.at(f"{s3_lake}/reports/ingest/fresh.json").read_text())
     assert fresh["deliveries"]["fetched_again"]["files"] == 2, "batch 1's file, which the dead run planned, and batch 2's"
-    shutil.rmtree(tmp_path / "b")
+    assert trail.waiting() == 0
 
-    # Two drivers at once on machines c and d (two deployments by mistake): one runs, the other refuses naming it.
-    trail.notify(cloudtrail_sns(trail.bucket, [trail.deliver(events_of(5, now, "c"), now, "c-0"), delivered[1], again[0]]))
-    first = subprocess.Popen([sys.executable, "-m", "jobs.cloudtrail_ingest", *job, "--run-id", "on-c"], env=machine("c"),
+
+@pytest.mark.harness  # three drivers' processes (about a minute): `make test-harness`, which CI runs
+def test_two_drivers_at_once_on_a_lake_in_s3_never_run_together(s3_lake, trail, tmp_path):
+    """Two drivers start at once on two machines (two deployments by mistake): one runs, the other refuses in one line
+    naming it; then the one left takes what the first did not. Each event once."""
+    from tests.aws import cloudtrail_sns
+
+    now = datetime.now(tz=UTC).replace(microsecond=0)
+    job = queue_job(trail, s3_lake)
+    trail.notify(
+        cloudtrail_sns(trail.bucket, [trail.deliver(events_of(30, now - timedelta(hours=2), f"a{n}"), now, f"a-{n}") for n in range(3)])
+    )
+    first = subprocess.Popen([sys.executable, "-m", "jobs.cloudtrail_ingest", *job, "--run-id", "on-c"], env=driver_machine(tmp_path, "c"),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
     lease = storage.at(f"{s3_lake}/_checkpoints/ingest.lock")
     deadline = time.monotonic() + 120
     while not (lease.exists() and '"released": false' in (held := storage.read_whole(lease)) and "on-c" in held):
         assert first.poll() is None and time.monotonic() < deadline, "machine c never took the lake"
         time.sleep(0.2)
-    second = command("jobs.cloudtrail_ingest", *job, "--run-id", "on-d", "--lock-wait", "0", env=machine("d"))
+    second = command("jobs.cloudtrail_ingest", *job, "--run-id", "on-d", "--lock-wait", "0", env=driver_machine(tmp_path, "d"))
     errors = [line for line in second.stderr.splitlines() if " ERROR " in line]
     assert second.returncode == 75 and len(errors) == 1 and "ingest run on-c (pid" in errors[0], second.stderr[-3000:]
     assert "Traceback" not in second.stderr
     _, stderr = first.communicate(timeout=600)
     assert first.returncode == 0, stderr[-3000:]
-    assert [event_id for event_id, _ in events_in(s3_lake)] == trail.oracle() and len(trail.oracle()) == 105, "nothing twice"
+    trail.notify(cloudtrail_sns(trail.bucket, [trail.deliver(events_of(5, now, "d"), now, "d-0")]))
+    succeeded(command("jobs.cloudtrail_ingest", *job, "--run-id", "on-d-again", env=driver_machine(tmp_path, "d")))
+    assert [event_id for event_id, _ in events_in(s3_lake)] == trail.oracle() and len(trail.oracle()) == 95, "nothing twice"
     assert trail.waiting() == 0
