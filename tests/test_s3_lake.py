@@ -409,6 +409,7 @@ def queue_job(trail: Trail, lake: str) -> list[str]:
             "--reconcile-interval", "3650 days", "--max-files-per-trigger", "1", "--settle", "0 seconds"]  # fmt: skip
 
 
+@pytest.mark.harness  # two drivers' processes (about 50 s): `make test-harness`, which CI runs; between runs: make test's above
 def test_a_driver_machine_lost_mid_run_leaves_the_next_run_on_a_fresh_machine_exact(s3_lake, trail, tmp_path):
     """An S3 landing into a lake in S3: the driver is killed while a batch reads its files, and everything its machine
     held is deleted (its fetched objects, its Spark folders); a fresh machine with the same settings but a scratch folder

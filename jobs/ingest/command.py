@@ -209,9 +209,10 @@ def dry_run(config: IngestConfig) -> int:
     if config.bucket is None:
         log.error("--dry-run estimates an s3:// landing's first run; --landing %s is a folder", config.landing)
         return cli.USAGE
-    from jobs.landing.bucket import estimate, s3_client
+    from jobs.landing.bucket import s3_client
+    from jobs.landing.bucket_listing import estimate, listed
 
-    figures = estimate(config.bucket, config.bucket.listed(s3_client(), config.since))
+    figures = estimate(config.bucket, listed(config.bucket, s3_client(), config.since))
     total = {"files": sum(f["files"] for f in figures.values()), "bytes": sum(f["bytes"] for f in figures.values())}
     print(json.dumps({"landing": config.bucket.url, "since": config.since and config.since.isoformat(), "total": total,
                       "per_account_and_day": figures}, indent=1))  # fmt: skip

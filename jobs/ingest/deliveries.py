@@ -30,6 +30,7 @@ from pyspark.sql import functions as F
 
 from jobs.ingest.config import IngestConfig
 from jobs.landing.bucket import BucketLanding, Fetched, s3_client
+from jobs.landing.bucket_listing import listed
 from jobs.landing.layout import newest_of, relative
 from jobs.landing.sqs import Received, receive, sqs_client
 from jobs.ledger.planner import Plan
@@ -84,8 +85,8 @@ def take(config: IngestConfig, checkpoint: CheckpointSnapshot) -> Deliveries | N
     s3 = s3_client()
     landing.claim(new_lake=not config.lake.manifests.exists())
     if config.queue_url is None:
-        listed = [(key, size, mtime) for key, size, mtime in landing.listed(s3, config.since) if not landing.is_cached(key, size, mtime)]
-        fetched = landing.fetch(s3, [key for key, _, _ in listed])
+        new = [key for key, size, mtime in listed(landing, s3, config.since) if not landing.is_cached(key, size, mtime)]
+        fetched = landing.fetch(s3, new)
         deliveries = Deliveries(None, fetched, summary={"mode": "listing", "since": config.since and config.since.isoformat()})
     else:
         sqs = sqs_client()

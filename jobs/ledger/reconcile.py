@@ -23,6 +23,7 @@ from typing import Any
 from jobs import storage
 from jobs.lake import Lake
 from jobs.landing.bucket import FETCH_THREADS, BucketLanding
+from jobs.landing.bucket_listing import region_prefixes
 from jobs.landing.layout import FILE_NAME
 from jobs.ledger.digests import DIGEST_FOLDER, Proven, content_hash, digest_keys, read_digest
 from jobs.ledger.state import known_files
@@ -115,7 +116,7 @@ def reconcile_ledger(
     found = Reconciliation(run_id, now.isoformat(timespec="seconds"), [d.isoformat() for d in window])
     proven = Proven(lake.reconciled)
     calls: Counter[str] = Counter()
-    digested = landing.region_prefixes(s3, DIGEST_FOLDER, calls)
+    digested = region_prefixes(landing, s3, DIGEST_FOLDER, calls)
     found.list_calls += calls["list"]
     first_day = window[0].strftime("%Y/%m/%d")
     with ThreadPoolExecutor(FETCH_THREADS) as pool:
