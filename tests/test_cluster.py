@@ -47,6 +47,7 @@ def standalone_cluster(tmp_path: Path):
         stop(master)
 
 
+@pytest.mark.harness  # a master, a worker and two applications (about 40 s): `make test-harness`, which CI runs
 def test_the_dag_runs_its_spark_applications_on_a_standalone_cluster(standalone_cluster, dag_roots, monkeypatch, tmp_path):
     from airflow.dag_processing.dagbag import DagBag
 
