@@ -319,11 +319,3 @@ def copy_prefix(bucket: str, source: str, target: str) -> None:
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=f"{source}/"):
         for item in page.get("Contents", []):
             s3.copy_object(Bucket=bucket, Key=target + item["Key"][len(source) :], CopySource={"Bucket": bucket, "Key": item["Key"]})
-
-
-def delete_prefix(bucket: str, prefix: str) -> None:
-    """Every object under `prefix`/ deleted (`aws s3 rm --recursive`)."""
-    s3 = boto3.client("s3")
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=f"{prefix}/"):
-        for item in page.get("Contents", []):
-            s3.delete_object(Bucket=bucket, Key=item["Key"])

@@ -31,6 +31,7 @@ from hypothesis import HealthCheck, seed, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
+from jobs import storage
 from jobs.iceberg.catalog import open_catalog
 from jobs.ingest.command import main as ingest_main
 from jobs.lake import Lake
@@ -38,7 +39,7 @@ from jobs.publishing import command as publish
 from jobs.quality import validate_events
 from jobs.spark.session import stop_state_stores
 from jobs.upkeep import compact, rebuild, repair, rescale
-from tests.aws import copy_prefix, delete_prefix, reach_from
+from tests.aws import copy_prefix, reach_from
 from tests.helpers import DAY, catalog_rows, deliver, duckdb_rows, event, table_rows
 
 EXAMPLES = int(os.environ.get("TORTURE_EXAMPLES", "3"))
@@ -232,7 +233,7 @@ class OperatorSequences(RuleBasedStateMachine):
             return
         parts = {"checkpoint": ["lake/_checkpoints"], "tables": ["warehouse"], "whole": ["lake", "warehouse"]}[part]
         for prefix in parts:
-            delete_prefix(self.bucket, f"{self.name}/{prefix}")
+            storage.remove_tree(storage.at(f"s3://{self.bucket}/{self.name}/{prefix}"))
             copy_prefix(self.bucket, f"{self.name}/{backup.name}/{prefix}", f"{self.name}/{prefix}")
         if "warehouse" in parts:
             shutil.copyfile(backup.with_suffix(".db"), self.root / self.name / "catalog.db")

@@ -143,9 +143,8 @@ def test_a_lake_made_again_where_an_earlier_one_was_plans_none_of_its_landing_s_
     trail.deliver(events_of(8, now - timedelta(hours=2), "test-trail"), now - timedelta(minutes=20), "test")
     first = ["--landing", trail.url, "--lake", s3_lake, "--catalog", "records", "--settle", "0 seconds"]
     assert run_command(spark, "cloudtrail_ingest", first) == 0
-    bucket, _, prefix = s3_lake.removeprefix("s3://").partition("/")
-    for key in keys(s3_lake):  # the lake deleted; its tables stay in their catalog, a new one is made
-        boto3.client("s3").delete_object(Bucket=bucket, Key=f"{prefix}/{key}")
+    storage.remove_tree(storage.at(s3_lake))  # the lake deleted; its tables stay in their catalog, a new one is made
+    bucket = s3_lake.removeprefix("s3://").split("/")[0]
     settings = {"TYPE": "sql", "URI": f"sqlite:///{tmp_path / 'afresh.db'}", "WAREHOUSE": f"s3://{bucket}/afresh"}
     for key, value in settings.items():
         monkeypatch.setenv(f"PYICEBERG_CATALOG__AFRESH__{key}", value)
