@@ -41,8 +41,8 @@ def spark_conf(env: Mapping[str, str] = os.environ) -> dict[str, str]:
         "spark.hadoop.fs.s3.impl": S3A,
         "spark.hadoop.fs.AbstractFileSystem.s3.impl": "org.apache.hadoop.fs.s3a.S3A",
         "spark.hadoop.fs.s3a.aws.credentials.provider": CREDENTIALS,
-        # Hadoop closes every cached file system in a shutdown hook; S3A's close waits out the AWS SDK's asynchronous
-        # client's graceful shutdown, 1.5 s of every job's exit on a lake in S3 (BENCHMARKS.md). Nothing is pending by
+        # Hadoop closes every cached file system in a shutdown hook; on a lake in S3 that close held each job's JVM
+        # 1.5 s past its work (S3A shutting its AWS SDK clients down; BENCHMARKS.md). Nothing is pending by
         # then: each write is closed, and so complete, before the job says it is done, and a job killed at any moment
         # loses nothing (the chaos tests), so the JVM exits without it.
         "spark.hadoop.fs.automatic.close": "false",
